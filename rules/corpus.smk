@@ -1,0 +1,39 @@
+# Corpus -> member/non-member split.
+
+
+rule corpus:
+    output:
+        corpus="results/corpus/{dataset}.parquet",
+        stats="results/corpus/{dataset}.stats.json",
+    params:
+        name=lambda wc: wc.dataset,
+        spec=lambda wc: config["datasets"][wc.dataset],
+        seed=SEED,
+    log:
+        "logs/corpus/{dataset}.log",
+    benchmark:
+        "benchmarks/out/corpus/{dataset}.tsv"
+    script:
+        "../workflow_scripts/corpus.py"
+
+
+rule split:
+    input:
+        corpus="results/corpus/{dataset}.parquet",
+    output:
+        members="results/split/{dataset}/members.parquet",
+        nonmembers="results/split/{dataset}/nonmembers.parquet",
+        targets="results/split/{dataset}/targets.parquet",
+        info="results/split/{dataset}/split.json",
+    params:
+        name=lambda wc: wc.dataset,
+        member_fraction=config["split"]["member_fraction"],
+        n_reference=config["split"]["n_reference"],
+        n_eval=config["split"]["n_eval"],
+        seed=SEED,
+    log:
+        "logs/split/{dataset}.log",
+    benchmark:
+        "benchmarks/out/split/{dataset}.tsv"
+    script:
+        "../workflow_scripts/split.py"

@@ -1,0 +1,46 @@
+# Offline query generation (checkpoint: the number of shards is known once queries exist), then the
+# target RAG system answers each shard in its own job (one GPU job per shard on a cluster).
+
+
+checkpoint queries:
+    input:
+        targets="results/split/{dataset}/targets.parquet",
+    output:
+        queries="results/queries/{dataset}/{attack}.parquet",
+        shards=directory("results/queries/{dataset}/{attack}.shards"),
+    params:
+        attack=lambda wc: config["attacks"][wc.attack],
+        shard_size=config["generation"]["shard_size"],
+        seed=SEED,
+    log:
+        "logs/queries/{dataset}/{attack}.log",
+    benchmark:
+        "benchmarks/out/queries/{dataset}/{attack}.tsv"
+    script:
+        "../workflow_scripts/queries.py"
+
+
+rule generate:
+    input:
+        unpack(generate_inputs),
+    output:
+        responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
+    params:
+        target=target_cfg,
+        retriever=lambda wc: config["retrievers"][retriever_name(wc)],
+        generator=generator_cfg,
+        cache_dir=config["generation"]["cache_dir"],
+        temperature=config["generation"]["temperature"],
+        server_log=lambda wc: f"logs/generate/{wc.dataset}/{wc.target}/{wc.attack}/{wc.shard}.server.log",
+        seed=SEED,
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=uses_gpu,
+        mem_mb=8000,
+        runtime=240,
+    log:
+        "logs/generate/{dataset}/{target}/{attack}/{shard}.log",
+    benchmark:
+        "benchmarks/out/generate/{dataset}/{target}/{attack}/{shard}.tsv"
+    script:
+        "../workflow_scripts/generate.py"

@@ -1,0 +1,35 @@
+"""PubMedQA abstracts (expert-labelled subset).
+
+Hub: ``qiaojin/PubMedQA``, config ``pqa_labeled``, split ``train`` (1000 rows), columns ``pubid``
+(int), ``question`` and ``context`` -- a struct whose ``contexts`` field is the list of abstract
+sections (Jin et al., 2019).  ``doc_id = str(pubid)``, ``text = " ".join(context["contexts"])``,
+``title = question``.  A local copy must keep ``context`` nested (.parquet, .jsonl or .json; a CSV
+cannot hold it).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from ragmi.datasets.hf import load_hf_frame
+from ragmi.errors import DataError
+
+HF_ID = "qiaojin/PubMedQA"
+COLUMNS = ("pubid", "question", "context")
+
+
+def load(name: str, spec: Mapping) -> pd.DataFrame:
+    raw = load_hf_frame(name, spec, hf_id=HF_ID, config="pqa_labeled", split="train", columns=COLUMNS)
+    texts = []
+    for i, ctx in enumerate(raw["context"]):
+        parts = ctx.get("contexts") if isinstance(ctx, dict) else None
+        if parts is None or isinstance(parts, str):
+            where = f"file {spec['path']}" if spec.get("path") else f"Hub dataset {spec.get('hf_id', HF_ID)}"
+            raise DataError(
+                f"datasets.{name}: {where} row {i} has no list 'context.contexts' "
+                f"(column 'context' must be a struct with a 'contexts' list of strings)."
+            )
+        texts.append(" ".join(str(p).strip() for p in parts))
+    return pd.DataFrame({"doc_id": raw["pubid"].astype(str), "text": texts, "title": raw["question"]})

@@ -1,0 +1,403 @@
+"""Metrics over membership-inference attack scores.
+
+Input is a long *scores* frame, one row per (document, variant):
+
+=========  =====================================================================================
+doc_id     document identifier (str)
+variant    attack variant, e.g. ``"rag_mia/gray/t2"`` (str)
+score      float, higher = more likely a member; must be finite
+decision   0/1 hard Yes/No of black-box point attacks, else NA (column optional)
+label      1 member, 0 non-member
+role       ``"reference"`` (the adversary's calibration documents) or ``"eval"``
+=========  =====================================================================================
+
+Other columns are ignored.
+
+Protocol (the project's standards)
+----------------------------------
+* Thresholds are never fitted on the data they are scored on: every threshold is chosen on the
+  ``reference`` rows of a variant and applied, unchanged, to its ``eval`` rows.
+* AUC is computed on the eval rows.
+* Every number carries its n (members / non-members, for reference and eval) and a 95% confidence
+  interval from a stratified bootstrap of the eval set (members and non-members are resampled
+  separately, with replacement; the reference thresholds stay fixed; percentiles 2.5 / 97.5).
+* The bootstrap uses one :class:`numpy.random.Generator` per variant, seeded from ``seed`` and the
+  CRC-32 of the variant name, so a variant's numbers do not depend on which other variants are
+  evaluated or in which order.
+
+TPR at low FPR is the headline number for membership inference (Carlini et al. 2022, "Membership
+Inference Attacks From First Principles"), as used in RAG-MIA §5: an attack is only dangerous if it
+identifies some members with confidence, i.e. at a threshold that almost never fires on
+non-members.  The realised eval FPR of each reference threshold is reported next to the TPR so that
+a reader sees whether the reference threshold transfers to the evaluation set.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import roc_auc_score, roc_curve
+
+DEFAULT_FPRS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.05)
+REQUIRED_COLUMNS = ["doc_id", "variant", "score", "label", "role"]
+ROLES = ("reference", "eval")
+BB_COLUMNS = ["bb_tpr", "bb_tpr_lo", "bb_tpr_hi", "bb_fpr", "bb_fpr_lo", "bb_fpr_hi"]
+
+# Tolerance when comparing an empirical rate k/n with a requested rate (e.g. 5/100 <= 0.05).
+_RATE_EPS = 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# Elementary metrics
+# --------------------------------------------------------------------------------------------
+def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """Area under the ROC curve of ``scores`` for the binary ``labels`` (1 = member).
+
+    Computed by :func:`sklearn.metrics.roc_auc_score`; tied scores count one half.  Raises
+    ``ValueError`` when only one class is present.
+    """
+    y = np.asarray(labels, dtype=int)
+    s = np.asarray(scores, dtype=float)
+    if y.size == 0 or np.unique(y).size < 2:
+        raise ValueError("AUC is undefined unless both members and non-members are present")
+    return float(roc_auc_score(y, s))
+
+
+def roc_points(labels: Sequence[int], scores: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """ROC curve ``(fpr, tpr)`` of ``scores`` (all operating points, from (0, 0) to (1, 1))."""
+    y = np.asarray(labels, dtype=int)
+    s = np.asarray(scores, dtype=float)
+    if y.size == 0 or np.unique(y).size < 2:
+        raise ValueError("a ROC curve needs both members and non-members")
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    return fpr, tpr
+
+
+def _candidate_thresholds(scores: np.ndarray) -> np.ndarray:
+    """Every distinct rule ``score >= t``: the distinct scores, plus one just above the maximum."""
+    uniq = np.unique(scores)  # sorted ascending
+    return np.append(uniq, np.nextafter(uniq[-1], np.inf))
+
+
+def threshold_max_accuracy(ref_labels: Sequence[int], ref_scores: Sequence[float]) -> float:
+    """Threshold ``t`` maximising the accuracy of the rule ``score >= t`` on the reference set.
+
+    Candidates are the distinct reference scores and ``nextafter(max, +inf)`` (everything
+    predicted non-member); each candidate stands for the whole interval of thresholds that give the
+    same predictions.  Ties between candidates are broken by the smallest ``t``.
+    """
+    y = np.asarray(ref_labels, dtype=int)
+    s = np.asarray(ref_scores, dtype=float)
+    if s.size == 0:
+        raise ValueError("threshold_max_accuracy needs at least one reference score")
+    if y.shape != s.shape:
+        raise ValueError("ref_labels and ref_scores differ in length")
+    _check_finite(s, "reference scores")
+    cand = _candidate_thresholds(s)
+    members = np.sort(s[y == 1])
+    nonmembers = np.sort(s[y == 0])
+    # members predicted positive: score >= t; non-members predicted negative: score < t.
+    tp = members.size - np.searchsorted(members, cand, side="left")
+    tn = np.searchsorted(nonmembers, cand, side="left")
+    correct = tp + tn
+    return float(cand[int(np.argmax(correct))])  # argmax returns the first (smallest t) of ties
+
+
+def threshold_at_fpr(ref_nonmember_scores: Sequence[float], fpr: float) -> float:
+    """Smallest threshold ``t`` with ``mean(ref_nonmember_scores >= t) <= fpr``.
+
+    Candidates are the distinct non-member scores and ``nextafter(max, +inf)``; for ``fpr = 0``
+    the result is therefore strictly above the largest reference non-member score.
+    """
+    s = np.asarray(ref_nonmember_scores, dtype=float)
+    if s.size == 0:
+        raise ValueError("threshold_at_fpr needs at least one reference non-member score")
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"fpr must lie in [0, 1], got {fpr}")
+    _check_finite(s, "reference non-member scores")
+    cand = _candidate_thresholds(s)
+    srt = np.sort(s)
+    rate = (srt.size - np.searchsorted(srt, cand, side="left")) / srt.size  # non-increasing
+    ok = np.flatnonzero(rate <= fpr + _RATE_EPS)
+    return float(cand[ok[0]])  # the last candidate always has rate 0
+
+
+def fpr_key(fpr: float) -> str:
+    """Column suffix of a false-positive rate, in percent: 0 -> "0", 0.005 -> "0.5", 0.05 -> "5"."""
+    return f"{round(float(fpr) * 100, 6):g}"
+
+
+def metric_columns(fprs: Iterable[float] = DEFAULT_FPRS) -> list[str]:
+    """The columns of :func:`evaluate`'s output, in order, for the given FPR levels."""
+    cols = [
+        "variant",
+        "n_ref_members",
+        "n_ref_nonmembers",
+        "n_members",
+        "n_nonmembers",
+        "n_boot",
+        "auc",
+        "auc_lo",
+        "auc_hi",
+        "threshold_acc",
+        "accuracy",
+        "accuracy_lo",
+        "accuracy_hi",
+    ]
+    for f in fprs:
+        k = fpr_key(f)
+        cols += [
+            f"threshold_fpr_{k}",
+            f"tpr_at_fpr_{k}",
+            f"tpr_at_fpr_{k}_lo",
+            f"tpr_at_fpr_{k}_hi",
+            f"fpr_realized_{k}",
+        ]
+    return cols + BB_COLUMNS
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------
+def _check_finite(values: np.ndarray, what: str) -> None:
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{what} contain NaN or infinite values; attacks must emit finite scores")
+
+
+def check_scores_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Validate a scores frame and return a normalised copy.
+
+    The copy has ``label`` as int, ``score`` as float and ``decision`` as float (NaN when absent).
+    Raises ``ValueError`` for missing columns, labels outside {0, 1}, unknown roles, non-finite
+    scores, decisions outside {0, 1}, or a document listed twice within one variant.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"scores frame lacks columns {missing}")
+    out = df.copy()
+    out["variant"] = out["variant"].astype(str)
+    out["doc_id"] = out["doc_id"].astype(str)
+    bad_roles = sorted(set(out["role"].astype(str)) - set(ROLES))
+    if bad_roles:
+        raise ValueError(f"role must be 'reference' or 'eval', got {bad_roles}")
+    out["role"] = out["role"].astype(str)
+    labels = pd.to_numeric(out["label"], errors="coerce")
+    if labels.isna().any() or not labels.isin([0, 1]).all():
+        raise ValueError("label must be 1 (member) or 0 (non-member) on every row")
+    out["label"] = labels.astype(int)
+    scores = pd.to_numeric(out["score"], errors="coerce").astype(float)
+    bad = ~np.isfinite(scores.to_numpy())
+    if bad.any():
+        variants = sorted(out.loc[bad, "variant"].unique())
+        raise ValueError(f"non-finite or missing scores in variants {variants}")
+    out["score"] = scores
+    if "decision" in out.columns:
+        dec = out["decision"].astype(object).where(out["decision"].notna(), np.nan)
+        dec = pd.to_numeric(dec, errors="coerce").astype(float)
+        given = out["decision"].notna()
+        if (given & ~dec.isin([0.0, 1.0])).any():
+            raise ValueError("decision must be 0, 1 or missing")
+        out["decision"] = dec
+    else:
+        out["decision"] = np.nan
+    dup = out.duplicated(["variant", "doc_id"], keep=False)
+    if dup.any():
+        first = out.loc[dup, ["variant", "doc_id"]].iloc[0]
+        raise ValueError(
+            f"document {first['doc_id']!r} appears more than once in variant {first['variant']!r}"
+        )
+    return out
+
+
+def _split(df: pd.DataFrame, variant: str):
+    """Reference/eval arrays of one validated variant, with the class-size checks.
+
+    Rows are sorted by ``doc_id`` so that the bootstrap does not depend on the input row order.
+    """
+    df = df.sort_values("doc_id", kind="stable")
+    ref = df[df["role"] == "reference"]
+    ev = df[df["role"] == "eval"]
+    ref_m = ref.loc[ref["label"] == 1, "score"].to_numpy(float)
+    ref_n = ref.loc[ref["label"] == 0, "score"].to_numpy(float)
+    ev_m = ev[ev["label"] == 1]
+    ev_n = ev[ev["label"] == 0]
+    if len(ev_m) == 0 or len(ev_n) == 0:
+        raise ValueError(
+            f"variant {variant!r}: the eval set needs members and non-members "
+            f"(has {len(ev_m)} members, {len(ev_n)} non-members)"
+        )
+    if ref_m.size == 0 or ref_n.size == 0:
+        raise ValueError(
+            f"variant {variant!r}: the reference set needs members and non-members to choose "
+            f"thresholds (has {ref_m.size} members, {ref_n.size} non-members)"
+        )
+    return ref_m, ref_n, ev_m, ev_n
+
+
+# --------------------------------------------------------------------------------------------
+# Bootstrap
+# --------------------------------------------------------------------------------------------
+def variant_rng(variant: str, seed: int = 0) -> np.random.Generator:
+    """The bootstrap generator of one variant: seeded from ``seed`` and CRC-32 of its name."""
+    return np.random.default_rng([int(seed), zlib.crc32(str(variant).encode("utf-8"))])
+
+
+def _resample_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
+    """``(n_boot, n)`` matrix: how often each item is drawn in each resample of size ``n``."""
+    idx = rng.integers(0, n, size=(n_boot, n))
+    flat = (idx + np.arange(n_boot)[:, None] * n).ravel()
+    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n)
+
+
+def _weighted_auc(
+    members: np.ndarray, nonmembers: np.ndarray, cm: np.ndarray, cn: np.ndarray
+) -> np.ndarray:
+    """AUC of each bootstrap resample given by the count matrices ``cm`` and ``cn``.
+
+    A resample's AUC is the Mann-Whitney statistic
+    ``sum_ij cm[i] cn[j] ([m_i > n_j] + 0.5 [m_i == n_j]) / (sum(cm) sum(cn))``, which equals
+    sklearn's ROC AUC of the resampled data (ties count one half there too).  Computed with
+    cumulative counts over the sorted non-members, O(n_boot * n).
+    """
+    order = np.argsort(nonmembers, kind="stable")
+    srt = nonmembers[order]
+    cum = np.concatenate([np.zeros((cn.shape[0], 1)), np.cumsum(cn[:, order], axis=1)], axis=1)
+    lt = np.searchsorted(srt, members, side="left")
+    le = np.searchsorted(srt, members, side="right")
+    below = cum[:, lt]  # non-members strictly below each member, per resample
+    equal = cum[:, le] - below
+    num = np.sum(cm * (below + 0.5 * equal), axis=1)
+    den = cm.sum(axis=1) * cn.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def _ci(values: np.ndarray) -> tuple[float, float]:
+    """Percentile 2.5 / 97.5 of the finite values (NaN, NaN when there are none)."""
+    v = values[np.isfinite(values)]  # undefined replicates are skipped
+    if v.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(v, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------
+def evaluate_variant(
+    df_one_variant: pd.DataFrame,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """All metrics of one variant; see the module docstring for the protocol.
+
+    Returns a dict with the keys of :func:`metric_columns` (``bb_*`` keys only when the variant
+    has hard decisions).  ``threshold_acc`` / ``threshold_fpr_{k}`` are the reference-set
+    thresholds; ``accuracy`` and ``tpr_at_fpr_{k}`` are their eval-set results and
+    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``.  ``bb_tpr`` / ``bb_fpr`` are the
+    eval TPR / FPR of the hard decisions (no threshold involved).
+    """
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    variants = df_one_variant["variant"].astype(str).unique() if "variant" in df_one_variant else []
+    if len(variants) != 1:
+        raise ValueError(f"evaluate_variant needs exactly one variant, got {list(variants)}")
+    variant = str(variants[0])
+    df = check_scores_frame(df_one_variant)
+    ref_m, ref_n, ev_m, ev_n = _split(df, variant)
+    m = ev_m["score"].to_numpy(float)
+    n = ev_n["score"].to_numpy(float)
+    labels = np.r_[np.ones(m.size, int), np.zeros(n.size, int)]
+
+    rng = variant_rng(variant, seed)
+    cm = _resample_counts(rng, m.size, n_boot)
+    cn = _resample_counts(rng, n.size, n_boot)
+    n_eval = m.size + n.size
+
+    row: dict = {
+        "variant": variant,
+        "n_ref_members": int(ref_m.size),
+        "n_ref_nonmembers": int(ref_n.size),
+        "n_members": int(m.size),
+        "n_nonmembers": int(n.size),
+        "n_boot": int(n_boot),
+    }
+
+    row["auc"] = roc_auc(labels, np.r_[m, n])
+    row["auc_lo"], row["auc_hi"] = _ci(_weighted_auc(m, n, cm, cn))
+
+    t_acc = threshold_max_accuracy(
+        np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n]
+    )
+    hit_m = (m >= t_acc).astype(float)
+    miss_n = (n < t_acc).astype(float)
+    row["threshold_acc"] = t_acc
+    row["accuracy"] = float((hit_m.sum() + miss_n.sum()) / n_eval)
+    row["accuracy_lo"], row["accuracy_hi"] = _ci((cm @ hit_m + cn @ miss_n) / n_eval)
+
+    for f in fprs:
+        k = fpr_key(f)
+        t = threshold_at_fpr(ref_n, f)
+        pos_m = (m >= t).astype(float)
+        row[f"threshold_fpr_{k}"] = t
+        row[f"tpr_at_fpr_{k}"] = float(pos_m.mean())
+        row[f"tpr_at_fpr_{k}_lo"], row[f"tpr_at_fpr_{k}_hi"] = _ci(cm @ pos_m / m.size)
+        row[f"fpr_realized_{k}"] = float(np.mean(n >= t))
+
+    dec_m = ev_m["decision"].to_numpy(float)
+    dec_n = ev_n["decision"].to_numpy(float)
+    has = np.r_[~np.isnan(dec_m), ~np.isnan(dec_n)]
+    if has.any():
+        if not has.all():
+            raise ValueError(
+                f"variant {variant!r}: decision is given for some eval rows but not for all"
+            )
+        row["bb_tpr"] = float(dec_m.mean())
+        row["bb_tpr_lo"], row["bb_tpr_hi"] = _ci(cm @ dec_m / m.size)
+        row["bb_fpr"] = float(dec_n.mean())
+        row["bb_fpr_lo"], row["bb_fpr_hi"] = _ci(cn @ dec_n / n.size)
+    return row
+
+
+def evaluate(
+    scores_df: pd.DataFrame,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    costs: Mapping[str, Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
+    """One row of :func:`evaluate_variant` per variant, sorted by variant.
+
+    Columns are :func:`metric_columns` (``bb_*`` are NaN for variants without hard decisions),
+    followed by the per-variant ``costs`` columns (e.g. ``queries_per_target``), in the order they
+    first appear; variants without a cost entry get NaN there.
+    """
+    df = check_scores_frame(scores_df)
+    if df.empty:
+        raise ValueError("scores frame is empty")
+    variants = sorted(df["variant"].unique())
+    rows = [
+        evaluate_variant(df[df["variant"] == v], fprs=fprs, n_boot=n_boot, seed=seed)
+        for v in variants
+    ]
+    cols = metric_columns(fprs)
+    out = pd.DataFrame(rows).reindex(columns=cols)
+    if costs:
+        unknown = sorted(set(costs) - set(variants))
+        if unknown:
+            raise ValueError(f"costs given for variants without scores: {unknown}")
+        cost_cols: list[str] = []
+        for v in variants:
+            for c in costs.get(v, {}):
+                if c not in cost_cols:
+                    cost_cols.append(c)
+        clash = [c for c in cost_cols if c in cols]
+        if clash:
+            raise ValueError(f"cost columns clash with metric columns: {clash}")
+        for c in cost_cols:
+            out[c] = [costs.get(v, {}).get(c, np.nan) for v in variants]
+    return out

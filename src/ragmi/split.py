@@ -1,0 +1,75 @@
+"""Seeded member / non-member split and the reference / evaluation target sets.
+
+Members form the target's retrieval database; non-members never enter it.  From each class a
+*reference* set (the adversary's calibration data: thresholds, attack models) and a disjoint
+*evaluation* set (the reported numbers) are drawn, as in MBA (Liu et al.: 500+500 documents to set
+thresholds, 500+500 to test) and DCMI (reference samples for calibration).  Both classes get the same
+size, capped by what exists.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip().casefold()
+
+
+def _sizes(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
+    if avail >= n_ref + n_eval:
+        return n_ref, n_eval
+    ref = avail * n_ref // (n_ref + n_eval)
+    return ref, avail - ref
+
+
+def split_corpus(corpus: pd.DataFrame, member_fraction: float, n_reference: int, n_eval: int,
+                 seed: int, name: str = "dataset"):
+    """Return (members, nonmembers, targets, info).
+
+    ``targets`` has doc_id, text, title, label (1 member / 0 non-member) and role
+    ("reference" / "eval").
+    """
+    n = len(corpus)
+    if n < 8:
+        raise DataError(f"dataset {name}: only {n} documents after cleaning; at least 8 are needed to split")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    n_mem = int(round(member_fraction * n))
+    n_mem = min(max(n_mem, 2), n - 2)
+    members = corpus.iloc[order[:n_mem]].reset_index(drop=True)
+    nonmembers = corpus.iloc[order[n_mem:]].reset_index(drop=True)
+
+    overlap = set(map(_norm, members["text"])) & set(map(_norm, nonmembers["text"]))
+    if overlap:
+        raise DataError(f"dataset {name}: {len(overlap)} texts are both member and non-member after cleaning")
+
+    avail = min(len(members), len(nonmembers))
+    ref, ev = _sizes(avail, n_reference, n_eval)
+    if ref < 1 or ev < 1:
+        raise DataError(f"dataset {name}: too few documents for a reference and an evaluation set ({avail} per class)")
+    parts = []
+    for label, frame in ((1, members), (0, nonmembers)):
+        pick = rng.permutation(len(frame))[: ref + ev]
+        chosen = frame.iloc[pick].reset_index(drop=True)
+        chosen = chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev)
+        parts.append(chosen)
+    targets = pd.concat(parts, ignore_index=True)[["doc_id", "text", "title", "label", "role"]]
+    info = {
+        "n_docs": n,
+        "n_members": len(members),
+        "n_nonmembers": len(nonmembers),
+        "n_reference_per_class": ref,
+        "n_eval_per_class": ev,
+        "requested_reference_per_class": n_reference,
+        "requested_eval_per_class": n_eval,
+        "capped": (ref, ev) != (n_reference, n_eval),
+        "member_nonmember_text_overlap": 0,
+        "seed": seed,
+    }
+    return members, nonmembers, targets, info

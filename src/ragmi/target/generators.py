@@ -1,0 +1,246 @@
+"""Generators behind the target RAG system (and behind the attacker LLM of offline query generation).
+
+Every backend answers a batch of requests ``{"messages", "max_tokens", "top_logprobs", "temperature",
+"seed"}`` with dicts ``{"response_text", "first_token_logprobs", "token_logprobs", "prompt_tokens",
+"completion_tokens", "latency_s"}``:
+
+* ``first_token_logprobs``: the top-K alternatives of the first generated token as
+  ``[{"token", "logprob"}]`` (what a gray-box attack reads), K = ``top_logprobs``;
+* ``token_logprobs``: the log-probability of every generated token (for response perplexity).
+
+Backends:
+
+* ``openai``: any OpenAI-compatible endpoint, through ``AsyncOpenAI`` with bounded concurrency, a
+  per-request timeout and the client's retries with exponential backoff.  Used for a vLLM server that
+  this job starts (``vllm``), or for an external ``base_url`` (its key read from the environment
+  variable named by ``api_key_env``; never written anywhere).
+* ``transformers``: in-process batched ``generate`` (causal LMs with their chat template, and
+  encoder-decoders such as Flan-T5), for models vLLM cannot serve.
+
+:class:`CachedGenerator` puts the content-addressed :class:`~ragmi.cache.ResponseCache` in front and
+creates the backend (and starts a server) only when a request misses the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Callable
+
+from ..cache import ResponseCache, request_key
+from ..errors import ConfigError, EndpointError
+
+
+def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
+    return {
+        "messages": messages,
+        "max_tokens": int(max_tokens),
+        "top_logprobs": int(top_logprobs),
+        "temperature": float(temperature),
+        "seed": int(seed),
+    }
+
+
+class OpenAIGenerator:
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", concurrency: int = 16,
+                 timeout: float = 300.0, max_retries: int = 4, log: Callable = print):
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key
+        self.concurrency = max(1, int(concurrency))
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.log = log
+
+    async def _one(self, client, sem, req):
+        kwargs = dict(
+            model=self.model,
+            messages=req["messages"],
+            max_tokens=req["max_tokens"],
+            temperature=req["temperature"],
+            seed=req["seed"],
+        )
+        if req["top_logprobs"] > 0:
+            kwargs.update(logprobs=True, top_logprobs=req["top_logprobs"])
+        async with sem:
+            t0 = time.perf_counter()
+            resp = await client.chat.completions.create(**kwargs)
+            latency = time.perf_counter() - t0
+        choice = resp.choices[0]
+        first, token_lps = [], []
+        content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+        if content:
+            first = [{"token": t.token, "logprob": float(t.logprob)} for t in content[0].top_logprobs]
+            token_lps = [float(t.logprob) for t in content]
+        usage = resp.usage
+        return {
+            "response_text": choice.message.content or "",
+            "first_token_logprobs": first,
+            "token_logprobs": token_lps,
+            "prompt_tokens": int(usage.prompt_tokens) if usage else 0,
+            "completion_tokens": int(usage.completion_tokens) if usage else 0,
+            "latency_s": latency,
+        }
+
+    async def _run(self, requests):
+        import openai
+        from openai import AsyncOpenAI
+
+        sem = asyncio.Semaphore(self.concurrency)
+        done = 0
+        results = [None] * len(requests)
+        async with AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
+                               timeout=self.timeout, max_retries=self.max_retries) as client:
+            async def run(i, req):
+                nonlocal done
+                results[i] = await self._one(client, sem, req)
+                done += 1
+                if done % max(1, len(requests) // 10) == 0 or done == len(requests):
+                    self.log(f"  generated {done}/{len(requests)}")
+
+            try:
+                await asyncio.gather(*(run(i, r) for i, r in enumerate(requests)))
+            except openai.APIConnectionError as e:
+                raise EndpointError(f"cannot reach the generator endpoint {self.base_url}: {e}") from None
+            except openai.AuthenticationError:
+                raise EndpointError(f"the generator endpoint {self.base_url} rejected the API key") from None
+            except openai.APIStatusError as e:
+                raise EndpointError(
+                    f"the generator endpoint {self.base_url} answered HTTP {e.status_code}: {e.message}"
+                ) from None
+        return results
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        if not requests:
+            return []
+        return asyncio.run(self._run(requests))
+
+    def close(self):
+        pass
+
+
+class TransformersGenerator:
+    """In-process batched generation with Hugging Face transformers (greedy decoding)."""
+
+    def __init__(self, model_path: str, batch_size: int = 8, dtype: str = "float32", log: Callable = print):
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        self.torch = torch
+        self.log = log
+        cfg = AutoConfig.from_pretrained(model_path)
+        self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
+        self.tok = AutoTokenizer.from_pretrained(model_path)
+        torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+        cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
+        self.model = cls.from_pretrained(model_path, dtype=torch_dtype).eval()
+        if not self.seq2seq:
+            self.tok.padding_side = "left"
+        if self.tok.pad_token is None:
+            self.tok.pad_token = self.tok.eos_token
+        self.batch_size = max(1, int(batch_size))
+
+    def _prompt(self, messages) -> str:
+        if not self.seq2seq and getattr(self.tok, "chat_template", None):
+            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return "\n\n".join(m["content"] for m in messages)
+
+    def _batch(self, reqs):
+        torch = self.torch
+        prompts = [self._prompt(r["messages"]) for r in reqs]
+        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.seq2seq)
+        max_new = max(r["max_tokens"] for r in reqs)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new, do_sample=False, output_scores=True,
+                return_dict_in_generate=True, pad_token_id=self.tok.pad_token_id,
+            )
+        latency = (time.perf_counter() - t0) / len(reqs)
+        start = 0 if self.seq2seq else enc["input_ids"].shape[1]
+        seqs = out.sequences[:, start:]
+        if self.seq2seq:
+            seqs = seqs[:, 1:]  # drop the decoder start token
+        logps = [torch.log_softmax(s.float(), dim=-1) for s in out.scores]
+        eos = {self.tok.eos_token_id, self.tok.pad_token_id}
+        results = []
+        for i, r in enumerate(reqs):
+            ids = []
+            for t in range(min(r["max_tokens"], seqs.shape[1])):
+                tid = int(seqs[i, t])
+                if tid in eos:
+                    break
+                ids.append(tid)
+            token_lps = [float(logps[t][i, tid]) for t, tid in enumerate(ids)]
+            first = []
+            if r["top_logprobs"] > 0:
+                vals, idx = torch.topk(logps[0][i], r["top_logprobs"])
+                first = [{"token": self.tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)]
+            results.append({
+                "response_text": self.tok.decode(ids, skip_special_tokens=True),
+                "first_token_logprobs": first,
+                "token_logprobs": token_lps,
+                "prompt_tokens": int(enc["attention_mask"][i].sum()),
+                "completion_tokens": len(ids),
+                "latency_s": latency,
+            })
+        return results
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        # Batch requests of equal max_tokens together, longest prompts first (less padding).
+        order = sorted(range(len(requests)), key=lambda i: (requests[i]["max_tokens"],
+                                                             -len(str(requests[i]["messages"]))))
+        results = [None] * len(requests)
+        for b in range(0, len(order), self.batch_size):
+            idx = order[b:b + self.batch_size]
+            for i, res in zip(idx, self._batch([requests[i] for i in idx])):
+                results[i] = res
+            self.log(f"  generated {min(b + self.batch_size, len(order))}/{len(order)}")
+        return results
+
+    def close(self):
+        pass
+
+
+class CachedGenerator:
+    """Cache in front of a lazily created backend: no backend, no server, when everything hits."""
+
+    def __init__(self, model_id: str, factory: Callable[[], object], cache: ResponseCache, log=print):
+        self.model_id = model_id
+        self.factory = factory
+        self.cache = cache
+        self.backend = None
+        self.log = log
+        self.calls = 0
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        keys = [request_key(self.model_id, r) for r in requests]
+        results = [self.cache.get(k) for k in keys]
+        todo = [i for i, r in enumerate(results) if r is None]
+        self.log(f"{len(requests)} requests: {len(requests) - len(todo)} from cache, {len(todo)} to generate")
+        if todo:
+            if self.backend is None:
+                self.backend = self.factory()
+            fresh = self.backend.generate([requests[i] for i in todo])
+            self.calls += len(todo)
+            for i, res in zip(todo, fresh):
+                self.cache.put(keys[i], res)
+                results[i] = res
+        fresh_set = set(todo)
+        return [dict(r, cached=i not in fresh_set) for i, r in enumerate(results)]
+
+    def close(self):
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+
+def api_key_from_env(var: str | None) -> str:
+    if not var:
+        return "EMPTY"
+    key = os.environ.get(var)
+    if not key:
+        raise ConfigError(f"the generator's API key is read from the environment variable {var}, which is not set")
+    return key
+

@@ -1,0 +1,71 @@
+"""RAG templates: how retrieved documents and the user prompt become chat messages.
+
+Each template is a (system, user) pair of format strings with ``{context}`` and ``{question}``
+placeholders; ``system`` may be ``None``.  Retrieved documents are joined with a blank line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    user: str
+    system: str | None = None
+    doc_separator: str = "\n\n"
+    source: str = ""
+
+    def messages(self, question: str, docs: list[str]) -> list[dict]:
+        context = self.doc_separator.join(docs)
+        msgs = []
+        if self.system is not None:
+            msgs.append({"role": "system", "content": self.system.format(context=context, question=question)})
+        msgs.append({"role": "user", "content": self.user.format(context=context, question=question)})
+        return msgs
+
+
+TEMPLATES = {
+    # RAG-MIA (Anderson et al.), §4 "RAG Template", verbatim (Figure 1). The user prompt appears
+    # twice, before and after the context, exactly as printed in the paper.
+    "rag_mia": Template(
+        name="rag_mia",
+        user=(
+            "Please answer the question using the context provided. If the question is unanswerable, "
+            'say "unanswerable".\nQuestion: {question}.\nContext:\n{context}\nQuestion: {question}'
+        ),
+        source="RAG-MIA paper, Section 4, 'RAG Template'",
+    ),
+    # IA (Naseh et al.), victim RAG prompt (paper Fig. 17 / ali7naseh/RAG_MIA src/prompts.py);
+    # contexts joined with a newline in the authors' code.
+    "ia": Template(
+        name="ia",
+        user=(
+            "You are a helpful assistant, below is a query from a user and some relevant contexts. "
+            "Answer the question given the information in those contexts. Your answer should be short "
+            'and concise. If you cannot find the answer to the question, just say "I don\'t know". '
+            "\n\nContexts: {context} \n\nQuery: {question} \n\nAnswer:"
+        ),
+        doc_separator="\n",
+        source="IA paper Fig. 17 (Naseh et al.)",
+    ),
+    # DCMI (Gao et al.) official FlashRAG fork: base system prompt; the question is the user turn.
+    "dcmi": Template(
+        name="dcmi",
+        system="context:{context}\nAnswer the question based on the provided context.",
+        user="{question}",
+        source="DCMI official code (FlashRAG fork), Standard-RAG system prompt",
+    ),
+}
+
+
+def get_template(name: str) -> Template:
+    try:
+        return TEMPLATES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown RAG template {name!r}; allowed: {', '.join(sorted(TEMPLATES))}"
+        ) from None

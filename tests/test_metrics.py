@@ -1,0 +1,270 @@
+"""Hand-computed checks of ragmi.metrics (thresholds on reference, metrics on eval, bootstrap)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi import metrics
+from ragmi.metrics import (
+    evaluate,
+    evaluate_variant,
+    fpr_key,
+    metric_columns,
+    roc_auc,
+    roc_points,
+    threshold_at_fpr,
+    threshold_max_accuracy,
+)
+
+
+def frame(variant, ref_m, ref_n, ev_m, ev_n, dec_m=None, dec_n=None):
+    """A scores frame for one variant from member / non-member score lists."""
+    rows = []
+    for role, label, scores, decs in [
+        ("reference", 1, ref_m, None),
+        ("reference", 0, ref_n, None),
+        ("eval", 1, ev_m, dec_m),
+        ("eval", 0, ev_n, dec_n),
+    ]:
+        for i, s in enumerate(scores):
+            d = np.nan if decs is None else decs[i]
+            rows.append(
+                dict(doc_id=f"{role[:3]}{label}_{i:03d}", variant=variant, score=float(s),
+                     decision=d, label=label, role=role)
+            )
+    return pd.DataFrame(rows)
+
+
+def random_frame(variant, n=120, shift=1.0, seed=1, decisions=False):
+    rng = np.random.default_rng(seed)
+    ev_m, ev_n = rng.normal(shift, 1, n), rng.normal(0, 1, n)
+    kw = {}
+    if decisions:
+        kw = dict(dec_m=(ev_m > 0.5).astype(float), dec_n=(ev_n > 0.5).astype(float))
+    return frame(variant, rng.normal(shift, 1, n), rng.normal(0, 1, n), ev_m, ev_n, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementary metrics
+# ---------------------------------------------------------------------------------------------
+def test_roc_auc_hand_computed():
+    # pairs (member, non-member): (.9,.5) (.9,.1) (.4,.1) correct, (.4,.5) wrong -> 3/4
+    assert roc_auc([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]) == pytest.approx(0.75)
+    # a tie counts one half
+    assert roc_auc([1, 0], [0.5, 0.5]) == pytest.approx(0.5)
+    assert roc_auc([1, 0, 0], [0.5, 0.5, 0.1]) == pytest.approx(0.75)
+
+
+def test_roc_auc_needs_both_classes():
+    with pytest.raises(ValueError):
+        roc_auc([1, 1], [0.1, 0.2])
+
+
+def test_roc_points_endpoints():
+    fpr, tpr = roc_points([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])
+    assert (fpr[0], tpr[0]) == (0.0, 0.0)
+    assert (fpr[-1], tpr[-1]) == (1.0, 1.0)
+    assert np.all(np.diff(fpr) >= 0) and np.all(np.diff(tpr) >= 0)
+    # operating point at threshold 0.5: TPR 1/2, FPR 1/2
+    assert any(f == 0.5 and t == 0.5 for f, t in zip(fpr, tpr))
+
+
+def test_threshold_at_fpr_exact_values():
+    s = [1.0, 2.0, 3.0, 4.0]
+    assert threshold_at_fpr(s, 0.0) == np.nextafter(4.0, np.inf)
+    assert threshold_at_fpr(s, 0.0) > 4.0
+    assert threshold_at_fpr(s, 0.5) == 3.0  # 2/4 non-members >= 3
+    assert threshold_at_fpr(s, 0.25) == 4.0
+    assert threshold_at_fpr(s, 0.49) == 4.0
+    assert threshold_at_fpr(s, 1.0) == 1.0
+    # ties: with [1, 2, 2, 3] no threshold gives exactly 50%; t=2 gives 75%, t=3 gives 25%
+    assert threshold_at_fpr([1.0, 2.0, 2.0, 3.0], 0.5) == 3.0
+    # order of the input does not matter
+    assert threshold_at_fpr([4.0, 1.0, 3.0, 2.0], 0.5) == 3.0
+
+
+def test_threshold_at_fpr_rate_boundary_is_inclusive():
+    s = np.arange(1, 101, dtype=float)  # 5/100 >= 96 -> exactly 5%
+    assert threshold_at_fpr(s, 0.05) == 96.0
+    assert threshold_at_fpr(np.arange(1, 1001, dtype=float), 0.005) == 996.0
+
+
+def test_threshold_at_fpr_rejects_bad_input():
+    with pytest.raises(ValueError):
+        threshold_at_fpr([], 0.1)
+    with pytest.raises(ValueError):
+        threshold_at_fpr([1.0, 2.0], 1.5)
+    with pytest.raises(ValueError):
+        threshold_at_fpr([1.0, np.nan], 0.1)
+
+
+def test_threshold_max_accuracy_smallest_of_ties():
+    # t=0.4 and t=0.9 both give 3/4 correct; the smaller one wins
+    assert threshold_max_accuracy([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]) == 0.4
+    assert threshold_max_accuracy([1, 1, 0, 0], [3.0, 4.0, 1.0, 2.0]) == 3.0
+    # all non-members: predicting nobody a member is perfect
+    assert threshold_max_accuracy([0, 0], [1.0, 2.0]) == np.nextafter(2.0, np.inf)
+
+
+def test_fpr_key():
+    assert [fpr_key(f) for f in (0.0, 0.005, 0.01, 0.05, 0.1)] == ["0", "0.5", "1", "5", "10"]
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate_variant
+# ---------------------------------------------------------------------------------------------
+def test_reference_threshold_is_applied_to_eval_not_refitted():
+    # reference perfectly separated at t=3; on eval that threshold is right on 2 of 4 documents,
+    # while a threshold fitted on eval itself (t=2.5) would reach 3/4.
+    df = frame("v", ref_m=[3, 4], ref_n=[1, 2], ev_m=[2.5, 5], ev_n=[3.5, 0])
+    r = evaluate_variant(df, n_boot=50)
+    assert r["threshold_acc"] == 3.0
+    assert r["accuracy"] == pytest.approx(0.5)
+    assert threshold_max_accuracy([1, 1, 0, 0], [2.5, 5, 3.5, 0]) == 2.5  # the in-sample choice
+    assert r["auc"] == pytest.approx(0.75)  # (5>3.5, 5>0, 2.5>0; 2.5<3.5) on eval
+
+
+def test_tpr_at_fpr_hand_computed():
+    ref_n = np.arange(1, 11) / 10  # 0.1 .. 1.0
+    df = frame(
+        "v", ref_m=[0.5, 2.0], ref_n=ref_n,
+        ev_m=[0.95, 1.0, 1.5, 2.0, 0.2], ev_n=[0.3, 1.2, 0.5, 0.05, 0.7],
+    )
+    r = evaluate_variant(df, fprs=(0.0, 0.1), n_boot=50)
+    assert r["threshold_fpr_0"] == np.nextafter(1.0, np.inf)
+    assert r["tpr_at_fpr_0"] == pytest.approx(2 / 5)  # 1.5, 2.0
+    assert r["fpr_realized_0"] == pytest.approx(1 / 5)  # 1.2 transfers badly
+    assert r["threshold_fpr_10"] == 1.0
+    assert r["tpr_at_fpr_10"] == pytest.approx(3 / 5)  # 1.0, 1.5, 2.0
+    assert r["fpr_realized_10"] == pytest.approx(1 / 5)
+    assert (r["n_ref_members"], r["n_ref_nonmembers"]) == (2, 10)
+    assert (r["n_members"], r["n_nonmembers"]) == (5, 5)
+
+
+def test_black_box_rates_from_decisions():
+    df = frame(
+        "bb", ref_m=[1, 1], ref_n=[0, 0], ev_m=[1, 1, 0, 1], ev_n=[0, 1, 0, 0],
+        dec_m=[1, 1, 0, 1], dec_n=[0, 1, 0, 0],
+    )
+    r = evaluate_variant(df, n_boot=200)
+    assert r["bb_tpr"] == pytest.approx(0.75)
+    assert r["bb_fpr"] == pytest.approx(0.25)
+    assert r["bb_tpr_lo"] <= 0.75 <= r["bb_tpr_hi"]
+    assert r["bb_fpr_lo"] <= 0.25 <= r["bb_fpr_hi"]
+    assert r["bb_tpr_hi"] > r["bb_tpr_lo"]
+
+
+def test_no_black_box_keys_without_decisions():
+    r = evaluate_variant(random_frame("gray"), n_boot=20)
+    assert not any(k.startswith("bb_") for k in r)
+
+
+def test_partial_decisions_rejected():
+    df = frame("bb", [1], [0], [1, 1], [0, 0], dec_m=[1, np.nan], dec_n=[0, 0])
+    with pytest.raises(ValueError, match="bb"):
+        evaluate_variant(df, n_boot=10)
+
+
+def test_bootstrap_ci_contains_estimate_and_is_deterministic():
+    df = random_frame("rag_mia/gray/t2", decisions=True)
+    a = evaluate_variant(df, n_boot=300, seed=0)
+    b = evaluate_variant(df, n_boot=300, seed=0)
+    c = evaluate_variant(df, n_boot=300, seed=1)
+    assert a == b
+    for m in ["auc", "accuracy", "tpr_at_fpr_5", "tpr_at_fpr_1", "bb_tpr", "bb_fpr"]:
+        assert a[f"{m}_lo"] <= a[m] <= a[f"{m}_hi"], m
+        assert a[f"{m}_lo"] < a[f"{m}_hi"], m
+    assert (a["auc_lo"], a["auc_hi"]) != (c["auc_lo"], c["auc_hi"])
+    # point estimates do not depend on the seed
+    assert a["auc"] == c["auc"] and a["tpr_at_fpr_1"] == c["tpr_at_fpr_1"]
+
+
+def test_bootstrap_independent_of_row_order_and_other_variants():
+    one = random_frame("a", seed=3)
+    other = random_frame("b", seed=4)
+    alone = evaluate_variant(one, n_boot=200)
+    shuffled = evaluate_variant(one.sample(frac=1.0, random_state=7), n_boot=200)
+    assert alone == shuffled
+    together = evaluate(pd.concat([other, one]), n_boot=200)
+    row = together.set_index("variant").loc["a"]
+    for k, v in alone.items():
+        if k != "variant":
+            assert row[k] == v, k
+
+
+def test_bootstrap_seed_depends_on_variant_name():
+    df = random_frame("a", seed=3)
+    ra = evaluate_variant(df, n_boot=200)
+    rb = evaluate_variant(df.assign(variant="b"), n_boot=200)
+    assert ra["auc"] == rb["auc"]
+    assert (ra["auc_lo"], ra["auc_hi"]) != (rb["auc_lo"], rb["auc_hi"])
+
+
+def test_perfect_separation_has_degenerate_ci():
+    df = frame("p", [5, 6], [0, 1], ev_m=[5, 6, 7], ev_n=[0, 1, 2])
+    r = evaluate_variant(df, n_boot=100)
+    assert (r["auc"], r["auc_lo"], r["auc_hi"]) == (1.0, 1.0, 1.0)
+    assert (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) == (1.0, 1.0, 1.0)
+
+
+def test_weighted_bootstrap_auc_matches_sklearn():
+    rng = np.random.default_rng(5)
+    m = rng.integers(0, 6, 25).astype(float)  # many ties
+    n = rng.integers(0, 6, 31).astype(float)
+    gen = np.random.default_rng(9)
+    cm = metrics._resample_counts(gen, m.size, 40)
+    cn = metrics._resample_counts(gen, n.size, 40)
+    assert (cm.sum(axis=1) == m.size).all() and (cn.sum(axis=1) == n.size).all()
+    fast = metrics._weighted_auc(m, n, cm, cn)
+    labels = np.r_[np.ones(m.size), np.zeros(n.size)]
+    slow = [roc_auc(labels, np.r_[np.repeat(m, cm[b]), np.repeat(n, cn[b])]) for b in range(40)]
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["ev_m", "ev_n"])
+def test_empty_eval_class_raises_naming_variant(which):
+    parts = dict(ref_m=[1.0], ref_n=[0.0], ev_m=[1.0, 2.0], ev_n=[0.0, 0.5])
+    parts[which] = []
+    with pytest.raises(ValueError, match="my/variant"):
+        evaluate_variant(frame("my/variant", **parts), n_boot=10)
+
+
+def test_empty_reference_class_raises():
+    with pytest.raises(ValueError, match="reference"):
+        evaluate_variant(frame("v", [], [0.0], [1.0], [0.0]), n_boot=10)
+
+
+def test_invalid_frames_rejected():
+    good = frame("v", [1.0], [0.0], [1.0, 2.0], [0.0, 0.5])
+    with pytest.raises(ValueError, match="non-finite"):
+        evaluate(good.assign(score=[1.0, 0.0, np.nan, 2.0, 0.0, 0.5]), n_boot=10)
+    with pytest.raises(ValueError, match="label"):
+        evaluate(good.assign(label=[1, 0, 2, 1, 0, 0]), n_boot=10)
+    with pytest.raises(ValueError, match="role"):
+        evaluate(good.assign(role="train"), n_boot=10)
+    with pytest.raises(ValueError, match="more than once"):
+        evaluate(pd.concat([good, good.iloc[:1]]), n_boot=10)
+    with pytest.raises(ValueError, match="lacks columns"):
+        evaluate(good.drop(columns="role"), n_boot=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate
+# ---------------------------------------------------------------------------------------------
+def test_evaluate_rows_columns_and_costs():
+    df = pd.concat([random_frame("z/bb", decisions=True, seed=2), random_frame("a/gray", seed=3)])
+    costs = {"z/bb": {"queries_per_target": 1, "no_answer_rate": 0.1},
+             "a/gray": {"queries_per_target": 3}}
+    out = evaluate(df, n_boot=50, costs=costs)
+    assert list(out["variant"]) == ["a/gray", "z/bb"]
+    assert list(out.columns) == metric_columns() + ["queries_per_target", "no_answer_rate"]
+    assert list(out["queries_per_target"]) == [3, 1]
+    assert np.isnan(out.loc[0, "no_answer_rate"]) and out.loc[1, "no_answer_rate"] == 0.1
+    assert np.isnan(out.loc[0, "bb_tpr"]) and not np.isnan(out.loc[1, "bb_tpr"])
+    assert "tpr_at_fpr_0.5" in out.columns and "fpr_realized_0.5" in out.columns
+    with pytest.raises(ValueError, match="without scores"):
+        evaluate(df, n_boot=10, costs={"nope": {"queries_per_target": 1}})
+    with pytest.raises(ValueError, match="clash"):
+        evaluate(df, n_boot=10, costs={"a/gray": {"auc": 1}})

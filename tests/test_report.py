@@ -1,0 +1,201 @@
+"""Tables and figures written by ragmi.report into a temporary directory."""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib.figure
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi.metrics import evaluate, metric_columns
+from ragmi.report.plots import plot_roc, plot_score_distributions
+from ragmi.report.tables import format_extra, write_tables
+
+
+def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra):
+    """A metrics row with hand-chosen numbers (only the columns the table reads)."""
+    row = {c: np.nan for c in metric_columns()}
+    row.update(variant=variant, n_ref_members=40, n_ref_nonmembers=40, n_members=50,
+               n_nonmembers=50, n_boot=1000, auc=auc[0], auc_lo=auc[1], auc_hi=auc[2],
+               accuracy=0.7, accuracy_lo=0.61, accuracy_hi=0.79,
+               tpr_at_fpr_0=0.02, tpr_at_fpr_0_lo=0.0, tpr_at_fpr_0_hi=0.06, fpr_realized_0=0.0,
+               **{"tpr_at_fpr_0.5": 0.04, "tpr_at_fpr_0.5_lo": 0.0, "tpr_at_fpr_0.5_hi": 0.1,
+                  "fpr_realized_0.5": 0.02},
+               tpr_at_fpr_1=0.1, tpr_at_fpr_1_lo=0.02, tpr_at_fpr_1_hi=0.18, fpr_realized_1=0.02,
+               tpr_at_fpr_5=0.3, tpr_at_fpr_5_lo=0.18, tpr_at_fpr_5_hi=0.44, fpr_realized_5=0.06)
+    if bb is not None:
+        row.update(bb_tpr=bb[0], bb_tpr_lo=bb[1], bb_tpr_hi=bb[2],
+                   bb_fpr=bb[3], bb_fpr_lo=bb[4], bb_fpr_hi=bb[5])
+    row.update(attack=attack, dataset="nq", **extra)
+    return row
+
+
+@pytest.fixture
+def metrics_df():
+    return pd.DataFrame([
+        metrics_row("s2mia/gray/bleu", "s2mia", auc=(0.6, 0.5, 0.7), queries_per_target=1,
+                    prompt_tokens_per_target=1234.4, target_retrieved_rate=0.954,
+                    no_answer_rate=0.0),
+        metrics_row("rag_mia/black/yesno", "rag_mia", bb=(0.9, 0.81, 0.97, 0.2, 0.1, 0.31),
+                    queries_per_target=3, prompt_tokens_per_target=812.25,
+                    target_retrieved_rate=0.5, no_answer_rate=np.nan),
+    ])
+
+
+def scores_frame(n_variants, n=60, seed=0, black_box=()):
+    rng = np.random.default_rng(seed)
+    parts = []
+    for i in range(n_variants):
+        v = f"attack{i}/gray/t{i}"
+        for role in ("reference", "eval"):
+            s = np.r_[rng.normal(0.5 + 0.1 * i, 1, n), rng.normal(0, 1, n)]
+            lab = np.r_[np.ones(n, int), np.zeros(n, int)]
+            dec = (s > 0.3).astype(float) if i in black_box else np.full(2 * n, np.nan)
+            parts.append(pd.DataFrame(dict(
+                doc_id=[f"{role}{j}" for j in range(2 * n)], variant=v, score=s, decision=dec,
+                label=lab, role=role, text="ignored extra column")))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------------
+def test_markdown_cells_and_footnote(metrics_df, tmp_path):
+    out_csv, out_md = tmp_path / "t" / "m.csv", tmp_path / "t" / "m.md"
+    extra = ["queries_per_target", "prompt_tokens_per_target", "target_retrieved_rate",
+             "no_answer_rate"]
+    write_tables(metrics_df, out_csv, out_md, "Leakage on NQ", extra_columns=extra,
+                 notes=["Generator: SmolLM2."])
+    md = out_md.read_text()
+    lines = md.splitlines()
+    assert lines[0] == "# Leakage on NQ"
+    header = next(line for line in lines if line.startswith("| dataset"))
+    assert header.startswith("| dataset | attack | variant | n eval (m/nm) | n ref (m/nm) | AUC |")
+    assert "TPR@0%FPR" in header and "TPR@0.5%FPR" in header and "TPR@5%FPR" in header
+    assert "BB TPR" in header and "queries/target" in header and "target retrieved" in header
+    rows = [line for line in lines if line.startswith("| nq")]
+    assert len(rows) == 2
+    # sorted by attack: rag_mia before s2mia
+    assert "rag_mia/black/yesno" in rows[0] and "s2mia/gray/bleu" in rows[1]
+    bb_row = [c.strip() for c in rows[0].strip("|").split("|")]
+    sc_row = [c.strip() for c in rows[1].strip("|").split("|")]
+    assert bb_row[3:7] == ["50/50", "40/40", "0.81 [0.75, 0.86]", "0.70 [0.61, 0.79]"]
+    assert sc_row[5] == "0.60 [0.50, 0.70]"
+    assert "0.30 [0.18, 0.44] (eval FPR 6.0%)" in sc_row
+    assert "0.04 [0.00, 0.10] (eval FPR 2.0%)" in sc_row
+    assert "0.90 [0.81, 0.97]" in bb_row and "0.20 [0.10, 0.31]" in bb_row
+    assert sc_row.count("–") == 2  # no black-box cells for the score attack
+    assert sc_row[-4:] == ["1", "1,234", "95.4%", "0.0%"]
+    assert bb_row[-4:] == ["3", "812", "50.0%", "–"]
+    assert "reference set" in md and "evaluation set" in md
+    assert "1000 replicates" in md and "Carlini et al. 2022" in md
+    assert "- Generator: SmolLM2." in md
+    # 40 reference non-members: 0.5% and 1% FPR are below 1/40, 5% is not
+    assert "TPR@0.5%, 1% FPR coincide with TPR@0%FPR" in md
+    assert not [p for p in out_md.parent.iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_csv_keeps_every_column_at_full_precision(metrics_df, tmp_path):
+    df = metrics_df.assign(auc=[0.1 + 0.2, 1 / 3])
+    write_tables(df, tmp_path / "m.csv", tmp_path / "m.md", "t")
+    back = pd.read_csv(tmp_path / "m.csv")
+    assert list(back.columns) == list(df.columns)
+    assert back["auc"].tolist() == [0.1 + 0.2, 1 / 3]
+
+
+def test_table_without_black_box_has_no_bb_columns(metrics_df, tmp_path):
+    write_tables(metrics_df.iloc[:1], tmp_path / "m.csv", tmp_path / "m.md", "t")
+    md = (tmp_path / "m.md").read_text()
+    assert "BB TPR" not in md and "| 0.60 [0.50, 0.70] |" in md
+
+
+def test_table_from_evaluate_output(tmp_path):
+    m = evaluate(scores_frame(2, black_box=(1,)), n_boot=100)
+    write_tables(m, tmp_path / "m.csv", tmp_path / "m.md", "real")
+    md = (tmp_path / "m.md").read_text()
+    r = m.iloc[0]
+    assert f"{r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}]" in md
+    assert "| attack0/gray/t0 | 60/60 | 60/60 |" in md
+    assert "100 replicates" in md
+    assert "With 60 reference non-members" in md
+    big = m.assign(n_ref_nonmembers=200)  # 1/200 = 0.5%: no FPR level is below the resolution
+    write_tables(big, tmp_path / "m.csv", tmp_path / "m.md", "real")
+    assert "coincide" not in (tmp_path / "m.md").read_text()
+
+
+def test_table_errors(metrics_df, tmp_path):
+    with pytest.raises(ValueError, match="not in the metrics"):
+        write_tables(metrics_df, tmp_path / "m.csv", tmp_path / "m.md", "t",
+                     extra_columns=["nope"])
+    with pytest.raises(ValueError, match="empty"):
+        write_tables(metrics_df.iloc[:0], tmp_path / "m.csv", tmp_path / "m.md", "t")
+    assert not (tmp_path / "m.csv").exists()
+
+
+def test_format_extra():
+    assert format_extra("queries_per_target", 4.0) == "4"
+    assert format_extra("output_tokens_per_target", 12.345) == "12.35"
+    assert format_extra("no_answer_rate", 0.125) == "12.5%"
+    assert format_extra("x", np.nan) == "–"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+def check_png(path):
+    assert path.exists()
+    assert path.stat().st_size > 5_000
+    img = matplotlib.image.imread(path)
+    assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 300
+    assert img[..., :3].std() > 0.01  # not a blank canvas
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp files
+
+
+@pytest.mark.parametrize("n_variants", [1, 3, 12])
+def test_plots_for_1_to_12_variants(tmp_path, n_variants):
+    df = scores_frame(n_variants, black_box=(0,) if n_variants > 1 else ())
+    plot_roc(df, tmp_path / "fig" / "roc.png", f"{n_variants} variants")
+    plot_score_distributions(df, tmp_path / "fig" / "dist.png", "scores")
+    check_png(tmp_path / "fig" / "roc.png")
+    check_png(tmp_path / "fig" / "dist.png")
+
+
+def test_plots_are_deterministic(tmp_path):
+    df = scores_frame(3, black_box=(2,))
+    for name in ("a", "b"):
+        plot_roc(df, tmp_path / f"roc_{name}.png", "t")
+        plot_score_distributions(df, tmp_path / f"dist_{name}.png", "t")
+    assert (tmp_path / "roc_a.png").read_bytes() == (tmp_path / "roc_b.png").read_bytes()
+    assert (tmp_path / "dist_a.png").read_bytes() == (tmp_path / "dist_b.png").read_bytes()
+    plot_roc(scores_frame(3, seed=1), tmp_path / "roc_c.png", "t")
+    assert (tmp_path / "roc_a.png").read_bytes() != (tmp_path / "roc_c.png").read_bytes()
+
+
+def test_failed_save_leaves_previous_png_untouched(tmp_path, monkeypatch):
+    out = tmp_path / "roc.png"
+    out.write_bytes(b"previous")
+
+    def broken_savefig(self, fname, *args, **kwargs):
+        with open(fname, "wb") as fh:
+            fh.write(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError):
+        plot_roc(scores_frame(1), out, "t")
+    assert out.read_bytes() == b"previous"
+    assert os.listdir(tmp_path) == ["roc.png"]
+
+
+def test_plots_reject_bad_input(tmp_path):
+    df = scores_frame(13)
+    with pytest.raises(ValueError, match="12"):
+        plot_roc(df, tmp_path / "roc.png", "t")
+    one = scores_frame(1)
+    no_members = one[~((one.role == "eval") & (one.label == 1))]
+    with pytest.raises(ValueError, match="attack0/gray/t0"):
+        plot_score_distributions(no_members, tmp_path / "d.png", "t")
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,26 @@
+"""Rule score: the attack turns the target's responses into membership scores.
+
+The attack receives only what a real adversary sees: its own queries, the response text and
+log-probabilities, and the labels of its *reference* documents. Retrieved ids and evaluation labels
+are withheld.
+"""
+import pandas as pd
+
+from ragmi.attacks import get_attack
+from ragmi.attacks.base import RESPONSE_COLUMNS, check_scores
+from ragmi.workflow import atomic_write_parquet, run_step
+
+
+def main(smk, log):
+    queries = pd.read_parquet(smk.input.queries)
+    responses = pd.concat([pd.read_parquet(f) for f in smk.input.responses], ignore_index=True)[RESPONSE_COLUMNS]
+    targets = pd.read_parquet(smk.input.targets)
+    ref = targets[targets["role"] == "reference"]
+    reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))
+    attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
+    scores = check_scores(attack.score(queries, responses, reference_labels))
+    atomic_write_parquet(scores, smk.output.scores)
+    log(f"{len(scores)} scores over {scores['variant'].nunique()} variant(s)")
+
+
+run_step(snakemake, main)  # noqa: F821

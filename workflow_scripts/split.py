@@ -1,0 +1,24 @@
+"""Rule split: members / non-members, then reference and evaluation targets."""
+import pandas as pd
+
+from ragmi.split import split_corpus
+from ragmi.workflow import atomic_write_parquet, run_step, write_json
+
+
+def main(smk, log):
+    p = smk.params
+    corpus = pd.read_parquet(smk.input.corpus)
+    members, nonmembers, targets, info = split_corpus(
+        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name)
+    if info["capped"]:
+        log(f"WARNING: requested {p.n_reference}+{p.n_eval} targets per class, only "
+            f"{info['n_reference_per_class']}+{info['n_eval_per_class']} available")
+    log(f"{info['n_members']} members, {info['n_nonmembers']} non-members; targets per class: "
+        f"{info['n_reference_per_class']} reference + {info['n_eval_per_class']} evaluation")
+    atomic_write_parquet(members, smk.output.members)
+    atomic_write_parquet(nonmembers, smk.output.nonmembers)
+    atomic_write_parquet(targets, smk.output.targets)
+    write_json(info, smk.output.info)
+
+
+run_step(snakemake, main)  # noqa: F821
