@@ -275,6 +275,14 @@ def test_local_default_ids_and_titles(tmp_path):
     }
 
 
+def test_local_csv_cells_are_read_verbatim(tmp_path):
+    p = tmp_path / "codes.csv"
+    p.write_text("id,body\n007,NA\n010,null\n")
+    spec = {"source": "local", "path": str(p), "text_column": "body", "id_column": "id"}
+    df, _ = load_corpus("mine", spec, 0)
+    assert df.to_dict("list") == {"doc_id": ["007", "010"], "text": ["NA", "null"], "title": ["", ""]}
+
+
 def test_local_json_array(tmp_path):
     p = tmp_path / "notes.json"
     p.write_text(json.dumps([{"body": "a"}, {"body": "b"}]))
@@ -406,7 +414,7 @@ def test_synthetic_documents_have_close_neighbours():
     assert max(nn_sim) < 0.95  # close, never copies
 
 
-@pytest.mark.parametrize("spec", [{"n_docs": 0}, {"n_docs": "10"}, {"seed": -1}, {"n_docs": True}])
+@pytest.mark.parametrize("spec", [{"n_docs": 0}, {"n_docs": "10"}, {"seed": "7"}, {"seed": 1.5}, {"n_docs": True}])
 def test_synthetic_bad_options(spec):
     key = next(iter(spec))
     with pytest.raises(ConfigError, match=rf"datasets\.syn\.{key} must be an integer"):

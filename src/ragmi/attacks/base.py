@@ -3,26 +3,41 @@
 Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack sees only
 
 * the target documents it wants to test (``doc_id``, ``text``, ``title``), without their labels,
-* the labels of the *reference* documents (the adversary's own calibration data), and
+* the labels of the *reference* documents (the adversary's own calibration data),
+* its own tools: an *attacker LLM* (any OpenAI-compatible endpoint, the local served model by
+  default) for offline query generation, and local models of its own (proxy LM, embedder, NLI), and
 * the target's answers to the queries the attack wrote: ``response_text``, and in gray-box
   settings ``first_token_logprobs`` / ``token_logprobs``.
 
 Attack modules never import ``ragmi.target`` (retriever, index, generator, defenses).
 
+Life cycle, each step a Snakemake rule with parquet in between:
+
+1. ``prepare(targets, tools)``   offline query generation (summaries, questions, perturbations,
+                                 masks, shadow answers) -> *materials* frame, frozen as parquet.
+                                 Only for attacks with ``needs_prepare = True``.
+2. ``build_queries(targets, materials)`` -> queries frame (no model call).
+3. the target RAG system answers every query -> responses frame.
+4. ``score(queries, responses, reference_labels, materials, tools)`` -> scores frame.
+
 Data frames exchanged
 ---------------------
 targets      doc_id, text, title                      (one row per document under test)
+materials    doc_id, ... attack-specific; rows written by the attacker LLM also keep ``prompt``,
+             ``llm_model``, ``llm_max_tokens``, ``llm_temperature``, ``llm_prompt_tokens``,
+             ``llm_completion_tokens`` (see :meth:`AttackerTools.chat`)
 queries      query_id, doc_id, user_prompt, max_tokens, top_logprobs, [attack-specific columns]
 responses    query_id, response_text, first_token_logprobs, token_logprobs,
              prompt_tokens, completion_tokens         (one row per query)
 scores       doc_id, variant, score [, decision]      (higher score = more likely member;
-                                                        ``decision`` in {0,1} for point attacks)
+                                                        ``decision`` in {0,1} for point attacks;
+                                                        extra per-row columns allowed, e.g. no_answer)
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import pandas as pd
 
@@ -31,24 +46,43 @@ RESPONSE_COLUMNS = [
     "query_id",
     "response_text",
     "first_token_logprobs",  # list of {"token": str, "logprob": float}, top-K of the 1st token
-    "token_logprobs",  # list of float: log-prob of each generated token (empty if not asked)
+    "token_logprobs",  # list of float: log-prob of each generated token
     "prompt_tokens",
     "completion_tokens",
 ]
 SCORE_COLUMNS = ["doc_id", "variant", "score", "decision"]
 
 
+class AttackerTools(Protocol):
+    """What the workflow hands an attack for offline query generation and scoring."""
+
+    def chat(self, prompts: list[list[dict]], max_tokens: int, temperature: float = 0.0) -> list[dict]:
+        """Ask the attacker LLM; one dict per prompt with ``text``, ``prompt_tokens``,
+        ``completion_tokens`` and ``model`` (cached: the same prompt is never sent twice)."""
+
+    def local_model_path(self, name: str) -> str:
+        """A local folder (or HF id) for a model the attacker runs itself (e.g. MBA's proxy LM);
+        ``"attacker"`` names the attacker LLM's own weights when they are local."""
+
+    def log(self, msg: str) -> None: ...
+
+
 class Attack(ABC):
     """Subclasses set ``name`` and implement :meth:`build_queries` and :meth:`score`."""
 
     name = "attack"
+    needs_prepare = False
 
     def __init__(self, params: Mapping | None = None):
         self.params = dict(params or {})
 
+    def prepare(self, targets: pd.DataFrame, tools: AttackerTools) -> pd.DataFrame:
+        """Offline query generation; attacks with ``needs_prepare = True`` override it."""
+        raise TypeError(f"attack {self.name} has no offline query-generation step")
+
     @abstractmethod
-    def build_queries(self, targets: pd.DataFrame) -> pd.DataFrame:
-        """Write the attack's queries for every target document (offline, no model call)."""
+    def build_queries(self, targets: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Write the attack's queries for every target document (no model call)."""
 
     @abstractmethod
     def score(
@@ -56,6 +90,8 @@ class Attack(ABC):
         queries: pd.DataFrame,
         responses: pd.DataFrame,
         reference_labels: Mapping[str, int],
+        materials: pd.DataFrame | None = None,
+        tools: AttackerTools | None = None,
     ) -> pd.DataFrame:
         """Turn the target's responses into one score per (document, variant)."""
 

@@ -136,7 +136,7 @@ def ensemble_scores(x_train, y_train, x_test, size: int, seed: int) -> np.ndarra
 class RagMIA(Attack):
     name = "rag_mia"
 
-    def build_queries(self, targets: pd.DataFrame) -> pd.DataFrame:
+    def build_queries(self, targets: pd.DataFrame, materials=None) -> pd.DataFrame:
         p = self.params
         rows = []
         for doc_id, text in zip(targets["doc_id"], targets["text"]):
@@ -152,7 +152,7 @@ class RagMIA(Attack):
                 })
         return pd.DataFrame(rows)
 
-    def score(self, queries, responses, reference_labels: Mapping[str, int]) -> pd.DataFrame:
+    def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         p = self.params
         df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
         if df["response_text"].isna().any():

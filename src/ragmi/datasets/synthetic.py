@@ -10,7 +10,7 @@ personal details.  This generator reproduces that structure offline:
   ages, durations and doses, so every text is unique (and carries the kind of PII that leakage
   metrics look for).
 
-Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, about 75-125 words, title "",
+Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, 85-130 words (mean ~110), title "",
 ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed)`` and faker version -> identical frame.
 
 Spec keys: ``n_docs`` (default 1000), ``seed`` (optional, overrides the run seed).
@@ -154,7 +154,8 @@ def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
 def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     n_docs = spec.get("n_docs", 1000)
     seed = spec.get("seed", seed)
-    for key, value, low in (("n_docs", n_docs, 1), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"datasets.{name}.{key} must be an integer >= {low} (got {value!r}).")
+    for key, value, low in (("n_docs", n_docs, 1), ("seed", seed, None)):
+        if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+            bound = f" >= {low}" if low is not None else ""
+            raise ConfigError(f"datasets.{name}.{key} must be an integer{bound} (got {value!r}).")
     return generate(n_docs, seed)
