@@ -3,6 +3,7 @@ import os
 import re
 import sys
 
+from ragmi.attacks import needs_prepare
 from ragmi.config import validate_config
 from ragmi.errors import ConfigError
 from ragmi.target.factory import needs_model_dir
@@ -45,10 +46,42 @@ def generate_inputs(wc):
         "members": f"results/split/{wc.dataset}/members.parquet",
         "index": f"results/index/{wc.dataset}/{retriever_name(wc)}",
     }
-    gen = generator_cfg(wc)
-    if needs_model_dir(gen):
-        inputs["model"] = f"resources/models/{gen['model']}"
-    return inputs
+    return {**inputs, **model_input(generator_cfg(wc))}
+
+
+def attacker_cfg():
+    return config["generators"][config["attacker"]["generator"]]
+
+
+def model_input(gen):
+    return {"model": f"resources/models/{gen['model']}"} if needs_model_dir(gen) else {}
+
+
+def prepare_inputs(wc):
+    return {"targets": f"results/split/{wc.dataset}/targets.parquet", **model_input(attacker_cfg())}
+
+
+def materials_input(wc):
+    if needs_prepare(wc.attack):
+        return {"materials": f"results/materials/{wc.dataset}/{wc.attack}.parquet"}
+    return {}
+
+
+def queries_inputs(wc):
+    return {"targets": f"results/split/{wc.dataset}/targets.parquet", **materials_input(wc)}
+
+
+def score_inputs(wc):
+    return {
+        "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
+        "responses": response_shards(wc),
+        "targets": f"results/split/{wc.dataset}/targets.parquet",
+        **materials_input(wc),
+    }
+
+
+def server_log(gen_name):
+    return f"logs/servers/{gen_name}.log"
 
 
 def response_shards(wc):
@@ -63,8 +96,8 @@ def response_shards(wc):
     )
 
 
-def uses_gpu(wc):
-    return 1 if generator_cfg(wc)["backend"] in ("vllm", "transformers") else 0
+def local_backend(gen):
+    return 1 if gen["backend"] in ("vllm", "transformers") else 0
 
 
 def final_outputs():

@@ -2,9 +2,34 @@
 # target RAG system answers each shard in its own job (one GPU job per shard on a cluster).
 
 
+rule prepare:
+    input:
+        unpack(prepare_inputs),
+    output:
+        materials="results/materials/{dataset}/{attack}.parquet",
+    params:
+        attack=lambda wc: config["attacks"][wc.attack],
+        generator=attacker_cfg(),
+        temperature=config["attacker"]["temperature"],
+        cache_dir=config["generation"]["cache_dir"],
+        server_log=server_log(config["attacker"]["generator"]),
+        seed=SEED,
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=local_backend(attacker_cfg()),
+        mem_mb=8000,
+        runtime=240,
+    log:
+        "logs/prepare/{dataset}/{attack}.log",
+    benchmark:
+        "benchmarks/out/prepare/{dataset}/{attack}.tsv"
+    script:
+        "../workflow_scripts/prepare.py"
+
+
 checkpoint queries:
     input:
-        targets="results/split/{dataset}/targets.parquet",
+        unpack(queries_inputs),
     output:
         queries="results/queries/{dataset}/{attack}.parquet",
         shards=directory("results/queries/{dataset}/{attack}.shards"),
@@ -31,11 +56,11 @@ rule generate:
         generator=generator_cfg,
         cache_dir=config["generation"]["cache_dir"],
         temperature=config["generation"]["temperature"],
-        server_log=lambda wc: f"logs/generate/{wc.dataset}/{wc.target}/{wc.attack}/{wc.shard}.server.log",
+        server_log=lambda wc: server_log(target_cfg(wc)["generator"]),
         seed=SEED,
     threads: config["generation"]["threads"]
     resources:
-        gpu=uses_gpu,
+        gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
         runtime=240,
     log:

@@ -3,14 +3,13 @@
 
 rule score:
     input:
-        queries="results/queries/{dataset}/{attack}.parquet",
-        responses=response_shards,
-        targets="results/split/{dataset}/targets.parquet",
+        unpack(score_inputs),
     output:
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
     params:
         attack=lambda wc: config["attacks"][wc.attack],
         seed=SEED,
+    threads: config["generation"]["threads"]
     log:
         "logs/score/{dataset}/{target}/{attack}.log",
     benchmark:
@@ -21,10 +20,8 @@ rule score:
 
 rule metrics:
     input:
+        unpack(score_inputs),
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
-        queries="results/queries/{dataset}/{attack}.parquet",
-        responses=response_shards,
-        targets="results/split/{dataset}/targets.parquet",
     output:
         metrics="results/metrics/{dataset}/{target}/{attack}.csv",
     params:

@@ -11,7 +11,8 @@ from ragmi.workflow import atomic_write_parquet, run_step
 def main(smk, log):
     targets = pd.read_parquet(smk.input.targets)[["doc_id", "text", "title"]]  # labels stay hidden
     attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
-    queries = check_queries(attack.build_queries(targets))
+    materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
+    queries = check_queries(attack.build_queries(targets, materials))
     atomic_write_parquet(queries, smk.output.queries)
     size = int(smk.params.shard_size)
     os.makedirs(smk.output.shards, exist_ok=True)

@@ -6,6 +6,7 @@ are withheld.
 """
 import pandas as pd
 
+from ragmi.attacker_tools import WorkflowAttackerTools
 from ragmi.attacks import get_attack
 from ragmi.attacks.base import RESPONSE_COLUMNS, check_scores
 from ragmi.workflow import atomic_write_parquet, run_step
@@ -18,7 +19,9 @@ def main(smk, log):
     ref = targets[targets["role"] == "reference"]
     reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))
     attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
-    scores = check_scores(attack.score(queries, responses, reference_labels))
+    materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
+    tools = WorkflowAttackerTools({"model": "none"}, None, None, int(smk.params.seed), log)  # local models only
+    scores = check_scores(attack.score(queries, responses, reference_labels, materials, tools))
     atomic_write_parquet(scores, smk.output.scores)
     log(f"{len(scores)} scores over {scores['variant'].nunique()} variant(s)")
 

@@ -53,6 +53,13 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
 
 
 def _check_references(cfg: dict) -> None:
+    attacker = cfg.setdefault("attacker", {"temperature": 0.0})
+    if "generator" not in attacker:
+        attacker["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
+    if attacker["generator"] not in cfg.get("generators", {}):
+        raise ConfigError(
+            f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'"
+        )
     for name, t in cfg["targets"].items():
         for kind in ("retriever", "generator"):
             section = kind + "s"

@@ -13,9 +13,17 @@ REGISTRY = {
 }
 
 
-def get_attack(name: str, params: dict):
+def attack_class(name: str):
     try:
         module, cls = REGISTRY[name]
     except KeyError:
         raise ConfigError(f"unknown attack {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(params)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def needs_prepare(name: str) -> bool:
+    return bool(attack_class(name).needs_prepare)
+
+
+def get_attack(name: str, params: dict):
+    return attack_class(name)(params)

@@ -13,7 +13,7 @@ from .generators import CachedGenerator, OpenAIGenerator, TransformersGenerator,
 from .index import Retriever, RetrieverSpec
 from .rag import RAGSystem
 from .templates import get_template
-from .vllm_server import VLLMServer
+from .vllm_server import SharedVLLMServer, VLLMServer
 
 
 def generator_model_id(gen_cfg: dict) -> str:
@@ -52,13 +52,15 @@ class ManagedGenerator:
             return OpenAIGenerator(c["base_url"], c["model"], api_key_from_env(c.get("api_key_env")),
                                    concurrency=c.get("concurrency", 16), timeout=c.get("timeout_s", 300),
                                    max_retries=c.get("max_retries", 4), log=self.log)
-        self.server = VLLMServer(
+        server = VLLMServer(
             model_path(c, self.model_dir), served_name=c["model"], log_path=self.server_log,
             dtype=c.get("dtype", "auto"), max_model_len=c.get("max_model_len", 2048),
             extra_args=c.get("extra_args", []), startup_timeout=c.get("startup_timeout_s", 900),
-            threads=self.threads, cache_root=str(Path(self.server_log).parent / "vllm-cache"),
-        ).start(log=self.log)
-        return OpenAIGenerator(self.server.base_url, c["model"], concurrency=c.get("concurrency", 16),
+            threads=self.threads, cache_root=str(Path(".ragmi") / "vllm-cache"),
+        )
+        self.server = SharedVLLMServer(server, idle_s=c.get("server_idle_s", 30))
+        base_url = self.server.acquire(log=self.log)
+        return OpenAIGenerator(base_url, c["model"], concurrency=c.get("concurrency", 16),
                                timeout=c.get("timeout_s", 300), max_retries=c.get("max_retries", 4), log=self.log)
 
     def generate(self, requests):
@@ -68,7 +70,7 @@ class ManagedGenerator:
 
     def close(self):
         if self.server is not None:
-            self.server.stop()
+            self.server.release()
             self.server = None
 
 

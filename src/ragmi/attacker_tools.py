@@ -1,0 +1,51 @@
+"""The attacker's own tools, handed to attacks by the workflow (see ``ragmi.attacks.base``).
+
+* ``chat``: the attacker LLM, any OpenAI-compatible endpoint named in ``attacker.generator`` (the
+  local served model by default; a remote API only when the user configures one, its key read from
+  the environment).  Answers are cached like the target's, so offline query generation never runs
+  twice for the same prompt and settings.
+* ``local_model_path``: local weights the attacker runs itself (MBA's proxy LM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from .models import is_packaged_gguf
+from .target.factory import cached_generator, model_path
+from .target.generators import make_request
+
+
+class WorkflowAttackerTools:
+    def __init__(self, gen_cfg: dict, generator: object | None, model_dir: str | None, seed: int, log):
+        self.gen_cfg = gen_cfg
+        self.generator = generator
+        self.model_dir = model_dir
+        self.seed = seed
+        self._log = log
+        self.llm_calls = 0
+
+    def log(self, msg: str) -> None:
+        self._log(msg)
+
+    def chat(self, prompts, max_tokens, temperature=0.0):
+        if self.generator is None:
+            raise RuntimeError("no attacker LLM is available in this step")
+        reqs = [make_request(p, max_tokens, 0, temperature, self.seed) for p in prompts]
+        out = self.generator.generate(reqs)
+        self.llm_calls += len(prompts)
+        return [{"text": r["response_text"], "prompt_tokens": r["prompt_tokens"],
+                 "completion_tokens": r["completion_tokens"], "model": self.gen_cfg["model"]} for r in out]
+
+    def local_model_path(self, name: str) -> str:
+        if name == "attacker":
+            if is_packaged_gguf(self.gen_cfg["model"]) and self.model_dir is None:
+                raise RuntimeError("the attacker model folder was not provided to this step")
+            return model_path(self.gen_cfg, self.model_dir)
+        return name
+
+
+@contextlib.contextmanager
+def attacker_tools(gen_cfg: dict, model_dir, cache_dir, threads: int, server_log: str, seed: int, log):
+    with cached_generator(gen_cfg, model_dir, cache_dir, threads, server_log, log) as gen:
+        yield WorkflowAttackerTools(gen_cfg, gen, model_dir, seed, log)

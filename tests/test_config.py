@@ -1,0 +1,63 @@
+import copy
+
+import pytest
+import yaml
+
+from ragmi.config import load_config, validate_config
+from ragmi.errors import ConfigError
+
+DEFAULT = yaml.safe_load(open("config/config.yaml"))
+
+
+def test_default_config_validates_and_fills_defaults():
+    cfg = load_config("config/config.yaml")
+    assert cfg["targets"]["smollm2-rag"]["k"] == 4
+    assert cfg["retrievers"]["minilm-cosine"]["hnsw_m"] == 32  # filled default
+    assert cfg["generation"]["cache_dir"] == "results/cache/responses"
+    assert cfg["attacker"]["generator"] == "smollm2"  # defaults to the first target's generator
+    assert cfg["metrics"]["fprs"] == [0.0, 0.005, 0.01, 0.05]
+
+
+@pytest.mark.parametrize(
+    "path, value, fragment",
+    [
+        (("targets", "smollm2-rag", "k"), 0, "targets.smollm2-rag.k"),
+        (("retrievers", "minilm-cosine", "index"), "ivf", "retrievers.minilm-cosine.index"),
+        (("datasets", "synthetic", "source"), "hub", "datasets.synthetic.source"),
+        (("split", "member_fraction"), 1.5, "split.member_fraction"),
+        (("attacks", "rag_mia", "templates"), [7], "attacks.rag_mia.templates.0"),
+        (("generation", "shard_size"), 0, "generation.shard_size"),
+    ],
+)
+def test_bad_values_name_the_key(path, value, fragment):
+    cfg = copy.deepcopy(DEFAULT)
+    node = cfg
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg)
+    assert fragment in str(e.value)
+
+
+def test_unknown_key_is_rejected():
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["targets"]["smollm2-rag"]["topk"] = 3
+    with pytest.raises(ConfigError, match="topk"):
+        validate_config(cfg)
+
+
+def test_dangling_references():
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["targets"]["smollm2-rag"]["retriever"] = "nope"
+    with pytest.raises(ConfigError, match="targets.smollm2-rag.retriever: 'nope' is not defined"):
+        validate_config(cfg)
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["generators"]["ext"] = {"backend": "openai", "model": "m"}
+    with pytest.raises(ConfigError, match="generators.ext.base_url: required"):
+        validate_config(cfg)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "none.yaml")

@@ -1,0 +1,98 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi.attacks.rag_mia import PROMPTS, RagMIA, parse_yes_no, yes_no_probabilities
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Yes", 1), ("yes, it does.", 1), ("No.", 0), ("NO", 0), ("Yes and no", 1), ("No, yes", 0),
+    ("unanswerable", None), ("Nothing here", None), ("Yesterday", None), ("I know", None), ("", None),
+])
+def test_parse_yes_no_word_boundaries(text, expected):
+    assert parse_yes_no(text) == expected
+
+
+def test_yes_no_probabilities_sum_variants_and_floor():
+    top = [{"token": "Yes", "logprob": math.log(0.5)}, {"token": " yes", "logprob": math.log(0.1)},
+           {"token": "The", "logprob": math.log(0.05)}]
+    py, pn = yes_no_probabilities(top)
+    assert py == pytest.approx(0.6)
+    assert pn == pytest.approx(0.05)  # absent: the smallest listed probability (an upper bound)
+
+
+def test_prompts_are_table_1():
+    assert PROMPTS[2].format(sample="S") == "Does this :\n \u201cS\u201d\n appear in the context? Answer with Yes or No."
+    assert PROMPTS[3].format(sample="S") == "S\n Is this part of your context? Answer with one word."
+
+
+def test_build_queries_truncates_and_uses_templates():
+    attack = RagMIA({"templates": [0, 2], "max_chars": 5, "max_tokens": 3, "top_logprobs": 7})
+    q = attack.build_queries(pd.DataFrame({"doc_id": ["a"], "text": ["abcdefgh"], "title": [""]}))
+    assert q["query_id"].tolist() == ["a::t0", "a::t2"]
+    assert "\u201cabcde\u201d" in q.loc[1, "user_prompt"] and "abcdef" not in q.loc[1, "user_prompt"]
+    assert q["max_tokens"].tolist() == [3, 3] and q["top_logprobs"].tolist() == [7, 7]
+
+
+def _responses(n_ref, n_eval, rng):
+    """Members answer Yes with high P(Yes); non-members lower; some answers are neither."""
+    rows, labels = [], {}
+    for i in range(n_ref + n_eval):
+        for label in (1, 0):
+            doc = f"{'m' if label else 'n'}{i}"
+            p = rng.uniform(0.6, 0.95) if label else rng.uniform(0.05, 0.7)
+            text = "Yes." if p > 0.5 else ("No." if i % 3 else "unanswerable")
+            rows.append({"doc_id": doc, "p": p, "text": text})
+            if i < n_ref:
+                labels[doc] = label
+    return rows, labels
+
+
+def test_score_black_and_gray_box():
+    rows, ref_labels = _responses(20, 10, np.random.default_rng(0))
+    targets = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
+    attack = RagMIA({"templates": [2], "ensemble_size": 5, "cv_folds": 3, "seed": 1})
+    q = attack.build_queries(targets)
+    resp = pd.DataFrame({
+        "query_id": q["query_id"],
+        "response_text": [r["text"] for r in rows],
+        "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])},
+                                  {"token": "No", "logprob": math.log(1 - r["p"])}] for r in rows],
+        "token_logprobs": [[] for _ in rows], "prompt_tokens": 1, "completion_tokens": 1,
+    })
+    s = attack.score(q, resp, ref_labels)
+    assert set(s["variant"]) == {"rag_mia/black/t2", "rag_mia/gray/t2", "rag_mia/gray-pyes/t2"}
+    black = s[s.variant == "rag_mia/black/t2"].set_index("doc_id")
+    for r in rows:
+        assert black.loc[r["doc_id"], "decision"] == (1 if r["text"] == "Yes." else 0)
+        assert black.loc[r["doc_id"], "no_answer"] == (r["text"] == "unanswerable")
+    pyes = s[s.variant == "rag_mia/gray-pyes/t2"].set_index("doc_id")["score"]
+    for r in rows:
+        assert pyes[r["doc_id"]] == pytest.approx(r["p"])  # P(Yes)/(P(Yes)+P(No)) with P(No) = 1-p
+    gray = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"]
+    assert gray.between(0, 1).all()
+    members = [r["doc_id"] for r in rows if r["doc_id"].startswith("m")]
+    nonmembers = [r["doc_id"] for r in rows if r["doc_id"].startswith("n")]
+    assert gray[members].mean() > gray[nonmembers].mean() + 0.3
+
+
+def test_gray_box_never_sees_evaluation_labels():
+    rows, ref_labels = _responses(15, 10, np.random.default_rng(1))
+    targets = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
+    attack = RagMIA({"templates": [2], "ensemble_size": 4, "cv_folds": 3, "seed": 2})
+    q = attack.build_queries(targets)
+    resp = pd.DataFrame({
+        "query_id": q["query_id"], "response_text": [r["text"] for r in rows],
+        "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])}] for r in rows],
+        "token_logprobs": [[] for _ in rows], "prompt_tokens": 1, "completion_tokens": 1,
+    })
+    a = attack.score(q, resp, ref_labels)
+    flipped = {d: 1 - v for d, v in ref_labels.items()}
+    b = attack.score(q, resp, flipped)
+    # reference labels drive the attack model: flipping them changes the scores of evaluation docs
+    ev = [r["doc_id"] for r in rows if r["doc_id"] not in ref_labels]
+    ga = a[a.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
+    gb = b[b.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
+    assert np.corrcoef(ga, gb)[0, 1] < 0

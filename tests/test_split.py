@@ -1,0 +1,43 @@
+import pandas as pd
+import pytest
+
+from ragmi.errors import DataError
+from ragmi.split import split_corpus
+
+
+def corpus(n):
+    return pd.DataFrame({"doc_id": [f"d{i}" for i in range(n)], "text": [f"text number {i}" for i in range(n)],
+                         "title": [""] * n})
+
+
+def test_sizes_roles_and_disjointness():
+    members, nonmembers, targets, info = split_corpus(corpus(200), 0.8, 10, 15, seed=1)
+    assert len(members) == 160 and len(nonmembers) == 40
+    assert not set(members["doc_id"]) & set(nonmembers["doc_id"])
+    counts = targets.groupby(["label", "role"]).size().to_dict()
+    assert counts == {(0, "eval"): 15, (0, "reference"): 10, (1, "eval"): 15, (1, "reference"): 10}
+    assert set(targets.loc[targets.label == 1, "doc_id"]) <= set(members["doc_id"])
+    assert set(targets.loc[targets.label == 0, "doc_id"]) <= set(nonmembers["doc_id"])
+    assert not targets["doc_id"].duplicated().any()  # reference and evaluation are disjoint
+    assert info["member_nonmember_text_overlap"] == 0 and not info["capped"]
+
+
+def test_deterministic_and_seed_dependent():
+    a = split_corpus(corpus(100), 0.8, 5, 5, seed=3)[2]
+    b = split_corpus(corpus(100), 0.8, 5, 5, seed=3)[2]
+    c = split_corpus(corpus(100), 0.8, 5, 5, seed=4)[2]
+    pd.testing.assert_frame_equal(a, b)
+    assert a["doc_id"].tolist() != c["doc_id"].tolist()
+
+
+def test_capped_by_what_exists():
+    _, _, targets, info = split_corpus(corpus(50), 0.8, 100, 100, seed=0)
+    assert info["capped"] and info["n_reference_per_class"] == 5 and info["n_eval_per_class"] == 5
+    assert len(targets) == 20
+
+
+def test_same_text_in_both_sets_is_an_error():
+    df = corpus(40)
+    df.loc[:, "text"] = "same"
+    with pytest.raises(DataError, match="both member and non-member"):
+        split_corpus(df, 0.5, 2, 2, seed=0)

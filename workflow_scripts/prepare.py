@@ -1,0 +1,21 @@
+"""Rule prepare: offline query generation by the attacker (attacker LLM, proxy models), frozen as parquet."""
+import pandas as pd
+
+from ragmi.attacker_tools import attacker_tools
+from ragmi.attacks import get_attack
+from ragmi.workflow import atomic_write_parquet, run_step
+
+
+def main(smk, log):
+    p = smk.params
+    targets = pd.read_parquet(smk.input.targets)[["doc_id", "text", "title"]]  # labels stay hidden
+    attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
+    model_dir = smk.input.model if "model" in smk.input.keys() else None
+    with attacker_tools(dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed),
+                        log) as tools:
+        materials = attack.prepare(targets, tools)
+    atomic_write_parquet(materials, smk.output.materials)
+    log(f"{len(materials)} material rows for {len(targets)} targets ({tools.llm_calls} attacker-LLM calls)")
+
+
+run_step(snakemake, main)  # noqa: F821
