@@ -7,9 +7,6 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
-
-
 report: "report/workflow.rst"
 
 

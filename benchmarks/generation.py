@@ -254,6 +254,10 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     log(f"benchmark: {a.n_targets} targets, {a.threads} threads, seed {a.seed}")
+    load_before = os.getloadavg()
+    if load_before[0] > 0.5:
+        log(f"WARNING: load average {load_before[0]:.2f} before the run: other processes share the CPUs, "
+            "the timings and the matmul peak will be off")
 
     # imports up front, outside both timed sections
     import numpy as np
@@ -294,6 +298,7 @@ def main(argv=None) -> int:
     peak_after = matmul_peak(a.threads)
     log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_after.items()))
 
+    load_after = os.getloadavg()
     # ------------------------------------------------------------------------------ decisions
     ra, la = rg["answers"], lp["answers"]
     assert len(ra) == len(la) == a.n_targets, (len(ra), len(la))
@@ -352,6 +357,7 @@ def main(argv=None) -> int:
             "machine": {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
                         "platform": platform.platform(), "torch": torch.__version__,
                         "transformers": transformers.__version__},
+            "loadavg_1_5_15": {"before": load_before, "after": load_after},
             "ratio_vs_per_query_loop": ratio,
             "ratio_without_server_startup": lp["wall_s"] / (rg["wall_s"] - rg["server_startup_s"]),
             "roofline_fraction": roofline,

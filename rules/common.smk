@@ -1,12 +1,24 @@
 # Config validation and the small helpers the rules share.
 import os
 import re
+
+import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.config import validate_config
 from ragmi.errors import ConfigError
 from ragmi.target.factory import needs_model_dir
+
+from snakemake.utils import update_config
+
+# The embedded default applies only when no --configfile is given (Snakemake would otherwise merge
+# the default's datasets/targets into the user's config). --config KEY=VALUE overrides still apply.
+if not workflow.configfiles:
+    _overrides = dict(config)
+    config.clear()
+    config.update(yaml.safe_load(open(os.path.join(workflow.basedir, "config", "config.yaml"))))
+    update_config(config, _overrides)
 
 try:
     config = validate_config(config)
@@ -53,8 +65,11 @@ def attacker_cfg():
     return config["generators"][config["attacker"]["generator"]]
 
 
+MODELS_DIR = config["generation"]["models_dir"]
+
+
 def model_input(gen):
-    return {"model": f"resources/models/{gen['model']}"} if needs_model_dir(gen) else {}
+    return {"model": f"{MODELS_DIR}/{gen['model']}"} if needs_model_dir(gen) else {}
 
 
 def prepare_inputs(wc):

@@ -21,7 +21,7 @@ rule index:
 
 rule prepare_model:
     output:
-        model=directory("resources/models/{model}"),
+        model=directory(f"{MODELS_DIR}/{{model}}"),
     params:
         model=lambda wc: wc.model,
     resources:

@@ -1,0 +1,496 @@
+"""MBA, the mask-based membership inference attack (Liu, Zhang, Long: "Mask-based Membership Inference
+Attacks for Retrieval-Augmented Generation", WWW'25, arXiv 2410.20142; called "MBA paper" below).
+
+The attacker masks M hard-to-guess words of the target document and asks the RAG system to fill them
+in.  If the document is in the knowledge base it is retrieved (the masked document is the retrieval
+query) and the generator can copy the masked words from its context; otherwise it has to guess.
+
+Offline mask generation (:meth:`MBA.prepare`, MBA paper Alg. 1-4)
+-----------------------------------------------------------------
+* **Words** are the whitespace-separated tokens of the document (``text.split()``, as in the
+  authors' reimplementation ``ali7naseh/RAG_MIA mia_utils/mba.py``).  The *maskable core* of a word
+  is the word without leading and trailing punctuation/symbols (``"fever,"`` -> ``"fever"``); the mask
+  replaces only the core, so the punctuation stays in the masked text.
+* **Rank of a token** (Alg. 3): the position of the true token in the proxy LM's next-token
+  distribution sorted by decreasing logit, given its full prefix, 0-based, computed as the number of
+  vocabulary entries with a strictly larger logit (so ties do not depend on a sort order).  All ranks
+  of a document come from ONE causal forward pass over the whole document (logits at position t
+  predict token t+1), not from one forward pass per word as in the public code (O(L^2)).  The
+  document is tokenised once, in context, and tokens are mapped to words by character offsets (the
+  public code ranks the first token of the word tokenised *alone*, which for BPE tokenisers is a
+  different token from the in-context one with its leading space).
+* **Start token**: when the tokenizer adds no BOS itself, ``bos_token_id`` is prepended (else
+  ``eos_token_id``, GPT-2's ``<|endoftext|>`` convention), so that the first word is ranked too.
+  With neither, the document's first token has no rank.
+* **Word score** = max rank over the tokens that overlap the word's core.  This is the paper's rule
+  for *fragmented* words (words the proxy tokenizer splits into several tokens, Alg. 1); for a
+  single-token word it is that token's rank.
+* **Selection** (Alg. 4): the ranked words are split into M subtexts of equal word count (subtext k
+  holds words ``[floor(k n/M), floor((k+1) n/M))``) and the word of highest score in each subtext is
+  masked (ties: the first).  Stop-words (NLTK English list, below), punctuation-only words, words
+  adjacent to an already chosen mask and words without a ranked token score -1 and are never chosen;
+  a subtext without any candidate gets no mask, so ``n_masks`` may be smaller than M.
+* **Masks** are numbered ``[Mask_1]`` .. ``[Mask_n]`` in document order (paper's spelling; the public
+  code writes ``[MASK_i]`` in the text but ``[Mask_i]`` in the prompt).
+* **Spell correction is NOT applied.**  The paper spell-corrects fragmented words with
+  ``oliverguhr/spelling-correction-english-base`` (Alg. 2) and accepts the corrected word as a second
+  answer; that model is not available offline here, so ranks are computed on the original word and
+  the answer set is the original word only.  ``spell_correction: true`` raises a ``ConfigError``.
+* **Context cap**: when the document (plus start token) is longer than the proxy's context
+  (``max_position_embeddings`` / ``n_positions``, or the ``max_proxy_tokens`` parameter when
+  smaller), the proxy input is the explicit prefix of that many tokens; only the words whose tokens
+  all lie in it are ranked (``n_words_ranked``) and masks are chosen among them only.  The public
+  code instead right-truncates the tokenizer input and then reads the logit of the last kept
+  position, i.e. ranks the wrong token for every word past the limit.  The query still contains the
+  whole document (the unranked tail unmasked).
+* Deviations from the public code kept out on purpose: it never masks the first 5 words and
+  truncates documents to 2048 characters; neither is in the paper.
+
+Materials (one row per document): ``doc_id, masked_text, answers`` (original words, in mask order),
+``n_masks`` (actual), ``n_words``, ``n_words_ranked``, ``n_tokens``, ``mask_word_indices``,
+``mask_ranks``, ``proxy_lm`` (configured name), ``proxy_lm_path`` (what was loaded).
+
+Query (:meth:`MBA.build_queries`)
+---------------------------------
+The MBA paper's full RAG prompt (Fig. 5, :data:`FIG5_PROMPT`) is a *system + context* template.  In
+ragmi the target applies its own RAG template around the user query, so the user query is the
+paper's simplified attack prompt (Fig. 2, :data:`QUERY_TEMPLATE`, the string of the public code) with
+the masked document; the masked document also drives retrieval.  The format line is kept as printed
+in the paper, with the two characters ``\\n`` (the public code's Python string turns them into a
+real line break).  ``max_tokens`` = ``max_tokens_per_mask`` * n_masks + 16 (default 12 per mask:
+``[Mask_10]: answer`` plus a newline is 7-8 tokens for GPT-2/Llama-3 tokenizers when the answer is
+one token; the rest leaves room for multi-token words and markdown; the public code uses the
+token count of the answer dictionary + 12).  No log-probabilities are requested.
+
+Scoring (:meth:`MBA.score`)
+---------------------------
+* Answers are parsed tolerantly (:func:`parse_mask_answers`): ``[Mask_1]: a``, ``[MASK_1]: a``,
+  ``Mask 1: a``, ``Mask_1 - a``, markdown bold around marker or answer, several answers on one line,
+  JSON-like ``"[Mask_1]": "a"``; only when no mask marker is found, a numbered list ``1. a`` / ``1) a``.
+  The first answer given for an index counts.
+* An answer is correct when it equals the original word after normalisation (NFKC, case-folding,
+  punctuation and underscores removed, whitespace collapsed).
+* ``mba``: score = #correct / n_masks (0 when the document got no mask).
+* ``mba/gamma``: the paper's decision rule, member iff #correct >= gamma * n_masks.  gamma is swept
+  over ``gamma_grid`` (default 0.1, 0.2, ..., 1.0; MBA paper §5) and the value with the best F1 on the
+  *reference* documents wins (ties: the smallest gamma); it is applied unchanged to every document.
+  score = decision (a point attack, like ``rag_mia/black``); the chosen gamma is in column ``gamma``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConfigError
+from .base import Attack
+
+# MBA paper Fig. 5, verbatim: the paper's whole RAG prompt (system instruction + target + context).
+# Kept for reference; ragmi's target RAG templates (ragmi.target.templates) wrap the user query.
+FIG5_PROMPT = (
+    "You are given a text with several missing words or phrases, represented by placeholders in the "
+    "format [Mask_i], where i is a unique number for each blank. Your task is to accurately fill in each "
+    "placeholder with the most appropriate word or phrase based on the context of the sentence. Provide "
+    'your answers in the specified format: "[Mask_i]: answer_i\\n" for each mask, where "answer_i" shall '
+    "be a word or phrase. You should strictly match the missing word or phrase based on the original "
+    "context, without making any modifications, corrections, or substitutions.\n"
+    "The text is: {target_document}\n"
+    "The context is: {retrieved_document}"
+)
+
+# MBA paper Fig. 2 simplified attack prompt = the user query of the public reimplementation
+# (ali7naseh/RAG_MIA mia_utils/mba.py, generate_questions), with "\n" in the format spec kept as the
+# two characters printed in the paper.
+QUERY_TEMPLATE = (
+    "Predict the answers of the masks in the given texts:\n\n{masked_document}\n\n"
+    "You should strictly follow the contexts below to answer, and provide your answers in the "
+    'specified format:\n"[Mask_i]: answer_i\\n" for each mask:'
+)
+
+# NLTK English stop-word list (nltk_data corpora/stopwords/english, the 179-word version; also
+# reproduced at https://gist.github.com/sebleier/554280), copied as data because nltk_data cannot
+# be downloaded offline.  The MBA public code uses nltk.corpus.stopwords.words('english').
+NLTK_ENGLISH_STOPWORDS = frozenset("""
+i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
+he him his himself she she's her hers herself it it's its itself they them their theirs themselves
+what which who whom this that that'll these those am is are was were be been being have has had
+having do does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on off over
+under again further then once here there when where why how all any both each few more most other
+some such no nor not only own same so than too very s t can will just don don't should should've
+now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn
+hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn
+shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
+""".split())
+
+DEFAULT_GAMMAS = tuple(round(0.1 * k, 1) for k in range(1, 11))
+
+_WORD = re.compile(r"\S+")
+_CORE = re.compile(r"^[\W_]*(.*?)[\W_]*$", re.DOTALL)
+
+
+# --------------------------------------------------------------------------------------------
+# Words and masks
+# --------------------------------------------------------------------------------------------
+def word_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """``(start, end, core_start, core_end)`` of every whitespace-separated word of ``text``; the
+    core drops leading/trailing punctuation and symbols (empty core = punctuation-only word)."""
+    out = []
+    for m in _WORD.finditer(text):
+        c = _CORE.match(m.group(0))
+        cs, ce = m.start() + c.start(1), m.start() + c.end(1)
+        if cs == ce:
+            cs = ce = m.start()
+        out.append((m.start(), m.end(), cs, ce))
+    return out
+
+
+def is_candidate_word(core: str) -> bool:
+    """Neither punctuation-only nor an NLTK English stop-word (case-insensitive)."""
+    return bool(core) and core.lower() not in NLTK_ENGLISH_STOPWORDS
+
+
+def choose_masks(cores: list[str], scores, n_masks: int, n_ranked: int | None = None) -> list[int]:
+    """Word indices to mask: the argmax-score candidate of each of ``n_masks`` equal subtexts of the
+    first ``n_ranked`` words (MBA paper Alg. 4).  Stop-words, punctuation-only words, words next to
+    an already chosen mask and words with a negative score (unranked) are never chosen."""
+    n = len(cores) if n_ranked is None else int(n_ranked)
+    scores = np.asarray(scores, dtype=float)
+    chosen: list[int] = []
+    taken: set[int] = set()
+    if n <= 0 or n_masks <= 0:
+        return chosen
+    bounds = [(k * n) // n_masks for k in range(n_masks + 1)]
+    for k in range(n_masks):
+        best, best_score = None, -1.0
+        for j in range(bounds[k], bounds[k + 1]):
+            if not is_candidate_word(cores[j]) or (j - 1) in taken or (j + 1) in taken:
+                continue
+            if scores[j] < 0:
+                continue
+            if best is None or scores[j] > best_score:
+                best, best_score = j, float(scores[j])
+        if best is not None:
+            chosen.append(best)
+            taken.add(best)
+    return chosen
+
+
+def apply_masks(text: str, spans, chosen: list[int]) -> tuple[str, list[str]]:
+    """Replace the cores of the ``chosen`` words by ``[Mask_1]``..; returns (masked text, answers)."""
+    order = sorted(chosen)
+    pieces, answers, pos = [], [], 0
+    for i, j in enumerate(order, start=1):
+        _, _, cs, ce = spans[j]
+        pieces.append(text[pos:cs])
+        pieces.append(f"[Mask_{i}]")
+        answers.append(text[cs:ce])
+        pos = ce
+    pieces.append(text[pos:])
+    return "".join(pieces), answers
+
+
+# --------------------------------------------------------------------------------------------
+# Proxy LM ranking
+# --------------------------------------------------------------------------------------------
+def token_ranks(model, input_ids) -> np.ndarray:
+    """Rank of every token of ``input_ids`` (1-D) given its full prefix, from one forward pass.
+
+    ``ranks[t]`` = number of vocabulary entries whose logit at position ``t-1`` is strictly larger
+    than that of ``input_ids[t]``; ``ranks[0] = -1`` (no prefix)."""
+    import torch
+
+    ids = torch.as_tensor(input_ids, dtype=torch.long).reshape(1, -1).to(model.device)
+    out = np.full(ids.shape[1], -1, dtype=np.int64)
+    if ids.shape[1] < 2:
+        return out
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[0, :-1]
+        true = ids[0, 1:]
+        for a in range(0, logits.shape[0], 256):  # bound the memory of the comparison
+            lg = logits[a:a + 256]
+            tv = lg.gather(1, true[a:a + 256, None])
+            out[1 + a:1 + a + lg.shape[0]] = (lg > tv).sum(dim=1).cpu().numpy()
+    return out
+
+
+def model_context(model, tokenizer=None) -> int | None:
+    """Longest input the proxy can rank (positions), from its config (or tokenizer)."""
+    cfg = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        val = getattr(cfg, key, None)
+        if isinstance(val, int) and val > 0:
+            return val
+    val = getattr(tokenizer, "model_max_length", None)
+    if isinstance(val, int) and 0 < val < 10**7:
+        return val
+    return None
+
+
+def start_token_id(tokenizer) -> int | None:
+    """The token prepended to the document, or None when the tokenizer adds its own BOS."""
+    probe = tokenizer("a", add_special_tokens=True)["input_ids"]
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    if len(probe) > len(plain) and probe[0] != plain[0]:
+        return int(probe[0])
+    for tid in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if tid is not None:
+            return int(tid)
+    return None
+
+
+def rank_words(text: str, tokenizer, model, max_tokens: int | None = None) -> dict:
+    """Word scores of ``text`` (max token rank over each word's core, -1 if unranked).
+
+    Returns ``spans``, ``cores``, ``scores`` (np.ndarray), ``n_words_ranked``, ``n_tokens`` (document
+    tokens), ``token_ranks`` (per document token, -1 when unranked) and ``token_offsets``."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ConfigError("MBA needs a fast (Rust) tokenizer for its proxy LM: character offsets map tokens to words")
+    spans = word_spans(text)
+    cores = [text[cs:ce] for _, _, cs, ce in spans]
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])
+    offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    start = start_token_id(tokenizer)
+    prefix = [] if start is None else [start]
+    limit = model_context(model, tokenizer)
+    if max_tokens is not None:
+        limit = int(max_tokens) if limit is None else min(limit, int(max_tokens))
+    full = prefix + ids
+    kept = full if limit is None else full[:limit]
+    ranks_in = token_ranks(model, kept) if kept else np.zeros(0, dtype=np.int64)
+    n_doc_kept = len(kept) - len(prefix)  # document tokens inside the proxy input
+    doc_ranks = np.full(len(ids), -1, dtype=np.int64)
+    if n_doc_kept > 0:
+        doc_ranks[:n_doc_kept] = ranks_in[len(prefix):]
+    scores = np.full(len(spans), -1.0)
+    n_ranked = len(spans)
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    for w, (_, _, cs, ce) in enumerate(spans):
+        if cs == ce:  # punctuation-only: still check whether it is inside the proxy input
+            lo = int(np.searchsorted(ends, spans[w][0], side="right"))
+            hi = int(np.searchsorted(starts, spans[w][1], side="left"))
+        else:
+            lo = int(np.searchsorted(ends, cs, side="right"))
+            hi = int(np.searchsorted(starts, ce, side="left"))
+        if hi > n_doc_kept and n_ranked == len(spans):
+            n_ranked = w  # first word with a token past the cap: it and all later words are unranked
+        if w >= n_ranked or cs == ce:
+            continue
+        r = doc_ranks[lo:hi]
+        r = r[r >= 0]
+        if r.size:
+            scores[w] = float(r.max())
+    scores[n_ranked:] = -1.0
+    return {"spans": spans, "cores": cores, "scores": scores, "n_words_ranked": int(n_ranked),
+            "n_tokens": len(ids), "token_ranks": doc_ranks, "token_offsets": offsets}
+
+
+def mask_document(text: str, tokenizer, model, n_masks: int, max_tokens: int | None = None) -> dict:
+    """Rank, choose and apply the masks of one document (one proxy forward pass)."""
+    r = rank_words(text, tokenizer, model, max_tokens)
+    chosen = choose_masks(r["cores"], r["scores"], n_masks, r["n_words_ranked"])
+    masked, answers = apply_masks(text, r["spans"], chosen)
+    order = sorted(chosen)
+    return {
+        "masked_text": masked,
+        "answers": answers,
+        "n_masks": len(answers),
+        "n_words": len(r["spans"]),
+        "n_words_ranked": r["n_words_ranked"],
+        "n_tokens": r["n_tokens"],
+        "mask_word_indices": order,
+        "mask_ranks": [int(r["scores"][j]) for j in order],
+    }
+
+
+def load_proxy(path: str, dtype: str = "float32", device: str = "auto"):
+    """(tokenizer, model) of a local causal LM folder or HF id, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+    return tok, model
+
+
+# --------------------------------------------------------------------------------------------
+# Answer parsing and scoring
+# --------------------------------------------------------------------------------------------
+_MARKER = r"\[?\s*mask[\s_\-]*(\d+)\s*\]?"
+_MASK_ANSWER = re.compile(_MARKER + r"""\s*["'`*]*\s*(?::|=>|->|=|\u2192|\u2013|\u2014|-)\s*""", re.IGNORECASE)
+_ANY_MARKER = re.compile(r"""["'`*]*\s*\[?\s*mask[\s_\-]*\d+\s*\]?""", re.IGNORECASE)
+_NUMBERED = re.compile(r"^[ \t]*(?:[-*\u2022][ \t]*)?\**[ \t]*(\d+)[ \t]*\**[ \t]*[.):][ \t]*(.*?)[ \t]*$",
+                       re.MULTILINE)
+
+
+def _clean_answer(s: str) -> str:
+    return s.strip().strip("*_`\"' ,;").strip()
+
+
+def parse_mask_answers(text: str) -> dict[int, str]:
+    """``{mask index: answer}`` from a response, tolerant of the formats LLMs use (see module doc)."""
+    text = text or ""
+    out: dict[int, str] = {}
+    for m in _MASK_ANSWER.finditer(text):
+        idx = int(m.group(1))
+        rest = text[m.end():]
+        nl = rest.find("\n")
+        line = rest if nl < 0 else rest[:nl]
+        nxt = _ANY_MARKER.search(line)
+        ans = _clean_answer(line if nxt is None else line[: nxt.start()])
+        if idx not in out:
+            out[idx] = ans
+    if out:
+        return out
+    for m in _NUMBERED.finditer(text):
+        idx = int(m.group(1))
+        if idx not in out:
+            out[idx] = _clean_answer(m.group(2))
+    return out
+
+
+def normalize_answer(s: str) -> str:
+    """NFKC, case-folded, punctuation and underscores removed, whitespace collapsed."""
+    s = unicodedata.normalize("NFKC", str(s)).casefold()
+    s = re.sub(r"[^\w\s]|_", "", s)
+    return " ".join(s.split())
+
+
+def count_correct(response: str, answers) -> int:
+    """Number of masks ``i`` (1-based) whose parsed answer equals ``answers[i-1]`` (normalised)."""
+    parsed = parse_mask_answers(response)
+    n = 0
+    for i, truth in enumerate(list(answers), start=1):
+        options = [truth] if isinstance(truth, str) else list(truth)  # a set of accepted answers
+        if i in parsed and normalize_answer(parsed[i]) in {normalize_answer(t) for t in options}:
+            n += 1
+    return n
+
+
+def _f1(y: np.ndarray, pred: np.ndarray) -> float:
+    tp = int(np.sum((pred == 1) & (y == 1)))
+    fp = int(np.sum((pred == 1) & (y == 0)))
+    fn = int(np.sum((pred == 0) & (y == 1)))
+    return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+def gamma_decisions(fractions, gamma: float) -> np.ndarray:
+    """Member iff correct >= gamma * M, i.e. fraction >= gamma (1e-9 absorbs 0.3*10 = 3.0000000000000004)."""
+    return (np.asarray(fractions, dtype=float) + 1e-9 >= gamma).astype(int)
+
+
+def select_gamma(ref_fractions, ref_labels, gammas=DEFAULT_GAMMAS) -> tuple[float, float]:
+    """(gamma, F1) with the best F1 on the reference set; ties go to the smallest gamma."""
+    y = np.asarray(ref_labels, dtype=int)
+    if y.size == 0 or not (y == 1).any():
+        raise ValueError("MBA's gamma is chosen by F1 on reference documents, which need at least one member")
+    best, best_f1 = None, -1.0
+    for g in sorted(float(x) for x in gammas):
+        f1 = _f1(y, gamma_decisions(ref_fractions, g))
+        if f1 > best_f1 + 1e-12:
+            best, best_f1 = g, f1
+    return best, best_f1
+
+
+# --------------------------------------------------------------------------------------------
+# Attack
+# --------------------------------------------------------------------------------------------
+class MBA(Attack):
+    name = "mba"
+    needs_prepare = True
+
+    def __init__(self, params: Mapping | None = None):
+        super().__init__(params)
+        if self.params.get("spell_correction", False):
+            raise ConfigError(
+                "mba.spell_correction: true is not supported: the paper's spell-correction model "
+                "(oliverguhr/spelling-correction-english-base) is not available offline; set it to false"
+            )
+        if int(self.params.get("n_masks", 10)) < 1:
+            raise ConfigError("mba.n_masks must be at least 1")
+
+    def prepare(self, targets: pd.DataFrame, tools) -> pd.DataFrame:
+        p = self.params
+        name = str(p.get("proxy_lm", "attacker"))
+        path = tools.local_model_path(name)
+        tok, model = load_proxy(path, str(p.get("proxy_dtype", "float32")), str(p.get("device", "auto")))
+        cap = p.get("max_proxy_tokens")
+        n_masks = int(p.get("n_masks", 10))
+        rows = []
+        for k, (doc_id, text) in enumerate(zip(targets["doc_id"], targets["text"])):
+            r = mask_document(str(text), tok, model, n_masks, None if cap is None else int(cap))
+            rows.append({"doc_id": doc_id, **r, "proxy_lm": name, "proxy_lm_path": str(path)})
+            if r["n_words_ranked"] < r["n_words"]:
+                tools.log(f"mba: {doc_id}: proxy context holds {r['n_words_ranked']}/{r['n_words']} words; "
+                          "masks chosen among those")
+            if (k + 1) % 100 == 0:
+                tools.log(f"mba: masked {k + 1}/{len(targets)} documents")
+        return pd.DataFrame(rows, columns=[
+            "doc_id", "masked_text", "answers", "n_masks", "n_words", "n_words_ranked", "n_tokens",
+            "mask_word_indices", "mask_ranks", "proxy_lm", "proxy_lm_path"])
+
+    def max_tokens_for(self, n_masks: int) -> int:
+        p = self.params
+        if p.get("max_tokens") is not None:
+            return int(p["max_tokens"])
+        return int(p.get("max_tokens_per_mask", 12)) * int(n_masks) + 16
+
+    def build_queries(self, targets: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
+        if materials is None:
+            raise ValueError("MBA builds its queries from the masks written by prepare (materials)")
+        mat = materials.set_index("doc_id")
+        missing = [d for d in targets["doc_id"] if d not in mat.index]
+        if missing:
+            raise ValueError(f"MBA materials lack documents {missing[:3]}")
+        rows = []
+        for doc_id in targets["doc_id"]:
+            m = mat.loc[doc_id]
+            n = int(m["n_masks"])
+            rows.append({
+                "query_id": f"{doc_id}::mba",
+                "doc_id": doc_id,
+                "user_prompt": QUERY_TEMPLATE.format(masked_document=m["masked_text"]),
+                "max_tokens": self.max_tokens_for(n),
+                "top_logprobs": 0,
+                "answers": [str(a) for a in m["answers"]],
+                "n_masks": n,
+            })
+        return pd.DataFrame(rows)
+
+    def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
+        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
+        if df["response_text"].isna().any():
+            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
+            raise ValueError(f"responses missing for queries {missing}")
+        if "answers" not in df.columns:
+            if materials is None:
+                raise ValueError("MBA scoring needs the mask answers (queries column 'answers' or materials)")
+            df = df.merge(materials[["doc_id", "answers", "n_masks"]], on="doc_id", how="left")
+        correct = np.array([count_correct(r, a) for r, a in zip(df["response_text"], df["answers"])], dtype=int)
+        n_masks = np.array([len(a) for a in df["answers"]], dtype=int)
+        frac = np.where(n_masks > 0, correct / np.maximum(n_masks, 1), 0.0)
+        no_answer = np.array([not parse_mask_answers(r) for r in df["response_text"]])
+        base = {"doc_id": df["doc_id"].to_numpy(), "n_correct": correct, "n_masks": n_masks, "no_answer": no_answer}
+        out = [pd.DataFrame({**base, "variant": "mba", "score": frac, "decision": pd.NA})]
+
+        gammas = self.params.get("gamma_grid", DEFAULT_GAMMAS)
+        is_ref = np.array([d in reference_labels for d in df["doc_id"]])
+        y_ref = np.array([int(reference_labels[d]) for d in df["doc_id"][is_ref]], dtype=int)
+        gamma, _ = select_gamma(frac[is_ref], y_ref, gammas)
+        dec = gamma_decisions(frac, gamma)
+        out.append(pd.DataFrame({**base, "variant": "mba/gamma", "score": dec.astype(float), "decision": dec,
+                                 "gamma": gamma}))
+        res = pd.concat(out, ignore_index=True)
+        cols = ["doc_id", "variant", "score", "decision"]
+        return res[cols + [c for c in res.columns if c not in cols]]
+
+
+__all__ = ["MBA", "FIG5_PROMPT", "QUERY_TEMPLATE", "NLTK_ENGLISH_STOPWORDS", "parse_mask_answers",
+           "count_correct", "select_gamma", "choose_masks", "rank_words", "token_ranks", "mask_document"]

@@ -1,0 +1,308 @@
+"""Question / summary generation with the attacker LLM, shared by MEntA and IA.
+
+Both attacks write, once per target document and before any query reaches the target:
+
+* a topic summary with IA's retrieval-summary prompt (IA paper, Fig. 16; MEntA §5.3 borrows it:
+  "This summary-prepending technique is borrowed from IA"), and
+* a list of questions (MEntA: n specific questions; IA: n yes/no probe questions).
+
+The attacker LLM of the embedded default is a 135M model that often ignores output formats, so every
+parser here is tolerant and *reports* how well it did instead of failing: :func:`parse_questions`
+returns the questions it could recover and the rule that found them; callers record
+``n_questions_parsed`` and ``parse_failed`` per document.
+
+Materials rows
+--------------
+Every row written from an attacker-LLM answer keeps the request and the answer (base.py contract):
+``prompt`` (the chat messages as a JSON string), ``llm_model``, ``llm_max_tokens``, ``llm_temperature``,
+``llm_prompt_tokens``, ``llm_completion_tokens`` and ``output`` (the raw text).  The attack-specific
+fields are ``kind`` ("summary" | "questions" | "shadow"), ``item`` (question index, -1 for per-document
+rows), ``parsed`` (cleaned summary / parsed label), ``questions`` (list of str, only on "questions"
+rows, else empty), ``n_questions_parsed`` (only on "questions" rows) and ``parse_failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+# --------------------------------------------------------------------------------------------------
+# Prompts
+# --------------------------------------------------------------------------------------------------
+
+# IA paper Fig. 16 (retrieval summary), as given in shared/reference/attacks-rag-mia-s2mia-mba-ia-
+# flashrag.md §4 (identical in three independent reimplementations; the paper PDF is not stored).
+SUMMARY_PROMPT = """Task Description:
+You are tasked with generating a concise and accurate topic-focused description of a document based on its content and title (if provided). The description should:
+1. Be a single, short sentence.
+2. Focus only on the main topic or subject of the document, avoiding verbs and conclusions.
+3. Include important keywords from the document.
+4. Avoid referencing the document itself with phrases like "The document discusses," "The report highlights," or "This paper investigates."
+5. Output only a short, noun-phrase-like description or topic sentence.
+
+Examples:
+- Instead of: "The report from the D\u00fcsseldorf conference highlights advancements in green energy technologies."
+- Generate: "Advancements in green energy technologies and discussions at the D\u00fcsseldorf conference."
+- Instead of: "The document investigates the cyclooxygenase pathway in inflammatory responses."
+- Generate: "The cyclooxygenase pathway and its role in inflammatory responses."
+
+Ensure the description is concise, focused on the main topic, and includes relevant keywords. Avoid any extra text, explanations, or labels.
+
+Input:
+Title: {title}
+Text: {text}
+
+Output:
+Provide only the one-sentence topic-focused description as the output."""
+
+# The summary prompt's own examples: a small model sometimes copies them instead of summarising.
+SUMMARY_EXAMPLES = (
+    "Advancements in green energy technologies and discussions at the D\u00fcsseldorf conference.",
+    "The cyclooxygenase pathway and its role in inflammatory responses.",
+)
+
+
+def summary_messages(title: str, text: str) -> list[dict]:
+    """IA Fig. 16 as one user message (the 3rd-party spec runs it at temperature 0.3)."""
+    return [{"role": "user", "content": SUMMARY_PROMPT.format(title=title or "", text=text)}]
+
+
+# --------------------------------------------------------------------------------------------------
+# LLM calls and materials rows
+# --------------------------------------------------------------------------------------------------
+
+MATERIAL_COLUMNS = [
+    "doc_id", "kind", "item", "output", "parsed", "questions", "n_questions_parsed", "parse_failed",
+    "prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens",
+]
+
+
+def ask(tools, prompts: list[list[dict]], max_tokens: int, temperature: float) -> list[dict]:
+    """One batched call to the attacker LLM; checks that one answer came back per prompt."""
+    if not prompts:
+        return []
+    results = list(tools.chat(prompts, max_tokens=int(max_tokens), temperature=float(temperature)))
+    if len(results) != len(prompts):
+        raise ValueError(f"attacker LLM returned {len(results)} answers for {len(prompts)} prompts")
+    return results
+
+
+def llm_row(doc_id, kind: str, item: int, messages: list[dict], result: dict, max_tokens: int,
+            temperature: float, **fields) -> dict:
+    """A materials row that keeps the prompt, the model, its settings and its token counts."""
+    row = {
+        "doc_id": doc_id,
+        "kind": kind,
+        "item": int(item),
+        "output": str(result.get("text") or ""),
+        "parsed": None,
+        "questions": [],
+        "n_questions_parsed": pd.NA,
+        "parse_failed": False,
+        "prompt": json.dumps(messages, ensure_ascii=False),
+        "llm_model": str(result.get("model", "")),
+        "llm_max_tokens": int(max_tokens),
+        "llm_temperature": float(temperature),
+        "llm_prompt_tokens": int(result.get("prompt_tokens") or 0),
+        "llm_completion_tokens": int(result.get("completion_tokens") or 0),
+    }
+    row.update(fields)
+    return row
+
+
+def materials_frame(rows: list[dict], extra: Sequence[str] = ()) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=MATERIAL_COLUMNS + [c for c in extra if c not in MATERIAL_COLUMNS])
+    df["item"] = df["item"].astype("int64")
+    df["n_questions_parsed"] = df["n_questions_parsed"].astype("Int64")
+    df["parse_failed"] = df["parse_failed"].astype(bool)
+    df["questions"] = [list(q) if q is not None else [] for q in df["questions"]]
+    return df
+
+
+def doc_rows(materials: pd.DataFrame, kind: str) -> dict:
+    """doc_id -> row (as a dict) for the per-document rows of one kind."""
+    sub = materials[materials["kind"] == kind]
+    if sub["doc_id"].duplicated().any():
+        raise ValueError(f"materials hold several '{kind}' rows for one document")
+    return {r["doc_id"]: r for r in sub.to_dict("records")}
+
+
+def as_list(value) -> list:
+    """A list column read back from parquet is a numpy array (or None)."""
+    if value is None:
+        return []
+    try:
+        if pd.isna(value):
+            return []
+    except (TypeError, ValueError):
+        pass
+    return [str(v) for v in list(value)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------------
+
+_QUERY_BLOCK = re.compile(r"QUERY[_ ]?\d+\s*[:.)]\s*(.+?)(?=QUERY[_ ]?\d+\s*[:.)]|$)", re.IGNORECASE | re.DOTALL)
+_NUMBERED = re.compile(r"^\s*(?:\*\*)?(?:Q(?:uestion)?\s*)?\d+\s*(?:\*\*)?\s*[.):\-]\s*(?:\*\*)?\s*(.+)$",
+                       re.IGNORECASE | re.MULTILINE)
+_BULLET = re.compile(r"^\s*[-*\u2022]\s+(.+)$", re.MULTILINE)
+_LEAD_LABEL = re.compile(r"^(?:question|query|q)\s*\d*\s*[:.\-]\s*", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"(question here|your question|\[question\]|\.\.\.$|^\.\.\.)", re.IGNORECASE)
+
+
+def _clean_question(raw: str, cut_after_qmark: bool) -> str:
+    q = " ".join(str(raw).split())
+    q = _LEAD_LABEL.sub("", q)
+    q = q.strip(" *_`\"'\u201c\u201d")
+    if q.startswith("[") and q.endswith("]"):
+        q = q[1:-1].strip()
+    if cut_after_qmark and "?" in q:
+        # "Is X true? Yes" / "Is X true? (Answer: No)": keep the question only (as the MEntA
+        # artifact's IA-MIA parser does: ``line.split("?", 1)``).
+        q = q.split("?", 1)[0].strip().strip("\"'\u201c\u201d") + "?"
+    return q.strip()
+
+
+def parse_questions(text: str, n: int | None = None, *, require_question_mark: bool = False,
+                    exclude: Iterable[str] = (), min_words: int = 3) -> tuple[list[str], str]:
+    """Recover a list of questions from free LLM text; returns ``(questions, rule)``.
+
+    Rules, the first that yields at least one question wins (``rule`` names it):
+
+    1. ``QUERY_i: ...`` blocks (MEntA's requested format; the artifact's regex
+       ``QUERY_\\d+:\\s*(.+?)(?=QUERY_\\d+:|$)``, here also accepting ``QUERY 1.``),
+    2. numbered lines ``1. ...``, ``2) ...``, ``Q3: ...``, ``Question 4 - ...`` (Naseh's repo asks
+       for ``Q1: ...``),
+    3. bullet lines ``- ...``, ``* ...``, ``\u2022 ...``,
+    4. sentences ending in ``?`` anywhere in the text.
+
+    The MEntA artifact's last fallback (every blank-line-separated paragraph is a question) is *not*
+    used: it turns any prose a small model writes into "questions"; rule 4 keeps only real questions.
+
+    Each item is whitespace-collapsed, stripped of labels/quotes/brackets and cut after its first
+    ``?``.  Dropped: items with fewer than ``min_words`` words, echoes of the prompt's placeholders
+    ("[first question here]"), items equal to a string in ``exclude`` (the prompt's own examples),
+    duplicates (case-insensitive) and, with ``require_question_mark``, items without ``?``.
+    At most ``n`` questions are returned (the first ones).
+    """
+    text = text or ""
+    excluded = {" ".join(e.split()).casefold() for e in exclude}
+
+    def keep(items: Iterable[str]) -> list[str]:
+        out, seen = [], set()
+        for raw in items:
+            q = _clean_question(raw, cut_after_qmark=True)
+            key = q.casefold()
+            if len(q.split()) < min_words or _PLACEHOLDER.search(q) or key in excluded or key in seen:
+                continue
+            if require_question_mark and not q.endswith("?"):
+                continue
+            seen.add(key)
+            out.append(q)
+        return out
+
+    candidates = [
+        ("query_label", [m.group(1) for m in _QUERY_BLOCK.finditer(text)]),
+        ("numbered", [m.group(1) for m in _NUMBERED.finditer(text)]),
+        ("bullets", [m.group(1) for m in _BULLET.finditer(text)]),
+        ("question_marks", re.findall(r"[^.!?\n]*\?", text)),
+    ]
+    for rule, items in candidates:
+        qs = keep(items)
+        if qs:
+            return (qs[:n] if n else qs), rule
+    return [], "none"
+
+
+_SUMMARY_LABEL = re.compile(r"^(?:output|description|summary|topic(?: sentence)?|answer)\s*:\s*", re.IGNORECASE)
+
+
+def parse_summary(text: str, min_words: int = 2) -> str | None:
+    """The first non-empty line, without a leading label ("Output:", "Description:") or quotes;
+    ``None`` when nothing usable is left, or when the model copied one of the prompt's examples."""
+    for line in (text or "").splitlines():
+        s = " ".join(line.split())
+        s = _SUMMARY_LABEL.sub("", s.strip(" *_`#-")).strip(" *_`\"'\u201c\u201d")
+        if not s:
+            continue
+        if s.casefold().rstrip(".") in {e.casefold().rstrip(".") for e in SUMMARY_EXAMPLES}:
+            return None
+        if len(s.split()) < min_words or s.casefold().startswith(("input:", "title:", "text:", "task description")):
+            return None
+        return s
+    return None
+
+
+def fallback_summary(title: str, text: str, max_chars: int = 200) -> str:
+    """Used when the attacker LLM gave no usable summary: the title, else the text's first sentence."""
+    if title and str(title).strip():
+        return " ".join(str(title).split())
+    first = re.split(r"(?<=[.!?])\s+", " ".join(str(text).split()), maxsplit=1)[0]
+    return first[:max_chars]
+
+
+def split_text(text: str, min_length: int = 10) -> list[str]:
+    """MEntA's heuristic sentence splitter (artifact ``compute_entailment.py::split_text``, the default
+    ``--splitting_method heuristic``; notes §2 "Sentence splitting"), behaviour for behaviour:
+
+    split on whitespace after ``.``/``!``/``?``; a segment that still holds newlines is split per
+    line, and each line loses a leading list marker (``1.``/``2)``, ``-``/``\u2022``/``*``, ``a.``/``B)``);
+    whitespace is collapsed; segments shorter than ``min_length`` characters are dropped.
+    """
+    if not text or not text.strip():
+        return []
+    out: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        if "\n" in sentence:
+            for line in sentence.split("\n"):
+                line = line.strip()
+                if not line:
+                    continue
+                line = re.sub(r"^\d+[.)]\s+", "", line)
+                line = re.sub(r"^[-\u2022*]\s+", "", line)
+                line = re.sub(r"^[A-Za-z][.)]\s+", "", line)
+                line = re.sub(r"\s+", " ", line).strip()
+                if len(line) >= min_length:
+                    out.append(line)
+        else:
+            sentence = re.sub(r"\s+", " ", sentence).strip()
+            if len(sentence) >= min_length:
+                out.append(sentence)
+    return out
+
+
+# "I don't know"-style answers.  Used by IA's answer parser and by MEntA's similarity scorer.
+IDK_RE = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don[\u2019']?t|dont|cannot|can[\u2019']?t)\s+know"
+    r"|unanswerable"
+    r"|not\s+enough\s+information"
+    r"|no\s+information"
+    r"|insufficient\s+information"
+    r"|not\s+sure)\b",
+    re.IGNORECASE,
+)
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def parse_yes_no_idk(text: str) -> str:
+    """``"yes"``, ``"no"``, ``"idk"`` or ``"other"`` for a short answer (IA's three allowed answers).
+
+    Word boundaries everywhere (the substring test ``"no" in answer`` of some reimplementations turns
+    "know"/"not" into No).  The earliest match wins; an IDK phrase that starts where a Yes/No word
+    starts wins the tie ("No information is given" -> idk, "No, it is not" -> no).
+    """
+    text = text or ""
+    yn = _YES_NO.search(text)
+    idk = IDK_RE.search(text)
+    if idk is not None and (yn is None or idk.start() <= yn.start()):
+        return "idk"
+    if yn is not None:
+        return yn.group(1).lower()
+    return "other"

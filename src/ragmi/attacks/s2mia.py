@@ -1,0 +1,292 @@
+"""S²MIA (Li, Liu, Yang, Wang: "Generating Is Believing: Membership Inference Attacks against
+Retrieval-Augmented Generation", arXiv 2406.19234, ICASSP'25; "S²MIA paper" below).
+
+The attacker queries the RAG system with the first half of the target document; a member is
+retrieved, and the generator tends to continue it with the remaining half, verbatim and fluently.
+
+Query (:meth:`S2MIA.build_queries`)
+-----------------------------------
+* **Split** (:func:`split_halves`): the stripped document is cut at the whitespace run nearest to
+  the character midpoint ``len/2`` (distance 0 when the run contains it; ties: the earlier run); the
+  halves are ``x^q`` = text before the run and ``x^k`` = text after it.  A document without
+  whitespace is cut at character ``len // 2`` (the rule of the public reimplementation
+  ``ali7naseh/RAG_MIA mia_utils/s2.py``, which cuts every document there, possibly inside a word).
+  Only ``text`` is split; the title is not prepended.
+* **Prompt**: the paper's template (:data:`QUERY_TEMPLATE`, identical in the public reimplementation,
+  MIRABEL's ``S2Prompt`` and the MEntA reproduction) around ``x^q``.
+* **max_tokens**: ``min(max_tokens_cap, ceil(1.3 * words(x^k)) + 32)`` (1.3 tokens per English
+  word is the usual BPE rate; +32 leaves room for the answer format; cap 128 by default), unless
+  ``max_tokens`` is set.  The public code caps at the token count of the query (+32 in the authors'
+  configs).
+* ``top_logprobs`` = 0 (first-token alternatives are not used); the attack needs the target's
+  ``token_logprobs`` (log-probability of every generated token) for the perplexity.
+
+Signals (:meth:`S2MIA.score`)
+-----------------------------
+* **S**: sentence BLEU of the response (hypothesis) against ``x^k`` (``bleu_reference:
+  second_half``, the paper's definition) or against the whole document (``full_text``, the public
+  reimplementation's choice), computed by ``sacrebleu.sentence_bleu`` (Post 2018) with its
+  ``13a`` tokenizer, case-sensitive, effective n-gram order and ``smooth_method="exp"`` (the
+  NIST geometric-sequence smoothing, Chen & Cherry 2014 method 3), divided by 100 so that S is in
+  [0, 1].  The response is first stripped of the answer wrapper the prompt asks for
+  (``{[Response]: '...'}``), see :func:`extract_response`.
+* **PPL** (gray-box): ``exp(-mean(token_logprobs))`` of the generated response, from the target's own
+  log-probabilities.  An empty response (no generated token) has no perplexity: it gets the largest
+  perplexity of the other responses (least member-like) and ``no_answer = True``.
+
+Variants
+--------
+* ``s2mia/s``: score = S (black-box; the MBA paper's S²MIA_s).
+* ``s2mia/T``: the paper's threshold attack, member iff ``S >= theta_sem AND PPL <= theta_ppl``.  The
+  pair is found on the reference documents by an exhaustive search over every candidate pair (each
+  distinct reference value of S and of PPL, plus one value beyond the range that makes the rule
+  reject everything), maximising accuracy; ties go to the smallest theta_sem, then the largest
+  theta_ppl.  ``decision`` is the rule; the continuous score (for AUC) is the standardised min-margin
+  ``min((S - theta_sem) / iqr(S), (log theta_ppl - log PPL) / iqr(log PPL))`` with inter-quartile
+  ranges of the reference values (std when the IQR is 0, 1 when both are): it is >= 0 exactly when
+  the decision is 1 and grows as both conditions hold with more room.  Columns ``theta_sem``,
+  ``theta_ppl``.
+* ``s2mia/M``: the paper's model attack, a classifier on (S, PPL) trained on the reference documents:
+  ``xgboost.XGBClassifier`` when importable, else scikit-learn ``GradientBoostingClassifier``
+  (``classifier``: auto | xgboost | gbdt; 100 trees of depth 3, learning rate 0.1 by default).  The
+  score is the predicted member probability.  Reference documents get out-of-fold predictions
+  (stratified ``cv_folds``-fold), the other documents the prediction of a model trained on all
+  reference documents, so thresholds picked later on reference scores are not in-sample.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConfigError
+from .base import Attack
+
+# S²MIA paper template, verbatim (identical in ali7naseh/RAG_MIA mia_utils/s2.py).
+QUERY_TEMPLATE = (
+    'Given the [Query]: "{first_half}".\n'
+    "Do not include any introductory or explanatory text, use the following format for output: "
+    "{{[Response]: 'Provide a concise response directly addressing the [Query] by using the most "
+    "relevant and matching text in the prompt.'}}"
+)
+
+BLEU_REFERENCES = ("second_half", "full_text")
+CLASSIFIERS = ("auto", "xgboost", "gbdt")
+
+_WS = re.compile(r"\s+")
+_WRAPPER = re.compile(r"^\s*(\{)?\s*\[?\s*response\s*\]?\s*:\s*", re.IGNORECASE)
+
+
+def split_halves(text: str) -> tuple[str, str]:
+    """(x^q, x^k): cut at the whitespace run nearest the character midpoint (see module doc)."""
+    t = str(text).strip()
+    mid = len(t) / 2
+    best, best_d = None, math.inf
+    for m in _WS.finditer(t):
+        a, b = m.start(), m.end()
+        d = 0.0 if a <= mid <= b else min(abs(a - mid), abs(b - mid))
+        if d < best_d:
+            best, best_d = (a, b), d
+    if best is None:
+        cut = len(t) // 2
+        return t[:cut], t[cut:]
+    return t[: best[0]], t[best[1]:]
+
+
+def default_max_tokens(second_half: str, cap: int = 128) -> int:
+    """``min(cap, ceil(1.3 * words) + 32)``: the second half's length in tokens, estimated, plus slack."""
+    return int(min(int(cap), math.ceil(1.3 * len(second_half.split())) + 32))
+
+
+def extract_response(text: str) -> str:
+    """The response without the ``{[Response]: '...'}`` wrapper the prompt asks for."""
+    s = str(text or "").strip()
+    m = _WRAPPER.match(s)
+    if m:
+        s = s[m.end():].strip()
+        if m.group(1) and s.endswith("}"):
+            s = s[:-1].rstrip()
+        if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+            s = s[1:-1].strip()
+    return s
+
+
+def bleu(hypothesis: str, reference: str) -> float:
+    """Smoothed sentence BLEU in [0, 1] (sacrebleu, 13a tokens, smooth_method='exp')."""
+    import sacrebleu
+
+    if not hypothesis.strip() or not reference.strip():
+        return 0.0
+    s = sacrebleu.sentence_bleu(hypothesis, [reference], smooth_method="exp").score / 100.0
+    return float(min(max(s, 0.0), 1.0))
+
+
+def perplexity(token_logprobs) -> float:
+    """``exp(-mean(token_logprobs))``; NaN when there is no token."""
+    lp = np.asarray([] if token_logprobs is None else list(token_logprobs), dtype=float)
+    if lp.size == 0:
+        return float("nan")
+    if not np.isfinite(lp).all():
+        raise ValueError("token_logprobs contain non-finite values")
+    return float(np.exp(-lp.mean()))
+
+
+def threshold_search(s, ppl, y) -> tuple[float, float, float]:
+    """(theta_sem, theta_ppl, accuracy) maximising the accuracy of ``S >= ts AND PPL <= tp`` on
+    labelled data, over every candidate pair; ties: smallest ts, then largest tp."""
+    s, ppl, y = np.asarray(s, float), np.asarray(ppl, float), np.asarray(y, int)
+    if s.size == 0:
+        raise ValueError("threshold search needs reference documents")
+    cs = np.append(np.unique(s), np.nextafter(s.max(), np.inf))
+    cp = np.append(np.unique(ppl), np.nextafter(ppl.min(), -np.inf))
+    cp = np.sort(cp)[::-1]  # descending: argmax picks the largest tp among ties
+    n_non = int(np.sum(y == 0))
+    best = (None, None, -1)
+    for ts in cs:  # ascending: a later ts replaces an earlier one only when strictly better
+        sel = s >= ts
+        mp = np.sort(ppl[sel & (y == 1)])
+        npp = np.sort(ppl[sel & (y == 0)])
+        tp = np.searchsorted(mp, cp, side="right")
+        fp = np.searchsorted(npp, cp, side="right")
+        correct = tp + (n_non - fp)
+        k = int(np.argmax(correct))
+        if correct[k] > best[2]:
+            best = (float(ts), float(cp[k]), int(correct[k]))
+    return best[0], best[1], best[2] / y.size
+
+
+def _scale(x: np.ndarray) -> float:
+    q75, q25 = np.percentile(x, [75, 25])
+    sc = float(q75 - q25)
+    if not sc > 0:
+        sc = float(np.std(x))
+    return sc if sc > 0 else 1.0
+
+
+def min_margin(s, ppl, theta_sem, theta_ppl, ref_s, ref_ppl) -> np.ndarray:
+    """Standardised min-margin of the rule ``S >= theta_sem AND PPL <= theta_ppl`` (>= 0 iff member)."""
+    s, ppl = np.asarray(s, float), np.asarray(ppl, float)
+    ms = (s - theta_sem) / _scale(np.asarray(ref_s, float))
+    mp = (math.log(theta_ppl) - np.log(ppl)) / _scale(np.log(np.asarray(ref_ppl, float)))
+    return np.minimum(ms, mp)
+
+
+class S2MIA(Attack):
+    name = "s2mia"
+    needs_prepare = False
+
+    def __init__(self, params: Mapping | None = None):
+        super().__init__(params)
+        if self.params.get("bleu_reference", "second_half") not in BLEU_REFERENCES:
+            raise ConfigError(f"s2mia.bleu_reference must be one of {', '.join(BLEU_REFERENCES)}")
+        if self.params.get("classifier", "auto") not in CLASSIFIERS:
+            raise ConfigError(f"s2mia.classifier must be one of {', '.join(CLASSIFIERS)}")
+
+    def build_queries(self, targets: pd.DataFrame, materials=None) -> pd.DataFrame:
+        p = self.params
+        rows = []
+        for doc_id, text in zip(targets["doc_id"], targets["text"]):
+            first, second = split_halves(text)
+            mt = p.get("max_tokens")
+            rows.append({
+                "query_id": f"{doc_id}::s2",
+                "doc_id": doc_id,
+                "user_prompt": QUERY_TEMPLATE.format(first_half=first),
+                "max_tokens": int(mt) if mt is not None else default_max_tokens(second, int(p.get("max_tokens_cap", 128))),
+                "top_logprobs": int(p.get("top_logprobs", 0)),
+                "first_half": first,
+                "second_half": second,
+                "text": str(text),
+            })
+        return pd.DataFrame(rows)
+
+    # ----------------------------------------------------------------------------------------
+    def features(self, df: pd.DataFrame) -> pd.DataFrame:
+        """S, PPL and no_answer per row of queries merged with responses."""
+        ref_col = "second_half" if self.params.get("bleu_reference", "second_half") == "second_half" else "text"
+        resp = [extract_response(r) for r in df["response_text"]]
+        sim = np.array([bleu(h, str(r)) for h, r in zip(resp, df[ref_col])], dtype=float)
+        ppl = np.array([perplexity(lp) for lp in df["token_logprobs"]], dtype=float)
+        empty = np.array([not r.strip() for r in resp])
+        missing = np.isnan(ppl) & ~empty
+        if missing.any():
+            q = df.loc[missing, "query_id"].head(3).tolist()
+            raise ValueError(
+                f"S2MIA needs the target's token_logprobs (gray-box) for its perplexity; missing for {q}")
+        nan = np.isnan(ppl)
+        if nan.all():
+            raise ValueError("S2MIA: every response is empty, no perplexity can be computed")
+        ppl[nan] = np.nanmax(ppl)
+        return pd.DataFrame({"doc_id": df["doc_id"].to_numpy(), "bleu": sim, "ppl": ppl, "no_answer": nan})
+
+    def _make_classifier(self, seed: int):
+        p = self.params
+        kind = p.get("classifier", "auto")
+        n_est, depth, lr = int(p.get("n_estimators", 100)), int(p.get("max_depth", 3)), float(p.get("learning_rate", 0.1))
+        if kind in ("auto", "xgboost"):
+            try:
+                from xgboost import XGBClassifier
+            except ImportError:
+                if kind == "xgboost":
+                    raise ConfigError("s2mia.classifier: xgboost is not installed (pip install xgboost-cpu)") from None
+            else:
+                return XGBClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed,
+                                     n_jobs=1, eval_metric="logloss")
+        from sklearn.ensemble import GradientBoostingClassifier
+
+        return GradientBoostingClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed)
+
+    def model_scores(self, x: np.ndarray, is_ref: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
+        """Out-of-fold member probabilities for reference rows, full-reference model for the others."""
+        from sklearn.model_selection import StratifiedKFold
+
+        folds = int(self.params.get("cv_folds", 5))
+        seed = int(self.params.get("seed", 0)) ^ zlib.crc32(b"s2mia/M")
+        seed %= 2**31
+        if len(set(y_ref.tolist())) < 2 or min(np.bincount(y_ref)) < folds:
+            raise ValueError(f"S2MIA-M needs at least {folds} reference members and non-members")
+        x_ref = x[is_ref]
+        out = np.zeros(len(x))
+        if (~is_ref).any():
+            model = self._make_classifier(seed)
+            model.fit(x_ref, y_ref)
+            out[~is_ref] = model.predict_proba(x[~is_ref])[:, 1]
+        oof = np.zeros(len(y_ref))
+        skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+        for k, (tr, te) in enumerate(skf.split(x_ref, y_ref)):
+            model = self._make_classifier(seed + k + 1)
+            model.fit(x_ref[tr], y_ref[tr])
+            oof[te] = model.predict_proba(x_ref[te])[:, 1]
+        out[is_ref] = oof
+        return out
+
+    def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
+        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
+        if df["response_text"].isna().any():
+            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
+            raise ValueError(f"responses missing for queries {missing}")
+        f = self.features(df)
+        base = {"doc_id": f["doc_id"], "bleu": f["bleu"], "ppl": f["ppl"], "no_answer": f["no_answer"]}
+        out = [pd.DataFrame({**base, "variant": "s2mia/s", "score": f["bleu"], "decision": pd.NA})]
+
+        is_ref = np.array([d in reference_labels for d in f["doc_id"]])
+        y_ref = np.array([int(reference_labels[d]) for d in f["doc_id"][is_ref]], dtype=int)
+        if len(set(y_ref.tolist())) < 2:
+            raise ValueError("S2MIA-T/M need reference members and non-members")
+        s, ppl = f["bleu"].to_numpy(), f["ppl"].to_numpy()
+        ts, tp, _ = threshold_search(s[is_ref], ppl[is_ref], y_ref)
+        dec = ((s >= ts) & (ppl <= tp)).astype(int)
+        out.append(pd.DataFrame({**base, "variant": "s2mia/T",
+                                 "score": min_margin(s, ppl, ts, tp, s[is_ref], ppl[is_ref]),
+                                 "decision": dec, "theta_sem": ts, "theta_ppl": tp}))
+        x = np.column_stack([s, ppl])
+        out.append(pd.DataFrame({**base, "variant": "s2mia/M", "score": self.model_scores(x, is_ref, y_ref),
+                                 "decision": pd.NA}))
+        res = pd.concat(out, ignore_index=True)
+        cols = ["doc_id", "variant", "score", "decision"]
+        return res[cols + [c for c in res.columns if c not in cols]]

