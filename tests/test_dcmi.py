@@ -291,10 +291,10 @@ def variant(s, name):
 def test_score_variants_and_nocal():
     s = run()
     names = set(s["variant"])
-    assert names == {"dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "dcmi/nocal", "dcmi/theta=0.04", "dcmi/theta=0.08",
+    assert names == {"dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "dcmi/calibration=none", "dcmi/theta=0.04", "dcmi/theta=0.08",
                      "dcmi/gamma=0.1", "dcmi/gamma=0.3", "dcmi/gamma=0.5"}
     assert (s.groupby("variant").size() == 8).all()
-    nocal = variant(s, "dcmi/nocal")
+    nocal = variant(s, "dcmi/calibration=none")
     assert nocal["score"].to_dict() == pytest.approx(P_ORIG)
     assert nocal["decision"].isna().all()
 

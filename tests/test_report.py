@@ -154,8 +154,8 @@ def check_png(path):
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp files
 
 
-@pytest.mark.parametrize("n_variants", [1, 3, 12])
-def test_plots_for_1_to_12_variants(tmp_path, n_variants):
+@pytest.mark.parametrize("n_variants", [1, 3, 20])
+def test_plots_for_1_to_20_variants(tmp_path, n_variants):
     df = scores_frame(n_variants, black_box=(0,) if n_variants > 1 else ())
     plot_roc(df, tmp_path / "fig" / "roc.png", f"{n_variants} variants")
     plot_score_distributions(df, tmp_path / "fig" / "dist.png", "scores")
@@ -191,7 +191,7 @@ def test_failed_save_leaves_previous_png_untouched(tmp_path, monkeypatch):
 
 
 def test_plots_reject_bad_input(tmp_path):
-    df = scores_frame(13)
+    df = scores_frame(21)
     with pytest.raises(ValueError, match="12"):
         plot_roc(df, tmp_path / "roc.png", "t")
     one = scores_frame(1)

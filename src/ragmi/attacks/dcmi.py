@@ -26,7 +26,7 @@ Scores (the equation numbers are the paper's):
   with neither counts as 0 and is flagged ``no_answer``; the public code's substring test, where
   "know" or "not" read as No, is *not* used).  score = ``f(q) − f(q'_θ)`` ∈ {−1, 0, 1} with
   θ = ``theta_adv2``; decision = score == 1 (decision reversal Yes→No).  No reference data.
-* ``dcmi/nocal`` (Fig. 9a ablation, "DCMI without the differential calibration module"):
+* ``dcmi/calibration=none`` (Fig. 9a ablation, "DCMI without the differential calibration module"):
   score = P(Yes | q), no decision.
 * ``dcmi/theta={θ:.2f}`` (Fig. 9b): score = ``C_θ``, γ chosen for that θ on the reference set by
   accuracy, decision = ``C_θ > γ_θ``.
@@ -255,7 +255,7 @@ class DCMI(Attack):
         emit("dcmi/adv2", cal[t2], (cal[t2] > tau).astype(int), t2, tau, na[t2])
 
         # Fig. 9a ablation: no calibration
-        emit("dcmi/nocal", p_o, None, float("nan"), float("nan"), na_o)
+        emit("dcmi/calibration=none", p_o, None, float("nan"), float("nan"), na_o)
 
         # Fig. 9b: each θ, γ chosen on the reference set
         for th in self.thetas:

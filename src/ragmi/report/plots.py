@@ -1,6 +1,6 @@
 """Figures over attack scores: ROC curves and member / non-member score distributions.
 
-Both functions draw the ``eval`` rows of a scores frame (see :mod:`ragmi.metrics`), accept 1 to 12
+Both functions draw the ``eval`` rows of a scores frame (see :mod:`ragmi.metrics`), accept 1 to 20
 variants, are deterministic (same input, same PNG bytes), use dpi 120, and write atomically: the
 PNG is rendered to a temporary file in the target directory and moved into place with
 ``os.replace``, so a crash never leaves a half-written figure.
@@ -27,7 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from ragmi.metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
 
 DPI = 120
-MAX_VARIANTS = 12
+MAX_VARIANTS = 20
 _LINESTYLES = ["-", "--", "-.", ":"]
 # PNG metadata without the matplotlib version, so bytes do not change with the library build.
 _PNG_METADATA = {"Software": None}
