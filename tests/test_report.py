@@ -192,7 +192,7 @@ def test_failed_save_leaves_previous_png_untouched(tmp_path, monkeypatch):
 
 def test_plots_reject_bad_input(tmp_path):
     df = scores_frame(21)
-    with pytest.raises(ValueError, match="12"):
+    with pytest.raises(ValueError, match="20"):
         plot_roc(df, tmp_path / "roc.png", "t")
     one = scores_frame(1)
     no_members = one[~((one.role == "eval") & (one.label == 1))]
