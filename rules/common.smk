@@ -27,6 +27,7 @@ except ConfigError as e:
     raise SystemExit(1)
 
 SEED = config["seed"]
+PUBLISHED = os.path.join(workflow.basedir, "config", "published.yaml")
 DATASETS = sorted(config["datasets"])
 TARGETS = sorted(config["targets"])
 ATTACKS = sorted(config["attacks"])
@@ -116,13 +117,19 @@ def local_backend(gen):
 
 
 def final_outputs():
-    outs = []
+    outs = ["results/tables/attack_comparison.md"]
     if "rag_mia" in ATTACKS:
-        outs += ["results/tables/rag_mia.md", "results/tables/rag_mia.csv"]
-        outs += expand(
-            "results/figures/rag_mia/{dataset}__{target}_{kind}.png",
-            dataset=DATASETS,
-            target=TARGETS,
-            kind=["roc", "scores"],
-        )
+        outs.append("results/tables/rag_mia.md")
+    if "dcmi" in ATTACKS:
+        outs.append("results/tables/dcmi_ablation.md")
+    if "ia" in ATTACKS or "menta" in ATTACKS:
+        outs.append("results/tables/query_budget.md")
+    outs += expand("results/figures/roc/{dataset}__{target}.png", dataset=DATASETS, target=TARGETS)
+    outs += expand(
+        "results/figures/{attack}/{dataset}__{target}_{kind}.png",
+        attack=ATTACKS,
+        dataset=DATASETS,
+        target=TARGETS,
+        kind=["roc", "scores"],
+    )
     return outs

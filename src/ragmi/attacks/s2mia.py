@@ -16,16 +16,19 @@ Query (:meth:`S2MIA.build_queries`)
   MIRABEL's ``S2Prompt`` and the MEntA reproduction) around ``x^q``.
 * **max_tokens**: ``min(max_tokens_cap, ceil(1.3 * words(x^k)) + 32)`` (1.3 tokens per English
   word is the usual BPE rate; +32 leaves room for the answer format; cap 128 by default), unless
-  ``max_tokens`` is set.  The public code caps at the token count of the query (+32 in the authors'
-  configs).
-* ``top_logprobs`` = 0 (first-token alternatives are not used); the attack needs the target's
-  ``token_logprobs`` (log-probability of every generated token) for the perplexity.
+  ``max_tokens`` is set.  Naseh et al.'s reimplementation (``ali7naseh/RAG_MIA``) caps generation
+  at the token count of the query (the project's reference notes record query length + 32).
+* ``top_logprobs`` = 0 by default (first-token alternatives are not used); the attack needs the
+  target's ``token_logprobs`` (log-probability of every generated token) for the perplexity.  Note:
+  ``ragmi.target.generators.OpenAIGenerator`` only asks the endpoint for log-probabilities when
+  ``top_logprobs > 0``; with that backend set the parameter ``top_logprobs: 1``, or the score step
+  stops with a clear error.
 
 Signals (:meth:`S2MIA.score`)
 -----------------------------
 * **S**: sentence BLEU of the response (hypothesis) against ``x^k`` (``bleu_reference:
-  second_half``, the paper's definition) or against the whole document (``full_text``, the public
-  reimplementation's choice), computed by ``sacrebleu.sentence_bleu`` (Post 2018) with its
+  second_half``, the paper's remaining half; a third-party spec calls the paper ambiguous) or
+  against the whole document (``full_text``, the public reimplementation's choice), computed by ``sacrebleu.sentence_bleu`` (Post 2018) with its
   ``13a`` tokenizer, case-sensitive, effective n-gram order and ``smooth_method="exp"`` (the
   NIST geometric-sequence smoothing, Chen & Cherry 2014 method 3), divided by 100 so that S is in
   [0, 1].  The response is first stripped of the answer wrapper the prompt asks for
@@ -193,11 +196,13 @@ class S2MIA(Attack):
         for doc_id, text in zip(targets["doc_id"], targets["text"]):
             first, second = split_halves(text)
             mt = p.get("max_tokens")
+            if mt is None:
+                mt = default_max_tokens(second, int(p.get("max_tokens_cap", 128)))
             rows.append({
                 "query_id": f"{doc_id}::s2",
                 "doc_id": doc_id,
                 "user_prompt": QUERY_TEMPLATE.format(first_half=first),
-                "max_tokens": int(mt) if mt is not None else default_max_tokens(second, int(p.get("max_tokens_cap", 128))),
+                "max_tokens": int(mt),
                 "top_logprobs": int(p.get("top_logprobs", 0)),
                 "first_half": first,
                 "second_half": second,
@@ -222,12 +227,13 @@ class S2MIA(Attack):
         if nan.all():
             raise ValueError("S2MIA: every response is empty, no perplexity can be computed")
         ppl[nan] = np.nanmax(ppl)
-        return pd.DataFrame({"doc_id": df["doc_id"].to_numpy(), "bleu": sim, "ppl": ppl, "no_answer": nan})
+        return pd.DataFrame({"doc_id": df["doc_id"].to_numpy(), "bleu": sim, "ppl": ppl, "no_answer": empty})
 
     def _make_classifier(self, seed: int):
         p = self.params
         kind = p.get("classifier", "auto")
-        n_est, depth, lr = int(p.get("n_estimators", 100)), int(p.get("max_depth", 3)), float(p.get("learning_rate", 0.1))
+        n_est, depth = int(p.get("n_estimators", 100)), int(p.get("max_depth", 3))
+        lr = float(p.get("learning_rate", 0.1))
         if kind in ("auto", "xgboost"):
             try:
                 from xgboost import XGBClassifier

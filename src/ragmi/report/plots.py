@@ -54,7 +54,8 @@ def _color(i: int, n: int):
 
 
 def _is_black_box(sub: pd.DataFrame) -> bool:
-    return bool(sub["decision"].notna().any())
+    """A point attack: hard decisions and a score with no more than two values (Yes/No)."""
+    return bool(sub["decision"].notna().any()) and sub["score"].nunique() <= 2
 
 
 def _save_atomic(fig: Figure, out_png: str | os.PathLike) -> None:
@@ -150,5 +151,32 @@ def plot_score_distributions(
     for ax in axes[len(variants):]:
         ax.set_visible(False)
     fig.suptitle(f"{title} (evaluation set)")
+    fig.tight_layout()
+    _save_atomic(fig, out_png)
+
+
+def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """AUC (with its 95% interval) against the number of questions per target, one line per
+    (dataset, target, method) of :func:`ragmi.report.comparison.query_budget_frame`."""
+    if budget_df.empty:
+        raise ValueError("no query-budget variants to plot")
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
+    groups = list(budget_df.groupby(["dataset", "target", "method"], sort=True))
+    for i, ((ds, tg, method), g) in enumerate(groups):
+        g = g.sort_values("n_questions")
+        err = [g["auc"] - g["auc_lo"], g["auc_hi"] - g["auc"]]
+        ax.errorbar(g["n_questions"], g["auc"], yerr=err, marker="o", capsize=3, color=_color(i, len(groups)),
+                    label=f"{method} ({ds} / {tg})")
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ticks = sorted(budget_df["n_questions"].unique())
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("questions per target")
+    ax.set_ylabel("AUC (evaluation set, 95% CI)")
+    ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     _save_atomic(fig, out_png)

@@ -41,6 +41,18 @@ class ManagedGenerator:
         self.log = log
         self.server = None
         self.inner = None
+        if gen_cfg["backend"] == "vllm":
+            self.server = SharedVLLMServer(self._vllm_server(), idle_s=gen_cfg.get("server_idle_s", 30))
+            self.server.hold()
+
+    def _vllm_server(self) -> VLLMServer:
+        c = self.cfg
+        return VLLMServer(
+            model_path(c, self.model_dir), served_name=c["model"], log_path=self.server_log,
+            dtype=c.get("dtype", "auto"), max_model_len=c.get("max_model_len", 2048),
+            extra_args=c.get("extra_args", []), startup_timeout=c.get("startup_timeout_s", 900),
+            threads=self.threads, cache_root=str(Path(".ragmi") / "vllm-cache"),
+        )
 
     def _create(self):
         c = self.cfg
@@ -52,13 +64,6 @@ class ManagedGenerator:
             return OpenAIGenerator(c["base_url"], c["model"], api_key_from_env(c.get("api_key_env")),
                                    concurrency=c.get("concurrency", 16), timeout=c.get("timeout_s", 300),
                                    max_retries=c.get("max_retries", 4), log=self.log)
-        server = VLLMServer(
-            model_path(c, self.model_dir), served_name=c["model"], log_path=self.server_log,
-            dtype=c.get("dtype", "auto"), max_model_len=c.get("max_model_len", 2048),
-            extra_args=c.get("extra_args", []), startup_timeout=c.get("startup_timeout_s", 900),
-            threads=self.threads, cache_root=str(Path(".ragmi") / "vllm-cache"),
-        )
-        self.server = SharedVLLMServer(server, idle_s=c.get("server_idle_s", 30))
         base_url = self.server.acquire(log=self.log)
         return OpenAIGenerator(base_url, c["model"], concurrency=c.get("concurrency", 16),
                                timeout=c.get("timeout_s", 300), max_retries=c.get("max_retries", 4), log=self.log)
@@ -88,9 +93,10 @@ def cached_generator(gen_cfg: dict, model_dir, cache_dir, threads: int, server_l
 def rag_system(target_cfg: dict, retriever_cfg: dict, gen_cfg: dict, index_dir, members: pd.DataFrame,
                model_dir, cache_dir, threads: int, server_log: str, seed: int, temperature: float, log,
                retriever_name: str = "retriever"):
-    spec = RetrieverSpec.from_config(retriever_name, retriever_cfg)
-    retriever = Retriever(index_dir, spec)
-    docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
+    # The generator first: it holds a running shared server while the retriever loads.
     with cached_generator(gen_cfg, model_dir, cache_dir, threads, server_log, log) as gen:
+        spec = RetrieverSpec.from_config(retriever_name, retriever_cfg)
+        retriever = Retriever(index_dir, spec)
+        docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
         yield RAGSystem(retriever=retriever, documents=docs, template=get_template(target_cfg["template"]),
                         generator=gen, k=target_cfg["k"], seed=seed, temperature=temperature)

@@ -263,6 +263,17 @@ class SharedVLLMServer:
         raise EndpointError(f"the vLLM server for {self.server.served_name} was not ready after "
                             f"{self.server.startup_timeout:.0f} s; see {state['log']}")
 
+    def hold(self) -> bool:
+        """Register this job as a user of an already running server, so that it stays up while the
+        job prepares its requests (the lazy start happens only on a cache miss).  Starts nothing."""
+        (self.dir / "users").mkdir(parents=True, exist_ok=True)
+        with _Lock(self.dir / "lock"):
+            state = self._state()
+            if state and _alive(state["pid"]):
+                self.user_file.write_text(str(time.time()))
+                return True
+        return False
+
     def release(self) -> None:
         self.user_file.unlink(missing_ok=True)
 

@@ -1,0 +1,101 @@
+"""Cross-attack tables: attack comparison (MEntA Tab. 3 / DCMI Tab. 2 layout), DCMI ablation
+(DCMI Fig. 9) and query budget (IA vs MEntA as the number of questions grows).
+
+Variant naming convention (set by the attack modules): a variant whose name contains ``=`` is a point
+of a sweep or an ablation (``dcmi/theta=0.06``, ``ia/paper/n=3``, ``dcmi/calibration=none``); the
+others are an attack's headline variants and go into the comparison table.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+def is_main_variant(variant: str) -> bool:
+    return "=" not in variant
+
+
+def load_published(path: str | Path) -> list[dict]:
+    return yaml.safe_load(Path(path).read_text()) or []
+
+
+def published_cell(row: pd.Series, published: list[dict]) -> str:
+    """'0.89 AUC (RAG-MIA Tab. 2)' for the first published number of the same setting, else ''."""
+    hits = [p for p in published
+            if p["source"] == row.get("dataset_source") and p["model"] == row.get("generator_model")
+            and fnmatch.fnmatchcase(str(row["variant"]), p["variant"])]
+    return "; ".join(f"{p['value']:.2f} {p['metric']} ({p['paper']})" for p in hits)
+
+
+def diagnose(row: pd.Series) -> str:
+    """Say, with the numbers, when an attack carries no information in this setting."""
+    notes = []
+    tpr, fpr = row.get("bb_tpr"), row.get("bb_fpr")
+    if pd.notna(tpr) and pd.notna(fpr) and abs(tpr - fpr) < 0.05:
+        notes.append(f"hard decision does not separate: TPR {tpr:.2f} ≈ FPR {fpr:.2f}")
+    lo, hi = row.get("auc_lo"), row.get("auc_hi")
+    if pd.notna(lo) and pd.notna(hi) and lo <= 0.5 <= hi:
+        notes.append(f"AUC CI [{lo:.2f}, {hi:.2f}] includes chance (0.5)")
+    na = row.get("no_answer_rate")
+    if pd.notna(na) and na >= 0.5:
+        notes.append(f"{100 * na:.0f}% of answers unparseable")
+    pf = row.get("prepare_failure_rate")
+    if pd.notna(pf) and pf > 0:
+        notes.append(f"attacker LLM output unusable for {100 * pf:.0f}% of targets")
+    return "; ".join(notes)
+
+
+def comparison_frame(metrics: pd.DataFrame, published: list[dict]) -> pd.DataFrame:
+    df = metrics[metrics["variant"].map(is_main_variant)].copy()
+    df["published"] = [published_cell(r, published) for _, r in df.iterrows()]
+    df["note"] = [diagnose(r) for _, r in df.iterrows()]
+    return df.reset_index(drop=True)
+
+
+def dcmi_ablation_frame(metrics: pd.DataFrame) -> pd.DataFrame:
+    df = metrics[metrics["attack"] == "dcmi"].copy()
+    keep = df["variant"].isin(["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]) | \
+        df["variant"].str.contains(r"dcmi/(theta|gamma)=", regex=True)
+    df = df[keep].copy()
+
+    def sweep(v):
+        if v in ("dcmi/adv1", "dcmi/calibration=none", "dcmi/adv2"):
+            return "calibration"
+        return "theta" if "theta=" in v else "gamma"
+
+    df.insert(3, "sweep", df["variant"].map(sweep))
+    order = {"calibration": 0, "theta": 1, "gamma": 2}
+    df["_o"] = df["sweep"].map(order)
+    return df.sort_values(["dataset", "target", "_o", "variant"], kind="stable").drop(columns="_o")
+
+
+_BUDGET = re.compile(r"^(?P<base>.+)/n=(?P<n>\d+)$")
+
+
+def query_budget_frame(metrics: pd.DataFrame) -> pd.DataFrame:
+    rows = metrics[metrics["variant"].str.match(r".+/n=\d+$")].copy()
+    parts = rows["variant"].str.extract(_BUDGET)
+    rows.insert(3, "n_questions", parts["n"].astype(int))
+    rows.insert(3, "method", parts["base"])
+    return rows.sort_values(["dataset", "target", "method", "n_questions"], kind="stable")
+
+
+_TEMPLATE = re.compile(r"/t(?P<t>\d+)$")
+
+
+def variant_queries(queries: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """The queries a variant reads: for a budget variant ``…/n=m`` the first m questions asked per
+    document (column ``ask_order``), for a per-template variant ``…/t<k>`` that template's queries."""
+    m = _BUDGET.match(variant)
+    if m is not None and "ask_order" in queries.columns:
+        return queries[queries["ask_order"] < int(m.group("n"))]
+    t = _TEMPLATE.search(variant)
+    if t is not None and "template" in queries.columns:
+        return queries[queries["template"] == int(t.group("t"))]
+    return queries
+
