@@ -11,6 +11,8 @@ REGISTRY = {
     # config key: (module, class)
     "rag_mia": ("rag_mia", "RagMIA"),
     "dcmi": ("dcmi", "DCMI"),
+    "mba": ("mba", "MBA"),
+    "s2mia": ("s2mia", "S2MIA"),
 }
 
 

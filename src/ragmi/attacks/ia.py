@@ -60,6 +60,7 @@ from .questions import (
     fallback_summary,
     llm_row,
     materials_frame,
+    merge_responses,
     parse_questions,
     parse_summary,
     parse_yes_no_idk,
@@ -266,10 +267,7 @@ class IA(Attack):
     def query_outcomes(self, queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
         p = self._p()
         lam, variant = float(p["lambda_idk"]), p["variant"]
-        df = queries.merge(responses[["query_id", "response_text"]], on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            raise ValueError(f"responses missing for queries {df.loc[df['response_text'].isna(), 'query_id'].head(3).tolist()}")
-        df = df.reset_index(drop=True)
+        df = merge_responses(queries, responses)
         df["answer"] = [answer_label(variant, str(t)) for t in df["response_text"]]
         if variant == "repo":
             df["correct"] = df["answer"] == df["shadow"]  # Unknown == Unknown counts (mia.py calculate_score)
@@ -289,7 +287,8 @@ class IA(Attack):
         lowest = 0.0 if variant == "repo" else -max(float(p["lambda_idk"]), 0.0)
         per_q = self.query_outcomes(queries, responses)
         qrows = doc_rows(materials, "questions")
-        budgets = [(f"ia/{variant}", n)] + [(f"ia/{variant}/n={int(m)}", int(m)) for m in p["budgets"] if 1 <= int(m) <= n]
+        budgets = [(f"ia/{variant}", n)] + [(f"ia/{variant}/n={int(m)}", int(m))
+                                            for m in p["budgets"] if 1 <= int(m) <= n]
         groups = {d: g for d, g in per_q.groupby("doc_id", sort=False)}
         rows = []
         for doc_id, r in qrows.items():

@@ -79,7 +79,8 @@ Scoring (:meth:`MBA.score`)
 * ``mba/gamma``: the paper's decision rule, member iff #correct >= gamma * n_masks.  gamma is swept
   over ``gamma_grid`` (default 0.1, 0.2, ..., 1.0, the MBA paper's hyper-parameter sweep) and the
   value with the best F1 on the *reference* documents wins (ties: the smallest gamma); it is applied
-  unchanged to every document.  score = decision (a point attack, like ``rag_mia/black``); the chosen gamma is in column ``gamma``.
+  unchanged to every document.  score = decision (a point attack, like ``rag_mia/black``); the
+  chosen gamma is in column ``gamma``.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ def is_candidate_word(core: str) -> bool:
 
 def choose_masks(cores: list[str], scores, n_masks: int, n_ranked: int | None = None) -> list[int]:
     """Word indices to mask: the argmax-score candidate of each of ``n_masks`` equal subtexts of the
-    first ``n_ranked`` words (MBA paper, mask generation, Alg. 1-4).  Stop-words, punctuation-only words, words next to
-    an already chosen mask and words with a negative score (unranked) are never chosen."""
+    first ``n_ranked`` words (MBA paper, mask generation, Alg. 1-4).  Stop-words, punctuation-only
+    words, words next to an already chosen mask and words with a negative score (unranked) are never
+    chosen."""
     n = len(cores) if n_ranked is None else int(n_ranked)
     scores = np.asarray(scores, dtype=float)
     chosen: list[int] = []

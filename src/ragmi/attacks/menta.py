@@ -73,6 +73,7 @@ from .questions import (
     fallback_summary,
     llm_row,
     materials_frame,
+    merge_responses,
     parse_questions,
     parse_summary,
     split_text,
@@ -154,7 +155,11 @@ def question_messages(n: int, title: str, text: str) -> list[dict]:
 def document_text(title: str, text: str) -> str:
     """The artifact's premise text: ``"; ".join(f"{k}: {v}")`` over the non-empty fields."""
     fields = [("title", title), ("text", text)]
-    return "; ".join(f"{k}: {v}" for k, v in fields if v is not None and str(v).strip()).strip()
+    return "; ".join(f"{k}: {v}" for k, v in fields if not _missing(v) and str(v).strip()).strip()
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def document_units(title: str, text: str, min_length: int = 10) -> list[str]:
@@ -429,9 +434,7 @@ class MEntA(Attack):
         """Per query: ``n_claims``, ``hit`` (a supported claim), ``idk`` and ``contribution``."""
         p = self._p()
         lam = float(p["lambda_idk"])
-        df = queries.merge(responses[["query_id", "response_text"]], on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            raise ValueError(f"responses missing for queries {df.loc[df['response_text'].isna(), 'query_id'].head(3).tolist()}")
+        df = merge_responses(queries, responses)
         qrows = doc_rows(materials, "questions")
         unit_cache = {d: document_units(r.get("doc_title", ""), r.get("doc_text", ""), int(p["min_claim_length"]))
                       for d, r in qrows.items()}

@@ -123,6 +123,15 @@ def doc_rows(materials: pd.DataFrame, kind: str) -> dict:
     return {r["doc_id"]: r for r in sub.to_dict("records")}
 
 
+def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """The queries with their ``response_text``; every query must have been answered."""
+    df = queries.merge(responses[["query_id", "response_text"]], on="query_id", how="left", validate="one_to_one")
+    missing = df.loc[df["response_text"].isna(), "query_id"]
+    if len(missing):
+        raise ValueError(f"responses missing for queries {missing.head(3).tolist()}")
+    return df.reset_index(drop=True)
+
+
 def as_list(value) -> list:
     """A list column read back from parquet is a numpy array (or None)."""
     if value is None:
@@ -209,11 +218,11 @@ def parse_questions(text: str, n: int | None = None, *, require_question_mark: b
     if labelled:
         return (labelled[:n] if n else labelled), "query_label"
     best, best_key = ([], "none"), (0, 0)
-    for priority, (rule, items) in enumerate([
+    for rule, items in [
         ("numbered", [m.group(1) for m in _NUMBERED.finditer(text)]),
         ("bullets", [m.group(1) for m in _BULLET.finditer(text)]),
         ("question_marks", re.findall(r"[^.!?\n]*\?", text)),
-    ]):
+    ]:
         qs = keep(items)
         asked = [q for q in qs if q.endswith("?")]
         qs = asked or qs  # a list mixing headings and questions keeps its questions

@@ -28,11 +28,11 @@ Signals (:meth:`S2MIA.score`)
 -----------------------------
 * **S**: sentence BLEU of the response (hypothesis) against ``x^k`` (``bleu_reference:
   second_half``, the paper's remaining half; a third-party spec calls the paper ambiguous) or
-  against the whole document (``full_text``, the public reimplementation's choice), computed by ``sacrebleu.sentence_bleu`` (Post 2018) with its
-  ``13a`` tokenizer, case-sensitive, effective n-gram order and ``smooth_method="exp"`` (the
-  NIST geometric-sequence smoothing, Chen & Cherry 2014 method 3), divided by 100 so that S is in
-  [0, 1].  The response is first stripped of the answer wrapper the prompt asks for
-  (``{[Response]: '...'}``), see :func:`extract_response`.
+  against the whole document (``full_text``, the public reimplementation's choice), computed by
+  ``sacrebleu.sentence_bleu`` (Post 2018) with its ``13a`` tokenizer, case-sensitive, effective
+  n-gram order and ``smooth_method="exp"`` (the NIST geometric-sequence smoothing, Chen & Cherry
+  2014 method 3), divided by 100 so that S is in [0, 1].  The response is first stripped of the
+  answer wrapper the prompt asks for (``{[Response]: '...'}``), see :func:`extract_response`.
 * **PPL** (gray-box): ``exp(-mean(token_logprobs))`` of the generated response, from the target's own
   log-probabilities.  An empty response (no generated token) has no perplexity: it gets the largest
   perplexity of the other responses (least member-like) and ``no_answer = True``.

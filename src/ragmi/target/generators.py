@@ -61,8 +61,11 @@ class OpenAIGenerator:
             temperature=req["temperature"],
             seed=req["seed"],
         )
+        # The sampled tokens' log-probabilities always come back (response perplexity, S2MIA); the
+        # top-K alternatives of each token only when asked (gray-box first-token attacks).
+        kwargs["logprobs"] = True
         if req["top_logprobs"] > 0:
-            kwargs.update(logprobs=True, top_logprobs=req["top_logprobs"])
+            kwargs["top_logprobs"] = req["top_logprobs"]
         async with sem:
             t0 = time.perf_counter()
             resp = await client.chat.completions.create(**kwargs)
@@ -71,7 +74,7 @@ class OpenAIGenerator:
         first, token_lps = [], []
         content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
         if content:
-            first = [{"token": t.token, "logprob": float(t.logprob)} for t in content[0].top_logprobs]
+            first = [{"token": t.token, "logprob": float(t.logprob)} for t in (content[0].top_logprobs or [])]
             token_lps = [float(t.logprob) for t in content]
         usage = resp.usage
         return {

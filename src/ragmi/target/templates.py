@@ -59,6 +59,23 @@ TEMPLATES = {
         user="{question}",
         source="DCMI official code (FlashRAG fork), Standard-RAG system prompt",
     ),
+    # MEntA artifact generate_rag_output.py (OpenAI path): system + user prompts, verbatim; the
+    # artifact numbers contexts "[i] key: value", ragmi joins the retrieved texts with a blank line.
+    "menta": Template(
+        name="menta",
+        system=(
+            "You MUST respond with EXACTLY 'I don't know' (nothing else) if the context does not provide "
+            "enough information. Refusing to answer is ALWAYS better than being uncertain or inaccurate.\n\n"
+            "Answer the question based ONLY on the given context. If the answer is known, respond with a clear "
+            "answer (1-2 sentences) and a brief explanation. "
+        ),
+        user=(
+            "Based on the following context, answer the question. If the context does not contain enough "
+            "information to answer the question, respond only with 'I don't know'.\n\nContext:\n{context}"
+            "\n\nQuestion: {question}\n\nAnswer:"
+        ),
+        source="MEntA artifact, MEntA/generate_rag_output.py",
+    ),
 }
 
 
