@@ -13,6 +13,8 @@ REGISTRY = {
     "dcmi": ("dcmi", "DCMI"),
     "mba": ("mba", "MBA"),
     "s2mia": ("s2mia", "S2MIA"),
+    "menta": ("menta", "MEntA"),
+    "ia": ("ia", "IA"),
 }
 
 
