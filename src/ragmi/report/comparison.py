@@ -46,7 +46,8 @@ def diagnose(row: pd.Series) -> str:
         notes.append(f"{100 * na:.0f}% of answers unparseable")
     pf = row.get("prepare_failure_rate")
     if pd.notna(pf) and pf > 0:
-        notes.append(f"attacker LLM output unusable for {100 * pf:.0f}% of targets")
+        notes.append(f"attacker LLM output incomplete (fewer questions / failed rewrites than asked) "
+                     f"for {100 * pf:.0f}% of targets")
     return "; ".join(notes)
 
 

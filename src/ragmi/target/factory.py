@@ -42,7 +42,7 @@ class ManagedGenerator:
         self.server = None
         self.inner = None
         if gen_cfg["backend"] == "vllm":
-            self.server = SharedVLLMServer(self._vllm_server(), idle_s=gen_cfg.get("server_idle_s", 30))
+            self.server = SharedVLLMServer(self._vllm_server(), idle_s=gen_cfg.get("server_idle_s", 90))
             self.server.hold()
 
     def _vllm_server(self) -> VLLMServer:
