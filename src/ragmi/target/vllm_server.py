@@ -184,16 +184,29 @@ class VLLMServer:
 
 import fcntl
 import hashlib
+import itertools
 import socket as _socket
+
+_USER_IDS = itertools.count()
+
+
+def _user_pid(f: Path) -> int | None:
+    head = f.name.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def _alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) counts as dead."""
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
         return True
 
 
@@ -221,7 +234,8 @@ class SharedVLLMServer:
         ident = json.dumps([cmd, {k: env.get(k) for k in sorted(env) if k.startswith("VLLM_")}])
         key = hashlib.sha256(ident.encode()).hexdigest()[:16]
         self.dir = Path(state_root) / f"{_socket.gethostname()}-{key}"
-        self.user_file = self.dir / "users" / str(os.getpid())
+        # one file per user: <pid>.<n>; the watchdog checks that the pid still runs
+        self.user_file = self.dir / "users" / f"{os.getpid()}.{next(_USER_IDS)}"
         self.base_url = None
         self._proc = None  # set when this job started the server (to notice its exit at once)
 
@@ -302,7 +316,8 @@ def watchdog(state_dir: str, idle_s: float) -> None:
             return
         users = []
         for f in (d / "users").glob("*"):
-            if f.name.isdigit() and _alive(int(f.name)):
+            pid = _user_pid(f)
+            if pid is not None and _alive(pid):
                 users.append(f)
             else:
                 f.unlink(missing_ok=True)
@@ -311,7 +326,7 @@ def watchdog(state_dir: str, idle_s: float) -> None:
             continue
         if time.time() - last_active >= idle_s:
             with _Lock(d / "lock"):
-                if any(_alive(int(f.name)) for f in (d / "users").glob("*") if f.name.isdigit()):
+                if any(_alive(pid) for f in (d / "users").glob("*") if (pid := _user_pid(f)) is not None):
                     continue
                 try:
                     os.killpg(state["pid"], signal.SIGTERM)

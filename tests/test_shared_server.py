@@ -1,0 +1,78 @@
+"""The shared-server lease: started once, reused by later jobs, stopped by its watchdog when idle.
+
+A tiny stand-in for ``vllm serve`` (an HTTP server answering ``/v1/models``) keeps this test fast;
+the real vLLM path is exercised by tests/test_pipeline_e2e.py.
+"""
+
+import os
+import sys
+import time
+
+import pytest
+
+from ragmi.errors import EndpointError
+from ragmi.target.vllm_server import SharedVLLMServer, VLLMServer, _alive
+
+FAKE = r'''
+import http.server, json, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "fake-model"}]}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+class FakeServer(VLLMServer):
+    def __init__(self, tmp_path, script=FAKE):
+        (tmp_path / "fake.py").write_text(script)
+        self.script = str(tmp_path / "fake.py")
+        super().__init__("fake", "fake-model", tmp_path / "server.log", startup_timeout=30)
+
+    def command(self):
+        return [sys.executable, self.script, "--port", str(self.port)]
+
+
+def test_second_job_reuses_and_watchdog_stops_when_idle(tmp_path):
+    a = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=2)
+    logs = []
+    url1 = a.acquire(log=logs.append)
+    b = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=2)
+    assert b.dir == a.dir  # same command and settings -> same server
+    url2 = b.acquire(log=logs.append)
+    assert url1 == url2
+    assert sum("starting" in m for m in logs) == 1 and sum("reusing" in m for m in logs) == 1
+    pid = int(__import__("json").loads((a.dir / "state.json").read_text())["pid"])
+    a.release()
+    time.sleep(4)
+    assert _alive(pid), "a registered user (b) keeps the server up"
+    b.release()
+    for _ in range(30):
+        if not _alive(pid):
+            break
+        time.sleep(0.5)
+    assert not _alive(pid), "the watchdog stops the server once nobody uses it"
+    assert not (a.dir / "state.json").exists()
+
+
+def test_server_that_dies_at_start_gives_one_clear_error(tmp_path):
+    s = SharedVLLMServer(FakeServer(tmp_path, script="import sys; print('boom: no model'); sys.exit(3)"),
+                         state_root=tmp_path / "state", idle_s=1)
+    with pytest.raises(EndpointError, match="exited during start-up") as e:
+        s.acquire(log=lambda m: None)
+    assert "boom: no model" in str(e.value)
+
+
+def test_cpu_command_uses_measured_settings(tmp_path):
+    srv = VLLMServer("m", "m", tmp_path / "l.log")
+    srv.port = 1234
+    cmd = srv.command()
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
+    assert cmd[cmd.index("--dtype") + 1] == "float32"
+    env = srv.environment()
+    assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
+    assert os.sched_getaffinity(0) and env["VLLM_CPU_OMP_THREADS_BIND"]
