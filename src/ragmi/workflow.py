@@ -50,12 +50,11 @@ def run_step(smk, fn) -> None:
     log = StepLog(smk.log[0] if len(smk.log) else None)
     threads = getattr(smk, "threads", None)
     if threads:
-        try:
-            import torch
-
-            torch.set_num_threads(int(threads))
-        except ImportError:
-            pass
+        # Bound the math libraries to the job's threads without importing torch in light jobs.
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(int(threads))
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(threads))
     try:
         fn(smk, log)
     except RagmiError as e:

@@ -96,6 +96,17 @@ class Attack(ABC):
         """Turn the target's responses into one score per (document, variant)."""
 
 
+def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame, columns=None) -> pd.DataFrame:
+    """The queries joined with their responses (all response columns, or ``columns``); every query
+    must have been answered."""
+    cols = ["query_id"] + [c for c in (columns or responses.columns) if c != "query_id"]
+    df = queries.merge(responses[cols], on="query_id", how="left", validate="one_to_one")
+    missing = df.loc[df["response_text"].isna(), "query_id"]
+    if len(missing):
+        raise ValueError(f"responses missing for queries {missing.head(3).tolist()}")
+    return df.reset_index(drop=True)
+
+
 def check_queries(df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in QUERY_COLUMNS if c not in df.columns]
     if missing:

@@ -53,7 +53,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .base import Attack
+from .base import Attack, merge_responses
 from .perturb import LLMPerturber, WordNetPerturber
 from .rag_mia import parse_yes_no, yes_no_probabilities
 
@@ -182,10 +182,7 @@ class DCMI(Attack):
     # -------------------------------------------------------------------------------- score
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
-        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
-            raise ValueError(f"responses missing for queries {missing}")
+        df = merge_responses(queries, responses)
         orig = df[df["kind"] == "orig"].drop_duplicates("doc_id").set_index("doc_id")
         docs = orig.index.tolist()
         pq = df[df["kind"] == "pert"]

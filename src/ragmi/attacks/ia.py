@@ -56,6 +56,7 @@ from .base import Attack
 from .questions import (
     as_list,
     ask,
+    budget_scores,
     doc_rows,
     fallback_summary,
     llm_row,
@@ -286,25 +287,5 @@ class IA(Attack):
         n, variant = int(p["n_questions"]), p["variant"]
         lowest = 0.0 if variant == "repo" else -max(float(p["lambda_idk"]), 0.0)
         per_q = self.query_outcomes(queries, responses)
-        qrows = doc_rows(materials, "questions")
-        budgets = [(f"ia/{variant}", n)] + [(f"ia/{variant}/n={int(m)}", int(m))
-                                            for m in p["budgets"] if 1 <= int(m) <= n]
-        groups = {d: g for d, g in per_q.groupby("doc_id", sort=False)}
-        rows = []
-        for doc_id, r in qrows.items():
-            g = groups.get(doc_id)
-            for name, m in budgets:
-                sub = g[g["ask_order"] < m] if g is not None else None
-                k = 0 if sub is None else len(sub)
-                rows.append({
-                    "doc_id": doc_id, "variant": name,
-                    "score": float(sub["contribution"].mean()) if k else lowest,
-                    "decision": pd.NA,
-                    "n_queries": k,
-                    "n_correct": int(sub["correct"].sum()) if k else 0,
-                    "n_idk": int(sub["idk"].sum()) if k else 0,
-                    "n_questions_parsed": int(r["n_questions_parsed"]),
-                    "parse_failed": bool(r["parse_failed"]),
-                    "no_queries": k == 0,
-                })
-        return pd.DataFrame(rows)
+        return budget_scores(per_q, doc_rows(materials, "questions"), f"ia/{variant}", n, p["budgets"], lowest,
+                             {"n_correct": "correct", "n_idk": "idk"})

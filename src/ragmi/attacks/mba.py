@@ -93,7 +93,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from .base import Attack
+from .base import Attack, merge_responses
 
 # MBA paper Fig. 5, verbatim: the paper's whole RAG prompt (system instruction + target + context).
 # Kept for reference; ragmi's target RAG templates (ragmi.target.templates) wrap the user query.
@@ -472,10 +472,7 @@ class MBA(Attack):
         return pd.DataFrame(rows)
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
-        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
-            raise ValueError(f"responses missing for queries {missing}")
+        df = merge_responses(queries, responses)
         if "answers" not in df.columns:
             if materials is None:
                 raise ValueError("MBA scoring needs the mask answers (queries column 'answers' or materials)")

@@ -69,6 +69,7 @@ from .questions import (
     IDK_RE,
     as_list,
     ask,
+    budget_scores,
     doc_rows,
     fallback_summary,
     llm_row,
@@ -473,27 +474,6 @@ class MEntA(Attack):
         n = int(p["n_questions"])
         lam = float(p["lambda_idk"])
         per_q = self.query_outcomes(queries, responses, materials, tools)
-        qrows = doc_rows(materials, "questions")
-        scorer = p["scorer"]
-        budgets = [(f"menta/{scorer}", n)] + [(f"menta/{scorer}/n={int(m)}", int(m))
-                                              for m in p["budgets"] if 1 <= int(m) <= n]
-        groups = {d: g for d, g in per_q.groupby("doc_id", sort=False)}
-        rows = []
-        for doc_id, r in qrows.items():
-            g = groups.get(doc_id)
-            for variant, m in budgets:
-                sub = g[g["ask_order"] < m] if g is not None else None
-                k = 0 if sub is None else len(sub)
-                rows.append({
-                    "doc_id": doc_id, "variant": variant,
-                    # no query asked -> the lowest score MEntA can give (every query IDK)
-                    "score": float(sub["contribution"].mean()) if k else -lam,
-                    "decision": pd.NA,
-                    "n_queries": k,
-                    "n_hits": int(sub["hit"].sum()) if k else 0,
-                    "n_idk": int(sub["idk"].sum()) if k else 0,
-                    "n_questions_parsed": int(r["n_questions_parsed"]),
-                    "parse_failed": bool(r["parse_failed"]),
-                    "no_queries": k == 0,
-                })
-        return pd.DataFrame(rows)
+        # no query asked -> the lowest score MEntA can give (every query IDK)
+        return budget_scores(per_q, doc_rows(materials, "questions"), f"menta/{p['scorer']}", n, p["budgets"],
+                             -lam, {"n_hits": "hit", "n_idk": "idk"})

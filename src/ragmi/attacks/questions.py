@@ -29,6 +29,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .base import merge_responses as base_merge
+
 # --------------------------------------------------------------------------------------------------
 # Prompts
 # --------------------------------------------------------------------------------------------------
@@ -125,11 +127,37 @@ def doc_rows(materials: pd.DataFrame, kind: str) -> dict:
 
 def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
     """The queries with their ``response_text``; every query must have been answered."""
-    df = queries.merge(responses[["query_id", "response_text"]], on="query_id", how="left", validate="one_to_one")
-    missing = df.loc[df["response_text"].isna(), "query_id"]
-    if len(missing):
-        raise ValueError(f"responses missing for queries {missing.head(3).tolist()}")
-    return df.reset_index(drop=True)
+    return base_merge(queries, responses, ["response_text"])
+
+
+def budget_scores(per_query: pd.DataFrame, question_rows: dict, name: str, n: int, budgets, lowest: float,
+                  counts: dict) -> pd.DataFrame:
+    """Per-document scores of a question-based attack for the full run (``name``) and each query
+    budget (``name/n=m``: the first m questions asked, column ``ask_order``).
+
+    ``per_query`` has doc_id, ask_order and ``contribution`` (the query's term of the paper's mean);
+    a document without any query gets ``lowest``.  ``counts`` maps output columns to boolean
+    per-query columns to sum (e.g. ``{"n_idk": "idk"}``).
+    """
+    variants = [(name, n)] + [(f"{name}/n={int(m)}", int(m)) for m in budgets if 1 <= int(m) <= n]
+    groups = {d: g for d, g in per_query.groupby("doc_id", sort=False)}
+    rows = []
+    for doc_id, r in question_rows.items():
+        g = groups.get(doc_id)
+        for variant, m in variants:
+            sub = g[g["ask_order"] < m] if g is not None else None
+            k = 0 if sub is None else len(sub)
+            rows.append({
+                "doc_id": doc_id, "variant": variant,
+                "score": float(sub["contribution"].mean()) if k else lowest,
+                "decision": pd.NA,
+                "n_queries": k,
+                **{out: int(sub[col].sum()) if k else 0 for out, col in counts.items()},
+                "n_questions_parsed": int(r["n_questions_parsed"]),
+                "parse_failed": bool(r["parse_failed"]),
+                "no_queries": k == 0,
+            })
+    return pd.DataFrame(rows)
 
 
 def as_list(value) -> list:

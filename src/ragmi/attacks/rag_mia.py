@@ -37,7 +37,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .base import Attack
+from .base import Attack, merge_responses
 
 # RAG-MIA Table 1, verbatim; typographic quotes as in the prompts of the public reimplementation
 # (ali7naseh/RAG_MIA prompt_guard_evals.py), which match the paper's rendering.
@@ -154,10 +154,7 @@ class RagMIA(Attack):
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         p = self.params
-        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
-            raise ValueError(f"responses missing for queries {missing}")
+        df = merge_responses(queries, responses)
         out = []
         for t, g in df.groupby("template", sort=True):
             g = g.reset_index(drop=True)

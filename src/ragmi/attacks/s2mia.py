@@ -68,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from .base import Attack
+from .base import Attack, merge_responses
 
 # S²MIA paper template, verbatim (identical in ali7naseh/RAG_MIA mia_utils/s2.py).
 QUERY_TEMPLATE = (
@@ -272,10 +272,7 @@ class S2MIA(Attack):
         return out
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
-        df = queries.merge(responses, on="query_id", how="left", validate="one_to_one")
-        if df["response_text"].isna().any():
-            missing = df.loc[df["response_text"].isna(), "query_id"].head(3).tolist()
-            raise ValueError(f"responses missing for queries {missing}")
+        df = merge_responses(queries, responses)
         f = self.features(df)
         base = {"doc_id": f["doc_id"], "bleu": f["bleu"], "ppl": f["ppl"], "no_answer": f["no_answer"]}
         out = [pd.DataFrame({**base, "variant": "s2mia/s", "score": f["bleu"], "decision": pd.NA})]
