@@ -71,6 +71,7 @@ def parse_args(argv=None):
                     help="first wait up to S seconds for 20 s in a row of <5%% CPU use on the machine")
     ap.add_argument("--peak-only", action="store_true", help=argparse.SUPPRESS)  # internal: matmul_peak's child
     a = ap.parse_args(argv)
+    a.model_dir = str(Path(a.model_dir).resolve())  # ragmi's phase runs from a temp dir
     if a.peak_only:
         return a
     if a.n_targets < 2 or a.n_targets % 2:
@@ -273,6 +274,39 @@ def build_data(a, tmp: Path):
 
 
 # -------------------------------------------------------------------------------------- ragmi way
+def stop_servers(state_root: Path, log=log) -> float:
+    """Stop every vLLM server recorded under ``state_root`` (the shared-server state of
+    ``ragmi.target.vllm_server.SharedVLLMServer``, which otherwise leaves the server to its watchdog
+    for ``server_idle_s``); return the seconds it took."""
+    t0 = time.perf_counter()
+    for state_file in sorted(state_root.glob("*/state.json")):
+        try:
+            pid = int(json.loads(state_file.read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            continue
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        for _ in range(300):  # 30 s, then SIGKILL
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child: reap it
+                    break
+            except ChildProcessError:  # not our child (should not happen here): poll its existence
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+            time.sleep(0.1)
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log(f"vLLM server (pid {pid}) stopped")
+    return time.perf_counter() - t0
+
+
 def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     from ragmi.target.factory import rag_system
 
@@ -281,6 +315,12 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     cache_dir = tmp / "response-cache"  # empty: every request misses and is generated
     server_log = tmp / "vllm" / "server.log"
     n_events = len(EVENTS)
+    # The pipeline shares one vLLM server per machine through state files under ./.ragmi (relative
+    # to the working directory).  Running from the temp dir gives this benchmark its own state: a
+    # fresh server that it starts (and pays for) itself, never one another job left running.
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    stop_s = None
     t_start = time.perf_counter()
     try:
         with rag_system(target_cfg, spec_cfg, gen_cfg, index_dir, members, a.model_dir, str(cache_dir),
@@ -288,14 +328,21 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
             answers = rag.answer(queries["user_prompt"].tolist(), queries["max_tokens"].tolist(),
                                  queries["top_logprobs"].tolist())
             t_answered = time.perf_counter()
+        t_end = time.perf_counter()
     except BaseException:
         if server_log.exists():
             log("vLLM server log tail:\n" + "\n".join(server_log.read_text(errors="replace").splitlines()[-20:]))
         raise
-    t_end = time.perf_counter()  # server stopped
+    finally:
+        # stopped before anything else runs (and on any error); not part of ragmi's wall time,
+        # since a pipeline job does not wait for it
+        stop_s = stop_servers(tmp / ".ragmi" / "servers")
+        os.chdir(cwd)
     ev = EVENTS[n_events:]
-    t_srv0 = next(t for t, m in ev if m.startswith("starting vLLM"))
-    t_ready = next(t for t, m in ev if m.startswith("vLLM ready"))
+    t_srv0 = next((t for t, m in ev if m.startswith("starting vLLM")), None)
+    t_ready = next((t for t, m in ev if m.startswith("vLLM ready")), None)
+    if t_srv0 is None or t_ready is None:
+        raise RuntimeError("ragmi's run did not start its own vLLM server; its start-up time is unknown")
     return {
         "answers": answers,
         "wall_s": t_end - t_start,
@@ -303,7 +350,7 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
         "server_startup_s": t_ready - t_srv0,
         "before_server_s": t_srv0 - t_start,  # retriever load + batched retrieval + cache look-ups
         "generation_s": t_answered - t_ready,  # scoring phase: all requests, server already up
-        "server_stop_s": t_end - t_answered,
+        "server_stop_s": stop_s,
     }
 
 
@@ -395,10 +442,7 @@ def main(argv=None) -> int:
     log(f"benchmark: {a.n_targets} targets, {a.threads} threads, seed {a.seed}")
     if a.wait_idle > 0:
         wait_idle(a.wait_idle)
-    load_before = os.getloadavg()
-    if load_before[0] > 0.5:
-        log(f"WARNING: load average {load_before[0]:.2f} before the run: other processes share the CPUs, "
-            "the timings and the matmul peak will be off")
+    load_before = os.getloadavg()  # recorded only: it lags by minutes; the foreign CPU share is the check
 
     # imports up front, outside both timed sections
     import numpy as np

@@ -37,8 +37,10 @@ NOTES = {
     "dcmi_ablation": [
         "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set), dcmi/adv2 (θ = 0.06, "
         "threshold = Q3 of reference non-members) and dcmi/calibration=none (P(Yes) of the original query).",
-        "theta=…: calibrated score at that perturbation magnitude (γ chosen on the reference set); "
-        "gamma=…: at θ = 0.06, the accuracy column uses that γ as the threshold.",
+        "theta=…: calibrated score at that perturbation magnitude; its hard decision uses the γ chosen on the "
+        "reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ, shown in the BB TPR / "
+        "BB FPR columns (AUC and the accuracy column are threshold-free / reference-thresholded, so they do "
+        "not move with γ).",
     ],
     "query_budget": [
         "n_questions = the first n questions asked per target (the same questions at every budget); "
