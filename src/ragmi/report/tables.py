@@ -29,6 +29,7 @@ EXTRA_LABELS = {
     "output_tokens_per_target": "output tokens/target",
     "target_retrieved_rate": "target retrieved",
     "no_answer_rate": "no answer",
+    "attacker_llm_tokens_per_target": "attacker-LLM tokens/target",
 }
 
 _TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
