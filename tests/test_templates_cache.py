@@ -53,3 +53,12 @@ def test_request_key_depends_on_every_setting():
             request_key("n", base)}
     assert len(keys) == 5
     assert request_key("m", base) == request_key("m", make_request([{"role": "user", "content": "x"}], 4, 5))
+
+
+def test_mba_template_is_fig5_with_the_query_as_the_text():
+    msgs = get_template("mba").messages("a [Mask_1] b", ["c1", "c2"])
+    assert len(msgs) == 1 and msgs[0]["role"] == "user"
+    text = msgs[0]["content"]
+    assert text.startswith("You are given a text with several missing words or phrases")
+    assert '"[Mask_i]: answer_i\\n" for each mask' in text  # the two characters, as printed
+    assert text.endswith("The text is: a [Mask_1] b\nThe context is: c1\n\nc2")

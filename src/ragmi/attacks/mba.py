@@ -57,7 +57,8 @@ Materials (one row per document): ``doc_id, masked_text, answers`` (original wor
 
 Query (:meth:`MBA.build_queries`)
 ---------------------------------
-The MBA paper's full RAG prompt (Fig. 5, :data:`FIG5_PROMPT`) is a *system + context* template.  In
+The MBA paper's full RAG prompt (Fig. 5) is a target-side template (``template: mba`` in
+:mod:`ragmi.target.templates`).  In
 ragmi the target applies its own RAG template around the user query, so the user query is the
 paper's simplified attack prompt (Fig. 2, :data:`QUERY_TEMPLATE`, the string of the public code) with
 the masked document; the masked document also drives retrieval.  The format line is kept as printed
@@ -94,19 +95,6 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .base import Attack, merge_responses
-
-# MBA paper Fig. 5, verbatim: the paper's whole RAG prompt (system instruction + target + context).
-# Kept for reference; ragmi's target RAG templates (ragmi.target.templates) wrap the user query.
-FIG5_PROMPT = (
-    "You are given a text with several missing words or phrases, represented by placeholders in the "
-    "format [Mask_i], where i is a unique number for each blank. Your task is to accurately fill in each "
-    "placeholder with the most appropriate word or phrase based on the context of the sentence. Provide "
-    'your answers in the specified format: "[Mask_i]: answer_i\\n" for each mask, where "answer_i" shall '
-    "be a word or phrase. You should strictly match the missing word or phrase based on the original "
-    "context, without making any modifications, corrections, or substitutions.\n"
-    "The text is: {target_document}\n"
-    "The context is: {retrieved_document}"
-)
 
 # MBA paper Fig. 2 simplified attack prompt = the user query of the public reimplementation
 # (ali7naseh/RAG_MIA mia_utils/mba.py, generate_questions), with "\n" in the format spec kept as the
@@ -496,5 +484,5 @@ class MBA(Attack):
         return res[cols + [c for c in res.columns if c not in cols]]
 
 
-__all__ = ["MBA", "FIG5_PROMPT", "QUERY_TEMPLATE", "NLTK_ENGLISH_STOPWORDS", "parse_mask_answers",
+__all__ = ["MBA", "QUERY_TEMPLATE", "NLTK_ENGLISH_STOPWORDS", "parse_mask_answers",
            "count_correct", "select_gamma", "choose_masks", "rank_words", "token_ranks", "mask_document"]

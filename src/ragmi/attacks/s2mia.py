@@ -19,10 +19,9 @@ Query (:meth:`S2MIA.build_queries`)
   ``max_tokens`` is set.  Naseh et al.'s reimplementation (``ali7naseh/RAG_MIA``) caps generation
   at the token count of the query (the project's reference notes record query length + 32).
 * ``top_logprobs`` = 0 by default (first-token alternatives are not used); the attack needs the
-  target's ``token_logprobs`` (log-probability of every generated token) for the perplexity.  Note:
-  ``ragmi.target.generators.OpenAIGenerator`` only asks the endpoint for log-probabilities when
-  ``top_logprobs > 0``; with that backend set the parameter ``top_logprobs: 1``, or the score step
-  stops with a clear error.
+  target's ``token_logprobs`` (log-probability of every generated token) for the perplexity, which
+  every ragmi generator returns; a target that withholds them stops the score step with a clear
+  error.
 
 Signals (:meth:`S2MIA.score`)
 -----------------------------

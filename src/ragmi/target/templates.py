@@ -76,6 +76,22 @@ TEMPLATES = {
         ),
         source="MEntA artifact, MEntA/generate_rag_output.py",
     ),
+    # MBA paper (Liu et al.) Fig. 5, verbatim: the RAG prompt of the MBA paper's target. The user
+    # query (the masked document) is "the text"; the retrieved documents are "the context".
+    "mba": Template(
+        name="mba",
+        user=(
+            "You are given a text with several missing words or phrases, represented by placeholders in the "
+            "format [Mask_i], where i is a unique number for each blank. Your task is to accurately fill in each "
+            "placeholder with the most appropriate word or phrase based on the context of the sentence. Provide "
+            'your answers in the specified format: "[Mask_i]: answer_i\\n" for each mask, where "answer_i" shall '
+            "be a word or phrase. You should strictly match the missing word or phrase based on the original "
+            "context, without making any modifications, corrections, or substitutions.\n"
+            "The text is: {question}\n"
+            "The context is: {context}"
+        ),
+        source="MBA paper Fig. 5",
+    ),
 }
 
 
