@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
+
+from ..workflow import atomic_write_text
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 DASH = "–"
@@ -96,19 +96,6 @@ def _fpr_keys(columns: Iterable[str]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def markdown_table(
     metrics_df: pd.DataFrame,
     title: str,
@@ -206,5 +193,5 @@ def write_tables(
     written atomically (temporary file in the same directory, then ``os.replace``).
     """
     md = markdown_table(metrics_df, title, extra_columns=extra_columns, notes=notes)
-    _atomic_write_text(Path(out_csv), metrics_df.to_csv(index=False, lineterminator="\n"))
-    _atomic_write_text(Path(out_md), md)
+    atomic_write_text(metrics_df.to_csv(index=False, lineterminator="\n"), out_csv)
+    atomic_write_text(md, out_md)
