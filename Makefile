@@ -1,19 +1,32 @@
-# The two commands of the README.  Both create .venv (if missing) and install the pinned
-# dependencies first; the install is skipped when nothing changed.
+# The two commands of the README (make run, make test). Every target creates .venv (if missing) and
+# installs the locked dependencies first; the install is skipped when nothing changed.
 CORES ?= all
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test install dry-run report clean
+.PHONY: run test test-fast lint install lock dry-run report clean
 
 install:
 	@bash tools/install.sh
 
+# Re-resolve requirements/*.txt and rewrite the lock file requirements/constraints.txt.
+lock:
+	@bash tools/install.sh --update-lock
+
 run: install
 	.venv/bin/snakemake --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 
-test: install
+lint: install
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+# Lint, then the whole suite (CI: .ci/run).
+test: lint
 	.venv/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# For development: no lint, no slow end-to-end tests.
+test-fast: install
+	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 dry-run: install
 	.venv/bin/snakemake -n --cores $(CORES)

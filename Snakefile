@@ -15,6 +15,7 @@ include: "rules/corpus.smk"
 include: "rules/index.smk"
 include: "rules/generate.smk"
 include: "rules/score.smk"
+include: "rules/audit.smk"
 include: "rules/tables.smk"
 
 

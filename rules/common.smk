@@ -6,8 +6,11 @@ import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
-from ragmi.config import validate_config
+from ragmi.audit.plan import canary_dataset
+from ragmi.config import runs, target_attacks, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
+from ragmi.report.registry import TABLES, input_files
+from ragmi.report.registry import outputs as table_outputs
 from ragmi.target.factory import needs_model_dir
 
 from snakemake.utils import update_config
@@ -27,7 +30,6 @@ except ConfigError as e:
     raise SystemExit(1)
 
 SEED = config["seed"]
-PUBLISHED = os.path.join(workflow.basedir, "config", "published.yaml")
 DATASETS = sorted(config["datasets"])
 TARGETS = sorted(config["targets"])
 ATTACKS = sorted(config["attacks"])
@@ -37,6 +39,7 @@ wildcard_constraints:
     dataset="|".join(map(re.escape, DATASETS)),
     target="|".join(map(re.escape, TARGETS)),
     attack="|".join(map(re.escape, ATTACKS)),
+    table="|".join(map(re.escape, TABLES)),
     retriever="[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard=r"\d+",
 
@@ -53,13 +56,49 @@ def retriever_name(wc):
     return target_cfg(wc)["retriever"]
 
 
-def generate_inputs(wc):
-    inputs = {
-        "shard": f"results/queries/{wc.dataset}/{wc.attack}.shards/{wc.shard}.parquet",
+def model_files(target):
+    """The converted models a target needs: its generator's and, for LLM-based defenses, the defender's."""
+    files = dict(model_input(config["generators"][config["targets"][target]["generator"]]))
+    if target_needs_defender(config, target):
+        d = model_input(defender_cfg())
+        if d:
+            files["defender_model"] = d["model"]
+    return files
+
+
+def target_files(wc):
+    """The files a target RAG system needs: its members, index and models."""
+    return {
         "members": f"results/split/{wc.dataset}/members.parquet",
         "index": f"results/index/{wc.dataset}/{retriever_name(wc)}",
+        **model_files(wc.target),
     }
-    return {**inputs, **model_input(generator_cfg(wc))}
+
+
+def target_spec_params(wc):
+    """Everything of a target's TargetSpec but its files and threads (ragmi.workflow.target_spec)."""
+    t = target_cfg(wc)
+    return {
+        "name": wc.target,
+        "target": t,
+        "retriever": config["retrievers"][t["retriever"]],
+        "generator": generator_cfg(wc),
+        "cache_dir": config["generation"]["cache_dir"],
+        "server_log": server_log(t["generator"]),
+        "seed": SEED,
+        "temperature": config["generation"]["temperature"],
+        "defenses": [[n, config["defenses"][n]] for n in t["defenses"]],
+        "defender": defender_cfg(),
+        "defender_server_log": server_log(config["defender"]["generator"]),
+    }
+
+
+def defender_cfg():
+    return config["generators"].get(config["defender"]["generator"])
+
+
+def generate_inputs(wc):
+    return {"shard": f"results/queries/{wc.dataset}/{wc.attack}.shards/{wc.shard}.parquet", **target_files(wc)}
 
 
 def attacker_cfg():
@@ -74,7 +113,7 @@ def model_input(gen):
 
 
 def prepare_inputs(wc):
-    return {"targets": f"results/split/{wc.dataset}/targets.parquet", **model_input(attacker_cfg())}
+    return {"candidates": f"results/split/{wc.dataset}/candidates.parquet", **model_input(attacker_cfg())}
 
 
 def materials_input(wc):
@@ -84,14 +123,14 @@ def materials_input(wc):
 
 
 def queries_inputs(wc):
-    return {"targets": f"results/split/{wc.dataset}/targets.parquet", **materials_input(wc)}
+    return {"candidates": f"results/split/{wc.dataset}/candidates.parquet", **materials_input(wc)}
 
 
 def score_inputs(wc):
     return {
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         "responses": response_shards(wc),
-        "targets": f"results/split/{wc.dataset}/targets.parquet",
+        "candidates": f"results/split/{wc.dataset}/candidates.parquet",
         **materials_input(wc),
     }
 
@@ -117,19 +156,7 @@ def local_backend(gen):
 
 
 def final_outputs():
-    outs = ["results/tables/attack_comparison.md"]
-    if "rag_mia" in ATTACKS:
-        outs.append("results/tables/rag_mia.md")
-    if "dcmi" in ATTACKS:
-        outs.append("results/tables/dcmi_ablation.md")
-    if "ia" in ATTACKS or "menta" in ATTACKS:
-        outs.append("results/tables/query_budget.md")
-    outs += expand("results/figures/roc/{dataset}__{target}.png", dataset=DATASETS, target=TARGETS)
-    outs += expand(
-        "results/figures/{attack}/{dataset}__{target}_{kind}.png",
-        attack=ATTACKS,
-        dataset=DATASETS,
-        target=TARGETS,
-        kind=["roc", "scores"],
-    )
+    outs = table_outputs(config)
+    outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in TARGETS if target_attacks(config, t)]
+    outs += [f"results/figures/{a}/{d}__{t}_{kind}.png" for d, t, a in runs(config) for kind in ("roc", "scores")]
     return outs

@@ -23,7 +23,7 @@ rule split:
     output:
         members="results/split/{dataset}/members.parquet",
         nonmembers="results/split/{dataset}/nonmembers.parquet",
-        targets="results/split/{dataset}/targets.parquet",
+        candidates="results/split/{dataset}/candidates.parquet",
         info="results/split/{dataset}/split.json",
     params:
         name=lambda wc: wc.dataset,

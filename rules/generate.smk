@@ -51,13 +51,7 @@ rule generate:
     output:
         responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
     params:
-        target=target_cfg,
-        retriever=lambda wc: config["retrievers"][retriever_name(wc)],
-        generator=generator_cfg,
-        cache_dir=config["generation"]["cache_dir"],
-        temperature=config["generation"]["temperature"],
-        server_log=lambda wc: server_log(target_cfg(wc)["generator"]),
-        seed=SEED,
+        spec=target_spec_params,
     threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),

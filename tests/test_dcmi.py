@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from ragmi.attacks import perturb
+from ragmi.attacks import wordnet
 from ragmi.attacks.base import check_queries, check_scores
 from ragmi.attacks.dcmi import DCMI, QUERY_TEMPLATE
 from ragmi.attacks.perturb import (
@@ -15,11 +15,11 @@ from ragmi.attacks.perturb import (
     LLMPerturber,
     WordNetPerturber,
     clean_llm_output,
-    find_wordnet_dir,
-    load_wordnet,
     plausibility_failure,
     replace_count,
 )
+from ragmi.attacks.wordnet import find_wordnet_dir, load_wordnet
+from ragmi.errors import ConfigError
 from ragmi.metrics import evaluate
 
 SENT = "The quick test was easy and the result was good"
@@ -56,7 +56,7 @@ def test_wordnet_reads_the_installed_database():
 
 
 def test_wordnet_missing_database_says_how_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(perturb, "WORDNET_DIRS", ())
+    monkeypatch.setattr(wordnet, "WORDNET_DIRS", ())
     monkeypatch.delenv("RAGMI_WORDNET_DIR", raising=False)
     with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
         find_wordnet_dir(str(tmp_path))
@@ -185,14 +185,14 @@ def test_llm_perturber_good_preamble_and_garbage():
     assert res[0].extra["prompt"] == LLMPerturber.prompt(SENT, 0.2)[0]["content"]
     # without a fallback, a failed rewrite is an error
     with pytest.raises(RuntimeError, match="low-overlap"):
-        LLMPerturber(FakeTools(["no"]), fallback=None).perturb_many([("c", SENT, 0.2)])
+        LLMPerturber(FakeTools(["no"]), 1024, 0.0, fallback=None).perturb_many([("c", SENT, 0.2)])
 
 
 def test_prepare_with_llm_records_materials():
     atk = DCMI({"perturber": "llm", "thetas": [0.1, 0.2], "theta_adv2": 0.2, "llm_max_tokens": 300})
-    targets = pd.DataFrame({"doc_id": ["d1"], "text": [SENT], "title": [""]})
+    candidates = pd.DataFrame({"doc_id": ["d1"], "text": [SENT], "title": [""]})
     tools = FakeTools(["The quick test was hard and the result was good", "garbage garbage"])
-    mat = atk.prepare(targets, tools)
+    mat = atk.prepare(candidates, tools)
     assert list(mat["theta"]) == [0.1, 0.2]
     assert list(mat["perturb_method"]) == ["llm", "wordnet-fallback"]
     assert list(mat["n_requested"]) == [1, 2]
@@ -209,11 +209,11 @@ def test_prepare_with_llm_records_materials():
 
 def test_prepare_and_build_queries_exact_strings():
     atk = DCMI({"thetas": [0.1, 0.2], "theta_adv2": 0.1, "max_chars": 30, "max_tokens": 3, "seed": 0})
-    targets = pd.DataFrame({"doc_id": ["d1", "d2"], "text": [SENT, "It was good."], "title": ["", ""]})
-    mat = atk.prepare(targets, tools=None)
+    candidates = pd.DataFrame({"doc_id": ["d1", "d2"], "text": [SENT, "It was good."], "title": ["", ""]})
+    mat = atk.prepare(candidates, tools=None)
     assert list(mat.columns[:6]) == ["doc_id", "theta", "perturbed_text", "perturb_method", "n_swapped", "n_requested"]
     assert len(mat) == 4 and set(mat["perturb_method"]) == {"wordnet"}
-    q = check_queries(atk.build_queries(targets, mat))
+    q = check_queries(atk.build_queries(candidates, mat))
     assert list(q["query_id"]) == ["d1::orig", "d1::p0.1", "d1::p0.2", "d2::orig", "d2::p0.1", "d2::p0.2"]
     assert list(q["kind"]) == ["orig", "pert", "pert"] * 2
     # the sample is the first max_chars=30 characters: "The quick test was easy and th"
@@ -223,9 +223,9 @@ def test_prepare_and_build_queries_exact_strings():
     assert math.isnan(q.loc[0, "theta"]) and q.loc[2, "theta"] == 0.2
     assert (q["max_tokens"] == 3).all() and (q["top_logprobs"] == 20).all()
     with pytest.raises(ValueError, match="materials"):
-        atk.build_queries(targets, None)
+        atk.build_queries(candidates, None)
     with pytest.raises(ValueError, match="lack a perturbed sample"):
-        atk.build_queries(targets, mat[mat["theta"] != 0.2])
+        atk.build_queries(candidates, mat[mat["theta"] != 0.2])
 
 
 # ------------------------------------------------------------------------------------------ score
@@ -400,12 +400,12 @@ def test_end_to_end_through_parquet(tmp_path):
     atk = DCMI({"seed": 3})
     texts = [LONG, SENT, "A good and honest answer, given slowly.", "Nothing to swap here at all."]
     ids = [f"doc{i}" for i in range(4)]
-    targets = pd.DataFrame({"doc_id": ids, "text": texts, "title": [""] * 4})
-    atk.prepare(targets, tools=None).to_parquet(tmp_path / "m.parquet")
+    candidates = pd.DataFrame({"doc_id": ids, "text": texts, "title": [""] * 4})
+    atk.prepare(candidates, tools=None).to_parquet(tmp_path / "m.parquet")
     mat = pd.read_parquet(tmp_path / "m.parquet")
     assert sorted(set(mat["theta"])) == [0.04, 0.06, 0.08, 0.1, 0.12]
     assert (mat.loc[mat["doc_id"] == "doc3", "n_swapped"] == 0).all()
-    check_queries(atk.build_queries(targets, mat)).to_parquet(tmp_path / "q.parquet")
+    check_queries(atk.build_queries(candidates, mat)).to_parquet(tmp_path / "q.parquet")
     q = pd.read_parquet(tmp_path / "q.parquet")
     assert len(q) == 4 * 6
     # a fake RAG system: confident "Yes" to the original sample of doc0/doc1, less to perturbed ones
@@ -433,13 +433,21 @@ def test_end_to_end_through_parquet(tmp_path):
 
 
 def test_params_are_validated():
-    with pytest.raises(ValueError, match="perturber"):
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.perturber"):
         DCMI({"perturber": "gpt"})
-    with pytest.raises(ValueError, match="two decimals"):
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.thetas: .*two decimals"):
         DCMI({"thetas": [0.061, 0.062]})
-    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.gammas: .*one decimal"):
+        DCMI({"gammas": [0.31, 0.32]})
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.theta_adv2"):
         DCMI({"theta_adv2": 0})
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.thetas.1"):
+        DCMI({"thetas": [0.04, 1.0]})
+    with pytest.raises(ConfigError, match="config key attacks.dcmi.gammas"):
+        DCMI({"gammas": []})
     assert DCMI().all_thetas() == [0.04, 0.06, 0.08, 0.1, 0.12]
+    # theta_adv2 outside thetas gets its own perturbed copy
+    assert DCMI({"thetas": [0.1], "theta_adv2": 0.2}).all_thetas() == [0.1, 0.2]
     assert QUERY_TEMPLATE.format(sample="x") == 'Is this: "x" right? Answer with Yes or No.'
 
 
@@ -450,3 +458,23 @@ def test_thresholds_are_strict():
     assert variant(s, "dcmi/gamma=0.5").loc["e1", "score"] == 0.5
     assert variant(s, "dcmi/gamma=0.5").loc["e1", "decision"] == 0
     assert variant(s, "dcmi/gamma=0.3").loc["e1", "decision"] == 1
+
+
+def test_black_box_and_gray_box_parts():
+    atk = attack()
+    docs = ["a", "b", "c"]
+    na = {th: [False, False, True] for th in atk.all_thetas()}
+    ans_p = {th: [0, 1, None] for th in atk.all_thetas()}
+    ans_p[T2] = [0, 0, 1]  # only θ = theta_adv2 counts
+    bb = atk.black_box_scores(docs, [1, 0, None], ans_p, na)
+    assert set(bb["variant"]) == {"dcmi/adv3"}
+    assert bb["score"].tolist() == [1.0, 0.0, -1.0] and bb["decision"].tolist() == [1, 0, 0]
+    assert bb["no_answer"].tolist() == [False, False, True]
+    # without log-probabilities there is no gray-box part
+    none = {th: [None] * 3 for th in atk.all_thetas()}
+    assert atk.gray_box_scores(docs, [None] * 3, none, {}, [False] * 3, na) is None
+    tops = {th: [top(0.5)] * 3 for th in atk.all_thetas()}
+    gray = atk.gray_box_scores(docs, [top(0.9), top(0.6), top(0.5)], tops, {"a": 1, "c": 0}, [False] * 3, na)
+    assert "dcmi/adv3" not in set(gray["variant"])
+    assert variant(gray, "dcmi/calibration=none")["score"].tolist() == pytest.approx([0.9, 0.6, 0.5])
+    assert variant(gray, "dcmi/adv2")["score"].tolist() == pytest.approx([0.4, 0.1, 0.0])

@@ -9,21 +9,8 @@ import pandas as pd
 import pytest
 
 from ragmi.attacks.ia import IA, IA_EXAMPLE_QUESTIONS, SHADOW_PROMPT_REPO, repo_label
-from ragmi.attacks.questions import parse_questions, parse_yes_no_idk
+from ragmi.attacks.questions import parse_questions
 from ragmi.errors import ConfigError
-
-
-@pytest.mark.parametrize("text,label", [
-    ("Yes.", "yes"), ("yes, it is", "yes"), ("No", "no"), ("NO!", "no"),
-    ("I don't know.", "idk"), ("I do not know", "idk"), ("I don\u2019t know", "idk"),
-    ("There is no information about this.", "idk"),  # IDK phrase and "no" start together -> idk
-    ("No, I don't know", "no"),  # earliest match wins
-    ("Unanswerable", "idk"), ("Not enough information.", "idk"),
-    ("I know nothing", "other"),  # "know" / "nothing" are not "no"
-    ("Maybe", "other"), ("", "other"),
-])
-def test_parse_yes_no_idk(text, label):
-    assert parse_yes_no_idk(text) == label
 
 
 @pytest.mark.parametrize("text,label", [
@@ -77,7 +64,7 @@ class FakeTools:
         self.logs.append(msg)
 
 
-TARGETS = pd.DataFrame({"doc_id": ["d1", "d2"], "title": ["Vitamin D", ""],
+CANDIDATES = pd.DataFrame({"doc_id": ["d1", "d2"], "title": ["Vitamin D", ""],
                         "text": [DOC, "Bananas are yellow and rich in potassium."]})
 QUESTION_OUTPUT = {DOC: "\n".join(f"{i}. {q}" for i, q in enumerate(QS, 1)), "Bananas": "Sorry, I cannot."}
 
@@ -85,7 +72,7 @@ QUESTION_OUTPUT = {DOC: "\n".join(f"{i}. {q}" for i, q in enumerate(QS, 1)), "Ba
 def prepared(params, tmp_path=None):
     attack = IA(params)
     tools = FakeTools(QUESTION_OUTPUT, SHADOW)
-    mat = attack.prepare(TARGETS, tools)
+    mat = attack.prepare(CANDIDATES, tools)
     if tmp_path is not None:
         mat.to_parquet(tmp_path / "m.parquet")
         mat = pd.read_parquet(tmp_path / "m.parquet")
@@ -93,10 +80,17 @@ def prepared(params, tmp_path=None):
 
 
 def test_defaults():
-    assert IA({})._p()["n_questions"] == 30 and IA({})._p()["lambda_idk"] == 5.0
-    assert IA({"variant": "repo"})._p()["n_questions"] == 15
-    with pytest.raises(ConfigError):
-        IA({"variant": "other"})._p()
+    assert IA({}).params["n_questions"] == 30 and IA({}).params["lambda_idk"] == 5.0
+    assert IA({"variant": "repo"}).params["n_questions"] == 15
+    assert IA({"variant": "repo", "n_questions": 7}).params["n_questions"] == 7
+    p = IA({}).params
+    assert p["budgets"] == [1, 3, 5, 10, 30] and p["max_tokens"] == 5
+    assert p["summary_prefix"] == "I want to ask about "
+    assert p["answer_instruction"] == "Please answer with 'Yes,' 'No,' or 'I don't know'"
+    with pytest.raises(ConfigError, match="attacks.ia.variant"):
+        IA({"variant": "other"})
+    with pytest.raises(ConfigError, match="attacks.ia.n_questions"):
+        IA({"n_questions": 0})
 
 
 def test_prepare_paper_keeps_prompts_and_builds_queries(tmp_path):
@@ -116,14 +110,14 @@ def test_prepare_paper_keeps_prompts_and_builds_queries(tmp_path):
     assert f"Contexts: Vitamin D {DOC} \n\nQuestion: Does vitamin D reduce hip fractures? Answer only with" in content
     assert (sh["llm_max_tokens"] == 50).all() and (sh["llm_temperature"] == 0.1).all()
 
-    queries = attack.build_queries(TARGETS, mat)
+    queries = attack.build_queries(CANDIDATES, mat)
     assert list(queries["doc_id"]) == ["d1"] * 4
     assert queries["user_prompt"].iloc[0] == ("I want to ask about Vitamin D and hip fractures in nursing homes. "
                                              "Does vitamin D reduce hip fractures? "
                                              "Please answer with 'Yes,' 'No,' or 'I don't know'")
     assert (queries["max_tokens"] == 5).all() and (queries["top_logprobs"] == 0).all()
     assert list(queries["shadow"]) == ["yes", "no", "idk", "yes"]
-    bare = IA({"n_questions": 4, "summary_prefix": "", "answer_instruction": ""}).build_queries(TARGETS, mat)
+    bare = IA({"n_questions": 4, "summary_prefix": "", "answer_instruction": ""}).build_queries(CANDIDATES, mat)
     assert bare["user_prompt"].iloc[1] == "Vitamin D and hip fractures in nursing homes. Was the dose 400 IU?"
 
 
@@ -138,7 +132,7 @@ def responses_for(queries, texts):
 
 def test_paper_score_by_hand():
     attack, _, mat = prepared({"n_questions": 4})
-    queries = attack.build_queries(TARGETS, mat)
+    queries = attack.build_queries(CANDIDATES, mat)
     sc = attack.score(queries, responses_for(queries, RESPONSES), {}, mat).set_index(["doc_id", "variant"])
     assert set(v for _, v in sc.index) == {"ia/paper", "ia/paper/n=1", "ia/paper/n=3"}
     # q0: yes = yes -> 1; q1: idk vs no -> -5; q2: idk = idk -> 1 - 5; q3: no vs yes -> 0
@@ -157,7 +151,7 @@ def test_paper_score_by_hand():
 
 def test_skip_idk_shadow_drops_questions_before_querying():
     attack, _, mat = prepared({"n_questions": 4, "skip_idk_shadow": True})
-    queries = attack.build_queries(TARGETS, mat)
+    queries = attack.build_queries(CANDIDATES, mat)
     assert list(queries["question"]) == [QS[0], QS[1], QS[3]] and list(queries["ask_order"]) == [0, 1, 2]
     sc = attack.score(queries, responses_for(queries, RESPONSES), {}, mat).set_index(["doc_id", "variant"])
     assert sc.loc[("d1", "ia/paper"), "score"] == pytest.approx((1 - 5 + 0) / 3)
@@ -167,8 +161,8 @@ def test_skip_idk_shadow_drops_questions_before_querying():
 def test_unparsed_answers_never_match():
     shadow = {QS[0]: "Perhaps", QS[1]: "No.", QS[2]: "Yes", QS[3]: "Yes"}
     attack = IA({"n_questions": 4})
-    mat = attack.prepare(TARGETS, FakeTools(QUESTION_OUTPUT, shadow))
-    queries = attack.build_queries(TARGETS, mat)
+    mat = attack.prepare(CANDIDATES, FakeTools(QUESTION_OUTPUT, shadow))
+    queries = attack.build_queries(CANDIDATES, mat)
     sc = attack.score(queries, responses_for(queries, ["It depends", "No", "No", "Yes"]), {}, mat)
     # other vs other does not count; no = no -> 1; no vs yes -> 0; yes = yes -> 1
     assert sc.set_index(["doc_id", "variant"]).loc[("d1", "ia/paper"), "score"] == pytest.approx(2 / 4)
@@ -178,14 +172,14 @@ def test_repo_variant_plain_accuracy_with_unknown_equal_unknown(tmp_path):
     shadow = {QS[0]: "Yes, it is.", QS[1]: "I don't know.", QS[2]: "There is no information.", QS[3]: "Unclear"}
     attack = IA({"variant": "repo", "n_questions": 4})
     tools = FakeTools(QUESTION_OUTPUT, shadow)
-    mat = attack.prepare(TARGETS, tools)
+    mat = attack.prepare(CANDIDATES, tools)
     assert tools.calls == [(2, 1000, 0.2), (4, 50, 0.1)]  # no summary in the repository's attack
     assert "summary" not in set(mat["kind"])
     sh = mat[mat["kind"] == "shadow"].sort_values("item")
     assert list(sh["parsed"]) == ["yes", "unknown", "no", "unknown"]
     assert json.loads(sh["prompt"].iloc[0])[0]["content"] == SHADOW_PROMPT_REPO.replace(
         "[question]", QS[0]).replace("[context]", DOC)
-    queries = attack.build_queries(TARGETS, mat)
+    queries = attack.build_queries(CANDIDATES, mat)
     assert list(queries["user_prompt"]) == QS  # bare questions
     # answers: no (wrong), unknown = unknown (right), no = no (right), unknown = unknown (right)
     resp = responses_for(queries, ["No", "I don't know", "No information", "Maybe"])
@@ -200,10 +194,10 @@ def test_repo_variant_plain_accuracy_with_unknown_equal_unknown(tmp_path):
 def test_all_or_nothing():
     out = {DOC: "1. Does vitamin D reduce hip fractures?\n2. Was the dose 400 IU?", "Bananas": "nothing"}
     attack = IA({"n_questions": 4, "all_or_nothing": True})
-    mat = attack.prepare(TARGETS, FakeTools(out, SHADOW))
-    assert attack.build_queries(TARGETS, mat).empty
+    mat = attack.prepare(CANDIDATES, FakeTools(out, SHADOW))
+    assert attack.build_queries(CANDIDATES, mat).empty
     lenient = IA({"n_questions": 4})
-    assert len(lenient.build_queries(TARGETS, mat)) == 2
-    sc = attack.score(attack.build_queries(TARGETS, mat), pd.DataFrame(columns=["query_id", "response_text"]), {}, mat)
+    assert len(lenient.build_queries(CANDIDATES, mat)) == 2
+    sc = attack.score(attack.build_queries(CANDIDATES, mat), pd.DataFrame(columns=["query_id", "response_text"]), {}, mat)
     assert (sc["score"] == -5.0).all() and sc["no_queries"].all()
     assert list(sc.drop_duplicates("doc_id")["n_questions_parsed"]) == [2, 0]

@@ -1,7 +1,10 @@
-import pandas as pd
+from dataclasses import asdict
+
 import pytest
 
+from ragmi.config import load_schema
 from ragmi.datasets.synthetic import generate
+from ragmi.errors import ConfigError
 from ragmi.target.index import Retriever, RetrieverSpec, build_index
 
 
@@ -28,7 +31,24 @@ def test_a_document_retrieves_itself_first(tmp_path, docs, cfg):
 
 
 def test_unknown_index_kind_names_the_key():
-    from ragmi.errors import ConfigError
-
     with pytest.raises(ConfigError, match="retrievers.x.index"):
         RetrieverSpec.from_config("x", {"kind": "dense", "index": "ivf"})
+    with pytest.raises(ConfigError, match="retrievers.x.kind"):
+        RetrieverSpec.from_config("x", {"kind": "sparse"})
+    with pytest.raises(ConfigError, match="retrievers.x.*hnsw_M"):
+        RetrieverSpec.from_config("x", {"hnsw_M": 8})
+
+
+def test_spec_defaults_are_the_schemas():
+    schema = load_schema()["properties"]["retrievers"]["additionalProperties"]["properties"]
+    spec = RetrieverSpec.from_config("x", {})
+    assert asdict(spec) == {k: v["default"] for k, v in schema.items()}
+    assert RetrieverSpec.from_config("y", {"kind": "bm25", "max_seq_length": 64}).max_seq_length == 64
+
+
+def test_rebuilding_replaces_the_index_and_leaves_no_temp(tmp_path, docs):
+    spec = RetrieverSpec.from_config("r", {"kind": "bm25"})
+    build_index(docs, spec, tmp_path / "idx", log=lambda m: None)
+    build_index(docs.iloc[:20], spec, tmp_path / "idx", log=lambda m: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["idx"]
+    assert len(Retriever(tmp_path / "idx", spec).ids) == 20

@@ -14,7 +14,6 @@ from ragmi.attacks.mba import (
     choose_masks,
     count_correct,
     gamma_decisions,
-    load_proxy,
     mask_document,
     normalize_answer,
     parse_mask_answers,
@@ -24,7 +23,10 @@ from ragmi.attacks.mba import (
     token_ranks,
     word_spans,
 )
+from ragmi.attacks.models import load_proxy
 from ragmi.errors import ConfigError
+
+GAMMAS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 
 TEXT = (
     "My baby has been pooing five times a day for a week. In the last few days it has increased to "
@@ -168,10 +170,10 @@ def test_stopword_list_is_nltk_english():
 # Queries
 # ---------------------------------------------------------------------------------------------
 def test_query_prompt_exact():
-    targets = pd.DataFrame({"doc_id": ["d1"], "text": ["I have a fever and cough."], "title": [""]})
+    candidates = pd.DataFrame({"doc_id": ["d1"], "text": ["I have a fever and cough."], "title": [""]})
     materials = pd.DataFrame({"doc_id": ["d1"], "masked_text": ["I have a [Mask_1] and [Mask_2]."],
                               "answers": [["fever", "cough"]], "n_masks": [2]})
-    q = MBA({}).build_queries(targets, materials)
+    q = MBA({}).build_queries(candidates, materials)
     expected = (
         "Predict the answers of the masks in the given texts:\n\n"
         "I have a [Mask_1] and [Mask_2].\n\n"
@@ -184,13 +186,24 @@ def test_query_prompt_exact():
     assert q.loc[0, "max_tokens"] == 12 * 2 + 16
     assert q.loc[0, "top_logprobs"] == 0
     assert list(q.loc[0, "answers"]) == ["fever", "cough"]
-    assert MBA({"max_tokens_per_mask": 8}).build_queries(targets, materials).loc[0, "max_tokens"] == 32
+    assert MBA({"max_tokens_per_mask": 8}).build_queries(candidates, materials).loc[0, "max_tokens"] == 32
 
 
 def test_spell_correction_true_is_refused():
-    with pytest.raises(ConfigError, match="spell_correction"):
+    with pytest.raises(ConfigError, match="config key attacks.mba.spell_correction"):
         MBA({"spell_correction": True})
     MBA({"spell_correction": False})
+
+
+def test_defaults_come_from_the_schema():
+    p = MBA({}).params
+    assert p["gamma_grid"] == GAMMAS
+    assert (p["n_masks"], p["proxy_lm"], p["proxy_dtype"], p["device"]) == (10, "attacker", "float32", "auto")
+    assert (p["max_proxy_tokens"], p["max_tokens"], p["max_tokens_per_mask"]) == (None, None, 12)
+    with pytest.raises(ConfigError, match="config key attacks.mba.n_masks"):
+        MBA({"n_masks": 0})
+    with pytest.raises(ConfigError, match="config key attacks.mba.gamma_grid.0"):
+        MBA({"gamma_grid": [1.5]})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,13 +243,14 @@ def test_gamma_selected_by_f1_on_reference():
     # F1 by gamma: .1 -> 8/11, .2 -> 8/10, .3 -> 8/9 (best), .4/.5 -> 6/8, .6 -> 6/7, .7 -> 4/6 ...
     frac = [0.9, 0.7, 0.6, 0.3, 0.5, 0.2, 0.1, 0.0]
     y = [1, 1, 1, 1, 0, 0, 0, 0]
-    gamma, f1 = select_gamma(frac, y)
+    gamma, f1 = select_gamma(frac, y, GAMMAS)
     assert gamma == 0.3 and f1 == pytest.approx(8 / 9)
     # the boundary counts: 3 correct of 10 is a member at gamma 0.1 * 3 (= 0.30000000000000004)
     assert gamma_decisions([3 / 10, 0.29], 0.1 * 3).tolist() == [1, 0]
     assert gamma_decisions([6 / 10], 0.1 * 6).tolist() == [1]
     # ties go to the smallest gamma
-    assert select_gamma([1.0, 0.0], [1, 0])[0] == 0.1
+    assert select_gamma([1.0, 0.0], [1, 0], GAMMAS)[0] == 0.1
+    assert select_gamma([1.0, 0.0], [1, 0], [0.5, 0.9])[0] == 0.5  # the grid is the one given
 
 
 def test_score_end_to_end_with_reference_gamma():
@@ -244,8 +258,8 @@ def test_score_end_to_end_with_reference_gamma():
     docs = [f"d{i}" for i in range(6)]
     materials = pd.DataFrame({"doc_id": docs, "masked_text": ["a [Mask_1] b [Mask_2]"] * 6,
                               "answers": [["x", "y"]] * 6, "n_masks": [2] * 6})
-    targets = pd.DataFrame({"doc_id": docs, "text": ["a x b y"] * 6, "title": [""] * 6})
-    q = att.build_queries(targets, materials)
+    candidates = pd.DataFrame({"doc_id": docs, "text": ["a x b y"] * 6, "title": [""] * 6})
+    q = att.build_queries(candidates, materials)
     texts = ["[Mask_1]: x\n[Mask_2]: y", "[Mask_1]: x\n[Mask_2]: z", "[Mask_1]: w\n[Mask_2]: z",
              "[Mask_1]: x [Mask_2]: y", "nothing", "[Mask_1]: x"]
     resp = pd.DataFrame({"query_id": q["query_id"], "response_text": texts, "first_token_logprobs": [[]] * 6,
@@ -274,13 +288,13 @@ def test_prepare_with_attacker_tools(smollm2_dir):
         def chat(self, *a, **k):
             raise AssertionError("MBA must not call the attacker chat model")
 
-    targets = pd.DataFrame({"doc_id": ["a", "b"], "text": [SHORT, "Short note about zebras."], "title": ["", ""]})
+    candidates = pd.DataFrame({"doc_id": ["a", "b"], "text": [SHORT, "Short note about zebras."], "title": ["", ""]})
     tools = Tools()
-    mat = MBA({"n_masks": 4, "max_proxy_tokens": 20}).prepare(targets, tools)
+    mat = MBA({"n_masks": 4, "max_proxy_tokens": 20}).prepare(candidates, tools)
     assert tools.asked == ["attacker"]
     assert list(mat["doc_id"]) == ["a", "b"]
     assert mat.loc[0, "n_masks"] == 4 and mat.loc[0, "n_words_ranked"] < mat.loc[0, "n_words"]
     assert mat.loc[1, "n_words_ranked"] == 4 and 1 <= mat.loc[1, "n_masks"] <= 2
     assert (mat["proxy_lm"] == "attacker").all()
-    q = MBA({"n_masks": 4}).build_queries(targets, mat)
+    q = MBA({"n_masks": 4}).build_queries(candidates, mat)
     assert q.loc[0, "user_prompt"].count("[Mask_") == 4 + 1  # 4 masks + the format line

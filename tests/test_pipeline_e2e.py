@@ -5,7 +5,6 @@ that recomputed tables are identical, and that deleted responses come back from 
 model call.
 """
 
-import os
 import shutil
 import subprocess
 import sys
@@ -61,8 +60,8 @@ def pipeline(tmp_path_factory, smollm2_dir):
 
 def test_table_numbers_come_from_the_responses(pipeline):
     work = pipeline
-    targets = pd.read_parquet(work / "results/split/tiny/targets.parquet")
-    assert targets.groupby(["label", "role"]).size().tolist() == [8, 8, 8, 8]
+    candidates = pd.read_parquet(work / "results/split/tiny/candidates.parquet")
+    assert candidates.groupby(["label", "role"]).size().tolist() == [8, 8, 8, 8]
     queries = pd.read_parquet(work / "results/queries/tiny/rag_mia.parquet")
     shards = sorted((work / "results/responses/tiny/t/rag_mia").glob("*.parquet"))
     assert len(shards) == 2  # 32 queries in shards of 20
@@ -70,7 +69,7 @@ def test_table_numbers_come_from_the_responses(pipeline):
     logs = "".join(p.read_text() for p in (work / "logs/generate").rglob("*.log"))
     assert logs.count("starting vLLM") == 1 and logs.count("reusing the vLLM server") == 1
     resp = pd.concat([pd.read_parquet(f) for f in shards]).merge(queries[["query_id", "doc_id"]], on="query_id")
-    resp = resp.merge(targets, on="doc_id")
+    resp = resp.merge(candidates, on="doc_id")
     assert len(resp) == 32
     # vLLM returned first-token alternatives for every query (gray-box input)
     assert all(len(x) == 20 for x in resp["first_token_logprobs"])
@@ -90,10 +89,13 @@ def test_table_numbers_come_from_the_responses(pipeline):
     # members were retrieved by their own full-text query (RAG-MIA Appendix B), non-members never can be
     mem = resp[resp.label == 1]
     rate = np.mean([d in set(r) for d, r in zip(mem["doc_id"], mem["retrieved_ids"])])
-    assert table.loc["rag_mia/black/t2", "target_retrieved_rate"] == pytest.approx(rate)
+    assert table.loc["rag_mia/black/t2", "candidate_retrieved_rate"] == pytest.approx(rate)
     assert rate > 0.9
     md = (work / "results/tables/rag_mia.md").read_text()
-    assert "8/8" in md and "rag_mia/gray/t2" in md
+    assert "8/8" in md and "rag_mia/gray/t2" in md and "candidate retrieved" in md
+    # only rag_mia is configured: the registry builds its table and the comparison, nothing else
+    assert sorted(p.name for p in (work / "results/tables").iterdir()) == [
+        "attack_comparison.csv", "attack_comparison.md", "rag_mia.csv", "rag_mia.md"]
     for kind in ("roc", "scores"):
         assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000
 

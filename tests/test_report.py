@@ -36,12 +36,12 @@ def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra)
 @pytest.fixture
 def metrics_df():
     return pd.DataFrame([
-        metrics_row("s2mia/gray/bleu", "s2mia", auc=(0.6, 0.5, 0.7), queries_per_target=1,
-                    prompt_tokens_per_target=1234.4, target_retrieved_rate=0.954,
+        metrics_row("s2mia/gray/bleu", "s2mia", auc=(0.6, 0.5, 0.7), queries_per_candidate=1,
+                    prompt_tokens_per_candidate=1234.4, candidate_retrieved_rate=0.954,
                     no_answer_rate=0.0),
         metrics_row("rag_mia/black/yesno", "rag_mia", bb=(0.9, 0.81, 0.97, 0.2, 0.1, 0.31),
-                    queries_per_target=3, prompt_tokens_per_target=812.25,
-                    target_retrieved_rate=0.5, no_answer_rate=np.nan),
+                    queries_per_candidate=3, prompt_tokens_per_candidate=812.25,
+                    candidate_retrieved_rate=0.5, no_answer_rate=np.nan),
     ])
 
 
@@ -65,7 +65,7 @@ def scores_frame(n_variants, n=60, seed=0, black_box=()):
 # ---------------------------------------------------------------------------------------------
 def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     out_csv, out_md = tmp_path / "t" / "m.csv", tmp_path / "t" / "m.md"
-    extra = ["queries_per_target", "prompt_tokens_per_target", "target_retrieved_rate",
+    extra = ["queries_per_candidate", "prompt_tokens_per_candidate", "candidate_retrieved_rate",
              "no_answer_rate"]
     write_tables(metrics_df, out_csv, out_md, "Leakage on NQ", extra_columns=extra,
                  notes=["Generator: SmolLM2."])
@@ -75,7 +75,7 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     header = next(line for line in lines if line.startswith("| dataset"))
     assert header.startswith("| dataset | attack | variant | n eval (m/nm) | n ref (m/nm) | AUC |")
     assert "TPR@0%FPR" in header and "TPR@0.5%FPR" in header and "TPR@5%FPR" in header
-    assert "BB TPR" in header and "queries/target" in header and "target retrieved" in header
+    assert "BB TPR" in header and "queries/candidate" in header and "candidate retrieved" in header
     rows = [line for line in lines if line.startswith("| nq")]
     assert len(rows) == 2
     # sorted by attack: rag_mia before s2mia
@@ -136,8 +136,8 @@ def test_table_errors(metrics_df, tmp_path):
 
 
 def test_format_extra():
-    assert format_extra("queries_per_target", 4.0) == "4"
-    assert format_extra("output_tokens_per_target", 12.345) == "12.35"
+    assert format_extra("queries_per_candidate", 4.0) == "4"
+    assert format_extra("output_tokens_per_candidate", 12.345) == "12.35"
     assert format_extra("no_answer_rate", 0.125) == "12.5%"
     assert format_extra("x", np.nan) == "–"
 

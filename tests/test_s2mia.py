@@ -53,16 +53,26 @@ def test_prompt_exact_and_budget():
     )
     assert row["query_id"] == "d1::s2" and row["top_logprobs"] == 0
     assert row["max_tokens"] == math.ceil(1.3 * 7) + 32 == 42
-    assert default_max_tokens(" ".join(["w"] * 100)) == 128  # 162 capped
+    assert default_max_tokens(" ".join(["w"] * 100), cap=128) == 128  # 162 capped
     assert default_max_tokens(" ".join(["w"] * 100), cap=500) == 162
     assert S2MIA({"max_tokens": 7}).build_queries(q[["doc_id"]].assign(text=text)).loc[0, "max_tokens"] == 7
 
 
 def test_bad_params_are_config_errors():
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="config key attacks.s2mia.bleu_reference"):
         S2MIA({"bleu_reference": "whole"})
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="config key attacks.s2mia.classifier"):
         S2MIA({"classifier": "svm"})
+
+
+def test_defaults_come_from_the_schema():
+    p = S2MIA({}).params
+    assert (p["max_tokens"], p["max_tokens_cap"], p["top_logprobs"]) == (None, 128, 0)
+    assert (p["bleu_reference"], p["classifier"], p["cv_folds"]) == ("second_half", "auto", 5)
+    assert (p["n_estimators"], p["max_depth"], p["learning_rate"]) == (100, 3, 0.1)
+    long_doc = " ".join(["w"] * 200)  # second half of 100 words: ceil(130) + 32 = 162, capped at 128
+    q = S2MIA({}).build_queries(pd.DataFrame({"doc_id": ["d"], "text": [long_doc], "title": [""]}))
+    assert q.loc[0, "max_tokens"] == 128
 
 
 # ---------------------------------------------------------------------------------------------

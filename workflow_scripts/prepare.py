@@ -3,19 +3,20 @@ import pandas as pd
 
 from ragmi.attacker_tools import attacker_tools
 from ragmi.attacks import get_attack
-from ragmi.workflow import atomic_write_parquet, run_step
+from ragmi.io import atomic_write_parquet
+from ragmi.workflow import run_step
 
 
 def main(smk, log):
     p = smk.params
-    targets = pd.read_parquet(smk.input.targets)[["doc_id", "text", "title"]]  # labels stay hidden
+    candidates = pd.read_parquet(smk.input.candidates)[["doc_id", "text", "title"]]  # labels stay hidden
     attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
     model_dir = smk.input.model if "model" in smk.input.keys() else None
     with attacker_tools(dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed),
                         log) as tools:
-        materials = attack.prepare(targets, tools)
+        materials = attack.prepare(candidates, tools)
     atomic_write_parquet(materials, smk.output.materials)
-    log(f"{len(materials)} material rows for {len(targets)} targets ({tools.llm_calls} attacker-LLM calls)")
+    log(f"{len(materials)} material rows for {len(candidates)} candidates ({tools.llm_calls} attacker-LLM calls)")
 
 
 run_step(snakemake, main)  # noqa: F821

@@ -8,10 +8,10 @@ from ragmi.workflow import run_step
 
 def main(smk, log):
     w = smk.wildcards
-    targets = pd.read_parquet(smk.input.targets)
+    candidates = pd.read_parquet(smk.input.candidates)
     scores = pd.concat([pd.read_parquet(f) for f in smk.input.scores], ignore_index=True)
     scores = scores[scores["variant"].map(is_main_variant)]
-    df = scores.merge(targets[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
+    df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
     plot_roc(df, smk.output.roc, f"All attacks on {w.dataset} / {w.target} (evaluation set)")
     log(f"{df['variant'].nunique()} variants")
 

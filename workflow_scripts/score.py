@@ -1,7 +1,7 @@
 """Rule score: the attack turns the target's responses into membership scores.
 
 The attack receives only what a real adversary sees: its own queries, the response text and
-log-probabilities, and the labels of its *reference* documents. Retrieved ids and evaluation labels
+log-probabilities, and the labels of its *reference* candidates. Retrieved ids and evaluation labels
 are withheld.
 """
 import pandas as pd
@@ -9,18 +9,19 @@ import pandas as pd
 from ragmi.attacker_tools import WorkflowAttackerTools
 from ragmi.attacks import get_attack
 from ragmi.attacks.base import RESPONSE_COLUMNS, check_scores
-from ragmi.workflow import atomic_write_parquet, run_step
+from ragmi.io import atomic_write_parquet
+from ragmi.workflow import run_step
 
 
 def main(smk, log):
     queries = pd.read_parquet(smk.input.queries)
     responses = pd.concat([pd.read_parquet(f) for f in smk.input.responses], ignore_index=True)[RESPONSE_COLUMNS]
-    targets = pd.read_parquet(smk.input.targets)
-    ref = targets[targets["role"] == "reference"]
+    candidates = pd.read_parquet(smk.input.candidates)
+    ref = candidates[candidates["role"] == "reference"]
     reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))
     attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
-    tools = WorkflowAttackerTools({"model": "none"}, None, None, int(smk.params.seed), log)  # local models only
+    tools = WorkflowAttackerTools(None, None, None, int(smk.params.seed), log)  # local models only
     scores = check_scores(attack.score(queries, responses, reference_labels, materials, tools))
     atomic_write_parquet(scores, smk.output.scores)
     log(f"{len(scores)} scores over {scores['variant'].nunique()} variant(s)")

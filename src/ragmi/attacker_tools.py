@@ -17,7 +17,10 @@ from .target.generators import make_request
 
 
 class WorkflowAttackerTools:
-    def __init__(self, gen_cfg: dict, generator: object | None, model_dir: str | None, seed: int, log):
+    """``gen_cfg``: the validated ``generators`` entry of the attacker LLM, or ``None`` in a step
+    without it (scoring: local models only)."""
+
+    def __init__(self, gen_cfg: dict | None, generator: object | None, model_dir: str | None, seed: int, log):
         self.gen_cfg = gen_cfg
         self.generator = generator
         self.model_dir = model_dir
@@ -39,6 +42,8 @@ class WorkflowAttackerTools:
 
     def local_model_path(self, name: str) -> str:
         if name == "attacker":
+            if self.gen_cfg is None:
+                raise RuntimeError("the attacker model is not available in this step")
             if is_packaged_gguf(self.gen_cfg["model"]) and self.model_dir is None:
                 raise RuntimeError("the attacker model folder was not provided to this step")
             return model_path(self.gen_cfg, self.model_dir)

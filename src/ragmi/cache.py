@@ -1,6 +1,6 @@
 """Content-addressed response cache: (backend, model, messages, sampling parameters) -> response.
 
-One JSON file per key under ``<dir>/<k[:2]>/<k>.json``, written atomically (temp file + rename), so
+One JSON file per key under ``<dir>/<k[:2]>/<k>.json``, written atomically (:mod:`ragmi.io`), so
 concurrent shard jobs, on one machine or on a cluster's shared file system, can share it safely.  A
 rerun, or another attack that sends the same prompt, never queries the model twice.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from .io import atomic_write_text
 
 
 def request_key(model_id: str, request: dict) -> str:
@@ -44,9 +45,4 @@ class ResponseCache:
     def put(self, key: str, value: dict) -> None:
         if self.dir is None:
             return
-        p = self._path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(value, fh, ensure_ascii=False)
-        os.replace(tmp, p)
+        atomic_write_text(json.dumps(value, ensure_ascii=False), self._path(key))

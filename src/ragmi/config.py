@@ -68,6 +68,7 @@ def _check_references(cfg: dict) -> None:
                     f"config key targets.{name}.{kind}: {t[kind]!r} is not defined under '{section}' "
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
+    _check_defenses(cfg)
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] == "openai" and "base_url" not in g:
             raise ConfigError(f"config key generators.{name}.base_url: required for backend 'openai'")
@@ -76,6 +77,117 @@ def _check_references(cfg: dict) -> None:
                 f"config key generators.{name}.base_url: only used with backend 'openai' "
                 f"(backend is {g['backend']!r})"
             )
+
+
+def _check_defenses(cfg: dict) -> None:
+    """Defense names, each defense's parameters, the retriever a defense needs, the defender LLM."""
+    from .defenses import build_defense  # the registry imports this module
+
+    defenses = cfg.setdefault("defenses", {})
+    built = {}
+    for name, spec in defenses.items():
+        d = build_defense(name, spec)
+        defenses[name] = {"kind": d.kind, **({"hooks": list(d.hooks)} if "hooks" in spec else {}), **d.params}
+        built[name] = d
+    used = False
+    for tname, t in cfg["targets"].items():
+        for i, dname in enumerate(t.get("defenses", [])):
+            if dname not in defenses:
+                raise ConfigError(
+                    f"config key targets.{tname}.defenses.{i}: {dname!r} is not defined under 'defenses' "
+                    f"(defined: {', '.join(sorted(defenses)) or 'none'})"
+                )
+            d = built[dname]
+            used = used or d.needs_llm
+            r = cfg.get("retrievers", {}).get(t["retriever"], {})
+            if d.needs_all_scores and (r.get("kind") != "dense" or r.get("index") not in ("flat_ip", "flat_l2")):
+                raise ConfigError(
+                    f"config key targets.{tname}.defenses.{i}: defense {dname!r} ({d.kind}) needs the scores "
+                    f"of the whole database, which only a dense retriever with a flat index gives "
+                    f"(retriever {t['retriever']!r} is {r.get('kind')}/{r.get('index', '-')})"
+                )
+    for tname, t in cfg["targets"].items():
+        for i, a in enumerate(t.get("attacks") or []):
+            if a not in cfg["attacks"]:
+                raise ConfigError(
+                    f"config key targets.{tname}.attacks.{i}: {a!r} is not configured under 'attacks' "
+                    f"(configured: {', '.join(sorted(cfg['attacks']))})"
+                )
+    audit = cfg.setdefault("audit", {})
+    for i, t in enumerate(audit.get("canary_targets") or []):
+        if t not in cfg["targets"]:
+            raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
+    if audit.get("canary_dataset") is not None and audit["canary_dataset"] not in cfg["datasets"]:
+        raise ConfigError(f"config key audit.canary_dataset: {audit['canary_dataset']!r} is not defined under 'datasets'")
+    if audit.get("mi_attack") is not None and audit["mi_attack"] not in cfg["attacks"]:
+        raise ConfigError(f"config key audit.mi_attack: {audit['mi_attack']!r} is not configured under 'attacks'")
+    defender = cfg.setdefault("defender", {})
+    if "generator" not in defender:
+        defender["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
+    if used and defender["generator"] not in cfg.get("generators", {}):
+        raise ConfigError(
+            f"config key defender.generator: {defender['generator']!r} is not defined under 'generators'"
+        )
+    if any(t.get("defenses") for t in cfg["targets"].values()):
+        from .audit.canaries import check_outside_vocabulary
+
+        check_outside_vocabulary({n: built[n].vocabulary for n in built})
+
+
+def _defaults_and_check(schema_part: dict, params: dict, where: str, root: dict) -> dict:
+    """Fill ``schema_part``'s defaults into a copy of ``params`` and validate it (errors name ``where``)."""
+    sub = {**schema_part, "$defs": root.get("$defs", {})}
+    out = copy.deepcopy(dict(params or {}))
+    for _ in range(2):
+        error = best_match(_DefaultingValidator(sub).iter_errors(out))
+    if error is not None:
+        path = ".".join([where] + [str(p) for p in error.absolute_path])
+        raise ConfigError(f"config key {path}: {error.message}")
+    return out
+
+
+def plugin_schema(kind: str, name: str, schema: dict | None = None) -> dict:
+    """The schema entry of one plug-in: ``kind`` is ``attacks`` or ``defenses``."""
+    schema = schema or load_schema()
+    entries = schema["properties"]["attacks"]["properties"] if kind == "attacks" else schema["$defs"][kind]
+    if name not in entries:
+        raise ConfigError(f"unknown {kind[:-1]} {name!r}; known: {', '.join(sorted(entries))}")
+    return entries[name]
+
+
+def plugin_params(kind: str, name: str, params: dict | None = None, where: str | None = None) -> dict:
+    """``params`` of one attack or defense with the schema's defaults filled in, validated.
+
+    The schema is the only place where a plug-in's defaults live; modules read the returned dict
+    with plain indexing (``p["key"]``), never ``p.get(key, default)``.
+    """
+    schema = load_schema()
+    return _defaults_and_check(plugin_schema(kind, name, schema), params or {},
+                               where or f"{kind}.{name}", schema)
+
+
+def section_params(section: str, params: dict | None = None, where: str | None = None) -> dict:
+    """One entry of a map section (``generators``, ``retrievers``, ``targets``) with defaults filled."""
+    schema = load_schema()
+    part = schema["properties"][section]["additionalProperties"]
+    return _defaults_and_check(part, params or {}, where or section, schema)
+
+
+def target_attacks(cfg: dict, target: str) -> list[str]:
+    """The attacks run against ``target``: its ``attacks`` list, or every configured attack."""
+    chosen = cfg["targets"][target].get("attacks")
+    return sorted(cfg["attacks"]) if chosen is None else sorted(chosen)
+
+
+def target_needs_defender(cfg: dict, target: str) -> bool:
+    from .defenses import defense_class
+
+    return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
+
+
+def runs(cfg: dict) -> list[tuple[str, str, str]]:
+    """Every (dataset, target, attack) the configuration runs, sorted."""
+    return [(d, t, a) for d in sorted(cfg["datasets"]) for t in sorted(cfg["targets"]) for a in target_attacks(cfg, t)]
 
 
 def load_config(path: str | Path) -> dict:

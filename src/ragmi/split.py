@@ -1,10 +1,9 @@
-"""Seeded member / non-member split and the reference / evaluation target sets.
+"""Seeded member / non-member split and the reference / evaluation candidates.
 
-Members form the target's retrieval database; non-members never enter it.  From each class a
-*reference* set (the adversary's calibration data: thresholds, attack models) and a disjoint
-*evaluation* set (the reported numbers) are drawn, as in MBA (Liu et al.: 500+500 documents to set
-thresholds, 500+500 to test) and DCMI (reference samples for calibration).  Both classes get the same
-size, capped by what exists.
+Members form the target's retrieval database; non-members never enter it.  The *candidates* are the
+documents under test: from each class a *reference* set (the adversary's calibration data:
+thresholds, attack models) and a disjoint *evaluation* set (the reported numbers), both classes the
+same size, capped by what exists.  Design source: docs/provenance.md#split.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ def _sizes(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
 
 def split_corpus(corpus: pd.DataFrame, member_fraction: float, n_reference: int, n_eval: int,
                  seed: int, name: str = "dataset"):
-    """Return (members, nonmembers, targets, info).
+    """Return (members, nonmembers, candidates, info).
 
-    ``targets`` has doc_id, text, title, label (1 member / 0 non-member) and role
+    ``candidates`` has doc_id, text, title, label (1 member / 0 non-member) and role
     ("reference" / "eval").
     """
     n = len(corpus)
@@ -59,7 +58,7 @@ def split_corpus(corpus: pd.DataFrame, member_fraction: float, n_reference: int,
         chosen = frame.iloc[pick].reset_index(drop=True)
         chosen = chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev)
         parts.append(chosen)
-    targets = pd.concat(parts, ignore_index=True)[["doc_id", "text", "title", "label", "role"]]
+    candidates = pd.concat(parts, ignore_index=True)[["doc_id", "text", "title", "label", "role"]]
     info = {
         "n_docs": n,
         "n_members": len(members),
@@ -72,4 +71,4 @@ def split_corpus(corpus: pd.DataFrame, member_fraction: float, n_reference: int,
         "member_nonmember_text_overlap": 0,
         "seed": seed,
     }
-    return members, nonmembers, targets, info
+    return members, nonmembers, candidates, info

@@ -2,24 +2,23 @@
 
 :func:`run_step` sends log lines to the rule's ``log:`` file and to stderr, turns a
 :class:`~ragmi.errors.RagmiError` into one clear message (no traceback), removes any partial output
-and exits non-zero.  :func:`atomic_write_parquet` / :func:`atomic_write_text` write through a temp
-file so an interrupted job never leaves a truncated artifact behind.
+and exits non-zero.  The atomic writers live in :mod:`ragmi.io`; they are re-exported here for the
+scripts and report modules that import them from this module.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
-import pandas as pd
-
 from .errors import RagmiError
+from .io import atomic_write_parquet, atomic_write_text, write_json
+
+__all__ = ["StepLog", "run_step", "atomic_write_parquet", "atomic_write_text", "write_json"]
 
 
 class StepLog:
@@ -68,31 +67,15 @@ def run_step(smk, fn) -> None:
         raise
 
 
-def atomic_write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
-    os.close(fd)
-    try:
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def target_spec(smk, index_dir: str | None = None):
+    """The :class:`~ragmi.target.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
+    config entries (rules/common.smk ``target_spec_params``) and whose inputs hold its files."""
+    from .target.factory import TargetSpec
 
-
-def atomic_write_text(text: str, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(obj, path) -> None:
-    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+    p = dict(smk.params.spec)
+    inputs = smk.input.keys()
+    return TargetSpec(
+        **p, index_dir=index_dir or smk.input.index, threads=smk.threads,
+        model_dir=smk.input.model if "model" in inputs else None,
+        defender_model_dir=smk.input.defender_model if "defender_model" in inputs else None,
+    )

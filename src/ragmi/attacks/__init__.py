@@ -1,5 +1,6 @@
 """Membership-inference attacks.  Each module implements :class:`ragmi.attacks.base.Attack`;
-registering one here (and in config/schema.yaml) is all it takes to add an attack."""
+registering one here and giving it its parameters and their defaults in config/schema.yaml
+(``attacks.<name>``) is all it takes to add an attack."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ REGISTRY = {
     "s2mia": ("s2mia", "S2MIA"),
     "menta": ("menta", "MEntA"),
     "ia": ("ia", "IA"),
+    "extraction": ("extraction", "Extraction"),
 }
 
 
@@ -24,6 +26,11 @@ def attack_class(name: str):
     except KeyError:
         raise ConfigError(f"unknown attack {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def attack_channels(name: str, variant: str) -> tuple[str, ...]:
+    """The response channels ``variant`` of attack ``name`` reads (text, first-token or token log-probs)."""
+    return attack_class(name).variant_channels(variant)
 
 
 def needs_prepare(name: str) -> bool:

@@ -2,27 +2,32 @@
 
 Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack sees only
 
-* the target documents it wants to test (``doc_id``, ``text``, ``title``), without their labels,
+* the candidate documents it wants to test (``doc_id``, ``text``, ``title``), without their labels,
 * the labels of the *reference* documents (the adversary's own calibration data),
 * its own tools: an *attacker LLM* (any OpenAI-compatible endpoint, the local served model by
-  default) for offline query generation, and local models of its own (proxy LM, embedder, NLI), and
+  default) for offline query generation, and local models of its own (:mod:`ragmi.attacks.models`:
+  proxy LM, embedder, NLI), and
 * the target's answers to the queries the attack wrote: ``response_text``, and in gray-box
   settings ``first_token_logprobs`` / ``token_logprobs``.
 
 Attack modules never import ``ragmi.target`` (retriever, index, generator, defenses).
 
+Parameters: ``Attack(params)`` takes the attack's config entry plus ``seed``; every other key gets its
+default from ``config/schema.yaml`` (``attacks.<name>``) and is validated there, so attacks read
+``self.params["key"]`` and ``self.seed``.
+
 Life cycle, each step a Snakemake rule with parquet in between:
 
-1. ``prepare(targets, tools)``   offline query generation (summaries, questions, perturbations,
-                                 masks, shadow answers) -> *materials* frame, frozen as parquet.
-                                 Only for attacks with ``needs_prepare = True``.
-2. ``build_queries(targets, materials)`` -> queries frame (no model call).
+1. ``prepare(candidates, tools)``   offline query generation (summaries, questions, perturbations,
+                                    masks, shadow answers) -> *materials* frame, frozen as parquet.
+                                    Only for attacks with ``needs_prepare = True``.
+2. ``build_queries(candidates, materials)`` -> queries frame (no model call).
 3. the target RAG system answers every query -> responses frame.
 4. ``score(queries, responses, reference_labels, materials, tools)`` -> scores frame.
 
 Data frames exchanged
 ---------------------
-targets      doc_id, text, title                      (one row per document under test)
+candidates   doc_id, text, title                      (one row per candidate document)
 materials    doc_id, ... attack-specific; rows written by the attacker LLM also keep ``prompt``,
              ``llm_model``, ``llm_max_tokens``, ``llm_temperature``, ``llm_prompt_tokens``,
              ``llm_completion_tokens`` (see :meth:`AttackerTools.chat`)
@@ -37,9 +42,12 @@ scores       doc_id, variant, score [, decision]      (higher score = more likel
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import pandas as pd
+
+from ..config import plugin_params
 
 QUERY_COLUMNS = ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]
 RESPONSE_COLUMNS = [
@@ -72,17 +80,26 @@ class Attack(ABC):
 
     name = "attack"
     needs_prepare = False
+    channels = ("text",)  # what the attack reads of the target's responses (ragmi.audit.inventory)
+    extraction = False  # its responses are also scored for generated-text leakage (ragmi.audit.leakage)
+
+    @classmethod
+    def variant_channels(cls, variant: str) -> tuple[str, ...]:
+        """The response channels one of the attack's variants reads."""
+        return tuple(cls.channels)
 
     def __init__(self, params: Mapping | None = None):
-        self.params = dict(params or {})
+        rest = dict(params or {})
+        self.seed = int(rest.pop("seed", 0))
+        self.params = plugin_params("attacks", self.name, rest)
 
-    def prepare(self, targets: pd.DataFrame, tools: AttackerTools) -> pd.DataFrame:
+    def prepare(self, candidates: pd.DataFrame, tools: AttackerTools) -> pd.DataFrame:
         """Offline query generation; attacks with ``needs_prepare = True`` override it."""
         raise TypeError(f"attack {self.name} has no offline query-generation step")
 
     @abstractmethod
-    def build_queries(self, targets: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
-        """Write the attack's queries for every target document (no model call)."""
+    def build_queries(self, candidates: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Write the attack's queries for every candidate document (no model call)."""
 
     @abstractmethod
     def score(

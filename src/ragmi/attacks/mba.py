@@ -1,113 +1,61 @@
-"""MBA, the mask-based membership inference attack (Liu, Zhang, Long: "Mask-based Membership Inference
-Attacks for Retrieval-Augmented Generation", WWW'25, arXiv 2410.20142; called "MBA paper" below).
+"""MBA, the mask-based membership inference attack (Liu et al., "Mask-based Membership Inference
+Attacks for Retrieval-Augmented Generation").
 
-The attacker masks M hard-to-guess words of the target document and asks the RAG system to fill them
-in.  If the document is in the knowledge base it is retrieved (the masked document is the retrieval
-query) and the generator can copy the masked words from its context; otherwise it has to guess.
+The attacker masks up to ``n_masks`` hard-to-guess words of the candidate document and asks the RAG
+system to fill them in: a member is retrieved (the masked document is the query) and the generator can
+copy the words from its context; otherwise it has to guess.
 
-Offline mask generation (:meth:`MBA.prepare`, MBA paper Alg. 1-4)
------------------------------------------------------------------
-Source: the MBA paper's Alg. 1-4 and Fig. 2 / Fig. 5 as summarised in
-``shared/reference/attacks-rag-mia-s2mia-mba-ia-flashrag.md`` §3 (the full text is not in
-``shared/papers``), and Naseh et al.'s public reimplementation (``ali7naseh/RAG_MIA``, "the public code" below).
+``prepare`` (one proxy-LM forward pass per document, :func:`rank_words`, :func:`choose_masks`):
 
-* **Words** are the whitespace-separated tokens of the document (``text.split()``, as in the
-  public reimplementation by Naseh et al., ``ali7naseh/RAG_MIA mia_utils/mba.py``; no official MBA
-  code is known).  The *maskable core* of a word
-  is the word without leading and trailing punctuation/symbols (``"fever,"`` -> ``"fever"``); the mask
-  replaces only the core, so the punctuation stays in the masked text.
-* **Rank of a token**: the position of the true token in the proxy LM's next-token
-  distribution sorted by decreasing logit, given its full prefix, 0-based, computed as the number of
-  vocabulary entries with a strictly larger logit (so ties do not depend on a sort order).  All ranks
-  of a document come from ONE causal forward pass over the whole document (logits at position t
-  predict token t+1), not from one forward pass per word as in the public code (O(L^2)).  The
-  document is tokenised once, in context, and tokens are mapped to words by character offsets (the
-  public code ranks the first token of the word tokenised *alone*, which for BPE tokenisers is a
-  different token from the in-context one with its leading space).
-* **Start token**: when the tokenizer adds no BOS itself, ``bos_token_id`` is prepended (else
-  ``eos_token_id``, GPT-2's ``<|endoftext|>`` convention), so that the first word is ranked too.
-  With neither, the document's first token has no rank.
-* **Word score** = max rank over the tokens that overlap the word's core.  This is the paper's rule
-  for *fragmented* words (words the proxy tokenizer splits into several tokens); for a
-  single-token word it is that token's rank.
-* **Selection**: the ranked words are split into M subtexts of equal word count (subtext k
-  holds words ``[floor(k n/M), floor((k+1) n/M))``) and the word of highest score in each subtext is
-  masked (ties: the first).  Stop-words (NLTK English list, below), punctuation-only words, words
-  adjacent to an already chosen mask and words without a ranked token score -1 and are never chosen;
-  a subtext without any candidate gets no mask, so ``n_masks`` may be smaller than M.
-* **Masks** are numbered ``[Mask_1]`` .. ``[Mask_n]`` in document order (paper's spelling; the public
-  code writes ``[MASK_i]`` in the text but ``[Mask_i]`` in the prompt).
-* **Spell correction is NOT applied.**  The paper spell-corrects fragmented words with
-  ``oliverguhr/spelling-correction-english-base`` and accepts the corrected word as a second
-  answer; that model is not available offline here, so ranks are computed on the original word and
-  the answer set is the original word only.  ``spell_correction: true`` raises a ``ConfigError``.
-* **Context cap**: when the document (plus start token) is longer than the proxy's context
-  (``max_position_embeddings`` / ``n_positions``, or the ``max_proxy_tokens`` parameter when
-  smaller), the proxy input is the explicit prefix of that many tokens; only the words whose tokens
-  all lie in it are ranked (``n_words_ranked``) and masks are chosen among them only.  The public
-  code instead right-truncates the tokenizer input and then reads the logit of the last kept
-  position, i.e. ranks the wrong token for every word past the limit.  The query still contains the
-  whole document (the unranked tail unmasked).
-* Deviations from the public code kept out on purpose: it never masks the first 5 words and
-  truncates documents to 2048 characters; neither is in the paper.
+* words are the whitespace-separated tokens; the mask replaces a word's *core* (the word without
+  leading/trailing punctuation), so punctuation stays in the masked text;
+* a token's rank is the number of vocabulary entries with a strictly larger proxy logit given its
+  full prefix (a start token is prepended when the tokenizer adds none); a word's score is the max
+  rank over the tokens overlapping its core;
+* the words are split into ``n_masks`` subtexts of equal word count and the highest-scoring word of
+  each is masked (ties: the first); stop-words (:data:`NLTK_ENGLISH_STOPWORDS`), punctuation-only
+  words, words next to a chosen mask and unranked words are never chosen, so a document may get
+  fewer masks;
+* when the document is longer than the proxy's context (or ``max_proxy_tokens``), only the words
+  inside the proxy input are ranked (``n_words_ranked``); the query still holds the whole document;
+* masks are numbered ``[Mask_1]`` .. in document order; ``spell_correction: true`` is refused.
 
 Materials (one row per document): ``doc_id, masked_text, answers`` (original words, in mask order),
-``n_masks`` (actual), ``n_words``, ``n_words_ranked``, ``n_tokens``, ``mask_word_indices``,
-``mask_ranks``, ``proxy_lm`` (configured name), ``proxy_lm_path`` (what was loaded).
+``n_masks``, ``n_words``, ``n_words_ranked``, ``n_tokens``, ``mask_word_indices``, ``mask_ranks``,
+``proxy_lm``, ``proxy_lm_path``.
 
-Query (:meth:`MBA.build_queries`)
----------------------------------
-The MBA paper's full RAG prompt (Fig. 5) is a target-side template (``template: mba`` in
-:mod:`ragmi.target.templates`).  In
-ragmi the target applies its own RAG template around the user query, so the user query is the
-paper's simplified attack prompt (Fig. 2, :data:`QUERY_TEMPLATE`, the string of the public code) with
-the masked document; the masked document also drives retrieval.  The format line is kept as printed
-in the paper, with the two characters ``\\n`` (the public code's Python string turns them into a
-real line break).  ``max_tokens`` = ``max_tokens_per_mask`` * n_masks + 16 (default 12 per mask:
-``[Mask_10]: answer`` plus a newline is 7-8 tokens for GPT-2/Llama-3 tokenizers when the answer is
-one token; the rest leaves room for multi-token words and markdown; the public code uses the
-token count of the answer dictionary + 12).  No log-probabilities are requested.
+Query: :data:`QUERY_TEMPLATE` around the masked document; ``max_tokens`` = ``max_tokens_per_mask`` *
+n_masks + 16 unless ``max_tokens`` is set; no log-probabilities.
 
-Scoring (:meth:`MBA.score`)
----------------------------
-* Answers are parsed tolerantly (:func:`parse_mask_answers`): ``[Mask_1]: a``, ``[MASK_1]: a``,
-  ``Mask 1: a``, ``Mask_1 - a``, markdown bold around marker or answer, several answers on one line,
-  JSON-like ``"[Mask_1]": "a"``; only when no mask marker is found, a numbered list ``1. a`` / ``1) a``.
-  The first answer given for an index counts.
-* An answer is correct when it equals the original word after normalisation (NFKC, case-folding,
-  punctuation and underscores removed, whitespace collapsed).
-* ``mba``: score = #correct / n_masks (0 when the document got no mask).
-* ``mba/gamma``: the paper's decision rule, member iff #correct >= gamma * n_masks.  gamma is swept
-  over ``gamma_grid`` (default 0.1, 0.2, ..., 1.0, the MBA paper's hyper-parameter sweep) and the
-  value with the best F1 on the *reference* documents wins (ties: the smallest gamma); it is applied
-  unchanged to every document.  score = decision (a point attack, like ``rag_mia/black``); the
-  chosen gamma is in column ``gamma``.
+Scores: answers are parsed tolerantly (:func:`parse_mask_answers`) and compared with the original
+words after :func:`normalize_answer`.  ``mba``: #correct / n_masks (0 without masks).  ``mba/gamma``:
+member iff #correct >= gamma * n_masks, gamma from ``gamma_grid`` with the best F1 on the reference
+documents (ties: the smallest), score = decision, the chosen gamma in column ``gamma``.
+
+Provenance: docs/provenance.md#mba.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
 from .base import Attack, merge_responses
+from .models import load_proxy
 
-# MBA paper Fig. 2 simplified attack prompt = the user query of the public reimplementation
-# (ali7naseh/RAG_MIA mia_utils/mba.py, generate_questions), with "\n" in the format spec kept as the
-# two characters printed in the paper.
+# MBA Fig. 2 simplified attack prompt; "\n" in the format spec is the two characters printed in the paper.
 QUERY_TEMPLATE = (
     "Predict the answers of the masks in the given texts:\n\n{masked_document}\n\n"
     "You should strictly follow the contexts below to answer, and provide your answers in the "
     'specified format:\n"[Mask_i]: answer_i\\n" for each mask:'
 )
 
-# NLTK English stop-word list (nltk_data corpora/stopwords/english, the 179-word version; also
-# reproduced at https://gist.github.com/sebleier/554280), copied as data because nltk_data cannot
-# be downloaded offline.  The MBA public code uses nltk.corpus.stopwords.words('english').
+# NLTK English stop-word list (corpora/stopwords/english, 179 words), copied as data (no download).
 NLTK_ENGLISH_STOPWORDS = frozenset("""
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
 he him his himself she she's her hers herself it it's its itself they them their theirs themselves
@@ -120,8 +68,6 @@ now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't h
 hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn
 shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
 """.split())
-
-DEFAULT_GAMMAS = tuple(round(0.1 * k, 1) for k in range(1, 11))
 
 _WORD = re.compile(r"\S+")
 _CORE = re.compile(r"^[\W_]*(.*?)[\W_]*$", re.DOTALL)
@@ -150,7 +96,7 @@ def is_candidate_word(core: str) -> bool:
 
 def choose_masks(cores: list[str], scores, n_masks: int, n_ranked: int | None = None) -> list[int]:
     """Word indices to mask: the argmax-score candidate of each of ``n_masks`` equal subtexts of the
-    first ``n_ranked`` words (MBA paper, mask generation, Alg. 1-4).  Stop-words, punctuation-only
+    first ``n_ranked`` words.  Stop-words, punctuation-only
     words, words next to an already chosen mask and words with a negative score (unranked) are never
     chosen."""
     n = len(cores) if n_ranked is None else int(n_ranked)
@@ -303,18 +249,6 @@ def mask_document(text: str, tokenizer, model, n_masks: int, max_tokens: int | N
     }
 
 
-def load_proxy(path: str, dtype: str = "float32", device: str = "auto"):
-    """(tokenizer, model) of a local causal LM folder or HF id, in eval mode."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
-    return tok, model
-
-
 # --------------------------------------------------------------------------------------------
 # Answer parsing and scoring
 # --------------------------------------------------------------------------------------------
@@ -381,7 +315,7 @@ def gamma_decisions(fractions, gamma: float) -> np.ndarray:
     return (np.asarray(fractions, dtype=float) + 1e-9 >= gamma).astype(int)
 
 
-def select_gamma(ref_fractions, ref_labels, gammas=DEFAULT_GAMMAS) -> tuple[float, float]:
+def select_gamma(ref_fractions, ref_labels, gammas) -> tuple[float, float]:
     """(gamma, F1) with the best F1 on the reference set; ties go to the smallest gamma."""
     y = np.asarray(ref_labels, dtype=int)
     if y.size == 0 or not (y == 1).any():
@@ -403,49 +337,47 @@ class MBA(Attack):
 
     def __init__(self, params: Mapping | None = None):
         super().__init__(params)
-        if self.params.get("spell_correction", False):
+        if self.params["spell_correction"]:
             raise ConfigError(
-                "mba.spell_correction: true is not supported: the paper's spell-correction model "
-                "(oliverguhr/spelling-correction-english-base) is not available offline; set it to false"
+                "config key attacks.mba.spell_correction: true is not supported: the paper's spell-correction "
+                "model (oliverguhr/spelling-correction-english-base) is not available offline; set it to false"
             )
-        if int(self.params.get("n_masks", 10)) < 1:
-            raise ConfigError("mba.n_masks must be at least 1")
 
-    def prepare(self, targets: pd.DataFrame, tools) -> pd.DataFrame:
+    def prepare(self, candidates: pd.DataFrame, tools) -> pd.DataFrame:
         p = self.params
-        name = str(p.get("proxy_lm", "attacker"))
+        name = str(p["proxy_lm"])
         path = tools.local_model_path(name)
-        tok, model = load_proxy(path, str(p.get("proxy_dtype", "float32")), str(p.get("device", "auto")))
-        cap = p.get("max_proxy_tokens")
-        n_masks = int(p.get("n_masks", 10))
+        tok, model = load_proxy(path, str(p["proxy_dtype"]), str(p["device"]))
+        cap = p["max_proxy_tokens"]
+        n_masks = int(p["n_masks"])
         rows = []
-        for k, (doc_id, text) in enumerate(zip(targets["doc_id"], targets["text"])):
+        for k, (doc_id, text) in enumerate(zip(candidates["doc_id"], candidates["text"])):
             r = mask_document(str(text), tok, model, n_masks, None if cap is None else int(cap))
             rows.append({"doc_id": doc_id, **r, "proxy_lm": name, "proxy_lm_path": str(path)})
             if r["n_words_ranked"] < r["n_words"]:
                 tools.log(f"mba: {doc_id}: proxy context holds {r['n_words_ranked']}/{r['n_words']} words; "
                           "masks chosen among those")
             if (k + 1) % 100 == 0:
-                tools.log(f"mba: masked {k + 1}/{len(targets)} documents")
+                tools.log(f"mba: masked {k + 1}/{len(candidates)} documents")
         return pd.DataFrame(rows, columns=[
             "doc_id", "masked_text", "answers", "n_masks", "n_words", "n_words_ranked", "n_tokens",
             "mask_word_indices", "mask_ranks", "proxy_lm", "proxy_lm_path"])
 
     def max_tokens_for(self, n_masks: int) -> int:
         p = self.params
-        if p.get("max_tokens") is not None:
+        if p["max_tokens"] is not None:
             return int(p["max_tokens"])
-        return int(p.get("max_tokens_per_mask", 12)) * int(n_masks) + 16
+        return int(p["max_tokens_per_mask"]) * int(n_masks) + 16
 
-    def build_queries(self, targets: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
+    def build_queries(self, candidates: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
         if materials is None:
             raise ValueError("MBA builds its queries from the masks written by prepare (materials)")
         mat = materials.set_index("doc_id")
-        missing = [d for d in targets["doc_id"] if d not in mat.index]
+        missing = [d for d in candidates["doc_id"] if d not in mat.index]
         if missing:
             raise ValueError(f"MBA materials lack documents {missing[:3]}")
         rows = []
-        for doc_id in targets["doc_id"]:
+        for doc_id in candidates["doc_id"]:
             m = mat.loc[doc_id]
             n = int(m["n_masks"])
             rows.append({
@@ -472,7 +404,7 @@ class MBA(Attack):
         base = {"doc_id": df["doc_id"].to_numpy(), "n_correct": correct, "n_masks": n_masks, "no_answer": no_answer}
         out = [pd.DataFrame({**base, "variant": "mba", "score": frac, "decision": pd.NA})]
 
-        gammas = self.params.get("gamma_grid", DEFAULT_GAMMAS)
+        gammas = self.params["gamma_grid"]
         is_ref = np.array([d in reference_labels for d in df["doc_id"]])
         y_ref = np.array([int(reference_labels[d]) for d in df["doc_id"][is_ref]], dtype=int)
         gamma, _ = select_gamma(frac[is_ref], y_ref, gammas)

@@ -1,15 +1,10 @@
-"""Question / summary generation with the attacker LLM, shared by MEntA and IA.
+"""Summary and question generation with the attacker LLM, shared by MEntA and IA.
 
-Both attacks write, once per target document and before any query reaches the target:
-
-* a topic summary with IA's retrieval-summary prompt (IA paper, Fig. 16; MEntA §5.3 borrows it:
-  "This summary-prepending technique is borrowed from IA"), and
-* a list of questions (MEntA: n specific questions; IA: n yes/no probe questions).
-
-The attacker LLM of the embedded default is a 135M model that often ignores output formats, so every
-parser here is tolerant and *reports* how well it did instead of failing: :func:`parse_questions`
-returns the questions it could recover and the rule that found them; callers record
-``n_questions_parsed`` and ``parse_failed`` per document.
+Both attacks write, once per candidate document and before any query reaches the target, a topic
+summary (:func:`summary_rows`, IA's summary prompt) and a list of questions.  The parsers are tolerant
+and *report* how well they did instead of failing (the default attacker LLM is a 135M model that often
+ignores output formats): :func:`parse_questions` returns the questions it could recover and the rule
+that found them; callers record ``n_questions_parsed`` and ``parse_failed`` per document.
 
 Materials rows
 --------------
@@ -19,24 +14,23 @@ Every row written from an attacker-LLM answer keeps the request and the answer (
 fields are ``kind`` ("summary" | "questions" | "shadow"), ``item`` (question index, -1 for per-document
 rows), ``parsed`` (cleaned summary / parsed label), ``questions`` (list of str, only on "questions"
 rows, else empty), ``n_questions_parsed`` (only on "questions" rows) and ``parse_failed``.
+
+Provenance of the prompts and parsing rules: docs/provenance.md#ia and docs/provenance.md#menta.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
-
-from .base import merge_responses as base_merge
 
 # --------------------------------------------------------------------------------------------------
 # Prompts
 # --------------------------------------------------------------------------------------------------
 
-# IA paper Fig. 16 (retrieval summary), as given in shared/reference/attacks-rag-mia-s2mia-mba-ia-
-# flashrag.md §4 (identical in three independent reimplementations; the paper PDF is not stored).
+# IA Fig. 16 (retrieval summary), verbatim.
 SUMMARY_PROMPT = """Task Description:
 You are tasked with generating a concise and accurate topic-focused description of a document based on its content and title (if provided). The description should:
 1. Be a single, short sentence.
@@ -60,8 +54,10 @@ Text: {text}
 Output:
 Provide only the one-sentence topic-focused description as the output."""
 
+
+
 def summary_messages(title: str, text: str) -> list[dict]:
-    """IA Fig. 16 as one user message (the 3rd-party spec runs it at temperature 0.3)."""
+    """The summary prompt as one user message."""
     return [{"role": "user", "content": SUMMARY_PROMPT.format(title=title or "", text=text)}]
 
 
@@ -108,6 +104,27 @@ def llm_row(doc_id, kind: str, item: int, messages: list[dict], result: dict, ma
     return row
 
 
+def candidate_docs(candidates: pd.DataFrame) -> list[tuple]:
+    """``(doc_id, title, text)`` per candidate document; a missing title is ``""``."""
+    titles = candidates["title"].fillna("") if "title" in candidates else [""] * len(candidates)
+    return list(zip(candidates["doc_id"], titles, candidates["text"]))
+
+
+def summary_rows(tools, docs: list[tuple], max_tokens: int, temperature: float) -> tuple[list[dict], int]:
+    """One topic summary per ``(doc_id, title, text)`` in one batched call: ``kind = "summary"`` rows
+    whose ``parsed`` is the cleaned summary, or (``parse_failed``) :func:`fallback_summary` when the
+    answer was unusable; returns (rows, number of fallbacks)."""
+    msgs = [summary_messages(t, x) for _, t, x in docs]
+    res = ask(tools, msgs, max_tokens, temperature)
+    rows, n_fallback = [], 0
+    for (doc_id, title, text), m, r in zip(docs, msgs, res):
+        s = parse_summary(r.get("text", ""), document=f"{title} {text}")
+        n_fallback += s is None
+        rows.append(llm_row(doc_id, "summary", -1, m, r, max_tokens, temperature,
+                            parsed=s if s is not None else fallback_summary(title, text), parse_failed=s is None))
+    return rows, n_fallback
+
+
 def materials_frame(rows: list[dict], extra: Sequence[str] = ()) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=MATERIAL_COLUMNS + [c for c in extra if c not in MATERIAL_COLUMNS])
     df["item"] = df["item"].astype("int64")
@@ -123,11 +140,6 @@ def doc_rows(materials: pd.DataFrame, kind: str) -> dict:
     if sub["doc_id"].duplicated().any():
         raise ValueError(f"materials hold several '{kind}' rows for one document")
     return {r["doc_id"]: r for r in sub.to_dict("records")}
-
-
-def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
-    """The queries with their ``response_text``; every query must have been answered."""
-    return base_merge(queries, responses, ["response_text"])
 
 
 def budget_scores(per_query: pd.DataFrame, question_rows: dict, name: str, n: int, budgets, lowest: float,
@@ -193,8 +205,7 @@ def _clean_question(raw: str, cut_after_qmark: bool) -> str:
     if q.startswith("[") and q.endswith("]"):
         q = q[1:-1].strip()
     if cut_after_qmark and "?" in q:
-        # "Is X true? Yes" / "Is X true? (Answer: No)": keep the question only (as the MEntA
-        # artifact's IA-MIA parser does: ``line.split("?", 1)``).
+        # "Is X true? Yes" / "Is X true? (Answer: No)": keep the question only
         q = q.split("?", 1)[0].strip().strip("\"'\u201c\u201d") + "?"
     return q.strip()
 
@@ -205,20 +216,15 @@ def parse_questions(text: str, n: int | None = None, *, require_question_mark: b
 
     Rules (``rule`` names the one used):
 
-    1. ``QUERY_i: ...`` blocks (MEntA's requested format; the artifact's regex
-       ``QUERY_\\d+:\\s*(.+?)(?=QUERY_\\d+:|$)``, here also accepting ``QUERY 1.``); used whenever
-       it yields a question, as the artifact does;
-    2. numbered lines ``1. ...``, ``2) ...``, ``Q3: ...``, ``Question 4 - ...`` (Naseh's repo asks
-       for ``Q1: ...``),
+    1. ``QUERY_i: ...`` blocks (MEntA's requested format, also ``QUERY 1.``); used whenever it
+       yields a question;
+    2. numbered lines ``1. ...``, ``2) ...``, ``Q3: ...``, ``Question 4 - ...``,
     3. bullet lines ``- ...``, ``* ...``, ``\u2022 ...``,
     4. sentences ending in ``?`` anywhere in the text.
 
     Among rules 2-4, a rule whose items include questions ending in ``?`` keeps only those (small
     models mix headings such as "1. Questions about X:" with "- Question: ...?" lines), and the rule
     with the most ``?``-questions, then the most items, then the lower number wins.
-
-    The MEntA artifact's last fallback (every blank-line-separated paragraph is a question) is *not*
-    used: it turns any prose a small model writes into "questions"; rule 4 keeps only real questions.
 
     Each item is whitespace-collapsed, stripped of labels/quotes/brackets and cut after its first
     ``?``.  Dropped: items with fewer than ``min_words`` words, echoes of the prompt's placeholders
@@ -296,9 +302,8 @@ def fallback_summary(title: str, text: str, max_chars: int = 200) -> str:
     return first[:max_chars]
 
 
-def split_text(text: str, min_length: int = 10) -> list[str]:
-    """MEntA's heuristic sentence splitter (artifact ``compute_entailment.py::split_text``, the default
-    ``--splitting_method heuristic``; notes §2 "Sentence splitting"), behaviour for behaviour:
+def split_text(text: str, min_length: int) -> list[str]:
+    """MEntA's heuristic sentence splitter (the authors' ``split_text``), behaviour for behaviour:
 
     split on whitespace after ``.``/``!``/``?``; a segment that still holds newlines is split per
     line, and each line loses a leading list marker (``1.``/``2)``, ``-``/``\u2022``/``*``, ``a.``/``B)``);
@@ -327,33 +332,3 @@ def split_text(text: str, min_length: int = 10) -> list[str]:
             if len(sentence) >= min_length:
                 out.append(sentence)
     return out
-
-
-# "I don't know"-style answers.  Used by IA's answer parser and by MEntA's similarity scorer.
-IDK_RE = re.compile(
-    r"\b(?:i\s+(?:do\s+not|don[\u2019']?t|dont|cannot|can[\u2019']?t)\s+know"
-    r"|unanswerable"
-    r"|not\s+enough\s+information"
-    r"|no\s+information"
-    r"|insufficient\s+information"
-    r"|not\s+sure)\b",
-    re.IGNORECASE,
-)
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
-
-
-def parse_yes_no_idk(text: str) -> str:
-    """``"yes"``, ``"no"``, ``"idk"`` or ``"other"`` for a short answer (IA's three allowed answers).
-
-    Word boundaries everywhere (the substring test ``"no" in answer`` of some reimplementations turns
-    "know"/"not" into No).  The earliest match wins; an IDK phrase that starts where a Yes/No word
-    starts wins the tie ("No information is given" -> idk, "No, it is not" -> no).
-    """
-    text = text or ""
-    yn = _YES_NO.search(text)
-    idk = IDK_RE.search(text)
-    if idk is not None and (yn is None or idk.start() <= yn.start()):
-        return "idk"
-    if yn is not None:
-        return yn.group(1).lower()
-    return "other"

@@ -1,59 +1,33 @@
-"""S²MIA (Li, Liu, Yang, Wang: "Generating Is Believing: Membership Inference Attacks against
-Retrieval-Augmented Generation", arXiv 2406.19234, ICASSP'25; "S²MIA paper" below).
+"""S2MIA (Li et al., "Generating Is Believing: Membership Inference Attacks against
+Retrieval-Augmented Generation").
 
-The attacker queries the RAG system with the first half of the target document; a member is
+The attacker queries the RAG system with the first half of the candidate document; a member is
 retrieved, and the generator tends to continue it with the remaining half, verbatim and fluently.
 
-Query (:meth:`S2MIA.build_queries`)
------------------------------------
-* **Split** (:func:`split_halves`): the stripped document is cut at the whitespace run nearest to
-  the character midpoint ``len/2`` (distance 0 when the run contains it; ties: the earlier run); the
-  halves are ``x^q`` = text before the run and ``x^k`` = text after it.  A document without
-  whitespace is cut at character ``len // 2`` (the rule of the public reimplementation
-  ``ali7naseh/RAG_MIA mia_utils/s2.py``, which cuts every document there, possibly inside a word).
-  Only ``text`` is split; the title is not prepended.
-* **Prompt**: the paper's template (:data:`QUERY_TEMPLATE`, identical in the public reimplementation,
-  MIRABEL's ``S2Prompt`` and the MEntA reproduction) around ``x^q``.
-* **max_tokens**: ``min(max_tokens_cap, ceil(1.3 * words(x^k)) + 32)`` (1.3 tokens per English
-  word is the usual BPE rate; +32 leaves room for the answer format; cap 128 by default), unless
-  ``max_tokens`` is set.  Naseh et al.'s reimplementation (``ali7naseh/RAG_MIA``) caps generation
-  at the token count of the query (the project's reference notes record query length + 32).
-* ``top_logprobs`` = 0 by default (first-token alternatives are not used); the attack needs the
-  target's ``token_logprobs`` (log-probability of every generated token) for the perplexity, which
-  every ragmi generator returns; a target that withholds them stops the score step with a clear
-  error.
+Query: :data:`QUERY_TEMPLATE` around ``x^q``, the text before the whitespace run nearest to the
+character midpoint (:func:`split_halves`; ``x^k`` is the text after it; without whitespace the cut is
+at ``len // 2``).  ``max_tokens`` = ``min(max_tokens_cap, ceil(1.3 * words(x^k)) + 32)`` unless
+``max_tokens`` is set.
 
-Signals (:meth:`S2MIA.score`)
------------------------------
-* **S**: sentence BLEU of the response (hypothesis) against ``x^k`` (``bleu_reference:
-  second_half``, the paper's remaining half; a third-party spec calls the paper ambiguous) or
-  against the whole document (``full_text``, the public reimplementation's choice), computed by
-  ``sacrebleu.sentence_bleu`` (Post 2018) with its ``13a`` tokenizer, case-sensitive, effective
-  n-gram order and ``smooth_method="exp"`` (the NIST geometric-sequence smoothing, Chen & Cherry
-  2014 method 3), divided by 100 so that S is in [0, 1].  The response is first stripped of the
-  answer wrapper the prompt asks for (``{[Response]: '...'}``), see :func:`extract_response`.
-* **PPL** (gray-box): ``exp(-mean(token_logprobs))`` of the generated response, from the target's own
-  log-probabilities.  An empty response (no generated token) has no perplexity: it gets the largest
-  perplexity of the other responses (least member-like) and ``no_answer = True``.
+Signals:
 
-Variants
---------
-* ``s2mia/s``: score = S (black-box; the MBA paper's S²MIA_s).
-* ``s2mia/T``: the paper's threshold attack, member iff ``S >= theta_sem AND PPL <= theta_ppl``.  The
-  pair is found on the reference documents by an exhaustive search over every candidate pair (each
-  distinct reference value of S and of PPL, plus one value beyond the range that makes the rule
-  reject everything), maximising accuracy; ties go to the smallest theta_sem, then the largest
-  theta_ppl.  ``decision`` is the rule; the continuous score (for AUC) is the standardised min-margin
-  ``min((S - theta_sem) / iqr(S), (log theta_ppl - log PPL) / iqr(log PPL))`` with inter-quartile
-  ranges of the reference values (std when the IQR is 0, 1 when both are): it is >= 0 exactly when
-  the decision is 1 and grows as both conditions hold with more room.  Columns ``theta_sem``,
-  ``theta_ppl``.
-* ``s2mia/M``: the paper's model attack, a classifier on (S, PPL) trained on the reference documents:
-  ``xgboost.XGBClassifier`` when importable, else scikit-learn ``GradientBoostingClassifier``
-  (``classifier``: auto | xgboost | gbdt; 100 trees of depth 3, learning rate 0.1 by default).  The
-  score is the predicted member probability.  Reference documents get out-of-fold predictions
-  (stratified ``cv_folds``-fold), the other documents the prediction of a model trained on all
-  reference documents, so thresholds picked later on reference scores are not in-sample.
+* **S**: sentence BLEU in [0, 1] (:func:`bleu`) of the response, stripped of the answer wrapper
+  (:func:`extract_response`), against ``x^k`` (``bleu_reference: second_half``) or the whole text
+  (``full_text``).
+* **PPL**: ``exp(-mean(token_logprobs))`` of the response (the target must return ``token_logprobs``).
+  An empty response gets the largest perplexity of the others and ``no_answer = True``.
+
+Variants:
+
+* ``s2mia/s``: score = S.
+* ``s2mia/T``: member iff ``S >= theta_sem AND PPL <= theta_ppl``, the pair maximising accuracy on the
+  reference documents (:func:`threshold_search`); the score is the standardised min-margin
+  (:func:`min_margin`), >= 0 exactly when the decision is 1.  Columns ``theta_sem``, ``theta_ppl``.
+* ``s2mia/M``: member probability of a classifier on (S, PPL) trained on the reference documents
+  (``classifier``: xgboost when importable (auto) or scikit-learn gradient boosting); reference
+  documents get out-of-fold predictions (``cv_folds``).
+
+Provenance: docs/provenance.md#s2mia.
 """
 
 from __future__ import annotations
@@ -61,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -69,16 +43,13 @@ import pandas as pd
 from ..errors import ConfigError
 from .base import Attack, merge_responses
 
-# S²MIA paper template, verbatim (identical in ali7naseh/RAG_MIA mia_utils/s2.py).
+# S2MIA paper template, verbatim.
 QUERY_TEMPLATE = (
     'Given the [Query]: "{first_half}".\n'
     "Do not include any introductory or explanatory text, use the following format for output: "
     "{{[Response]: 'Provide a concise response directly addressing the [Query] by using the most "
     "relevant and matching text in the prompt.'}}"
 )
-
-BLEU_REFERENCES = ("second_half", "full_text")
-CLASSIFIERS = ("auto", "xgboost", "gbdt")
 
 _WS = re.compile(r"\s+")
 _WRAPPER = re.compile(r"^\s*(\{)?\s*\[?\s*response\s*\]?\s*:\s*", re.IGNORECASE)
@@ -100,7 +71,7 @@ def split_halves(text: str) -> tuple[str, str]:
     return t[: best[0]], t[best[1]:]
 
 
-def default_max_tokens(second_half: str, cap: int = 128) -> int:
+def default_max_tokens(second_half: str, cap: int) -> int:
     """``min(cap, ceil(1.3 * words) + 32)``: the second half's length in tokens, estimated, plus slack."""
     return int(min(int(cap), math.ceil(1.3 * len(second_half.split())) + 32))
 
@@ -182,27 +153,25 @@ class S2MIA(Attack):
     name = "s2mia"
     needs_prepare = False
 
-    def __init__(self, params: Mapping | None = None):
-        super().__init__(params)
-        if self.params.get("bleu_reference", "second_half") not in BLEU_REFERENCES:
-            raise ConfigError(f"s2mia.bleu_reference must be one of {', '.join(BLEU_REFERENCES)}")
-        if self.params.get("classifier", "auto") not in CLASSIFIERS:
-            raise ConfigError(f"s2mia.classifier must be one of {', '.join(CLASSIFIERS)}")
+    @classmethod
+    def variant_channels(cls, variant: str) -> tuple[str, ...]:
+        # s: BLEU of the answer text; T and M add the response perplexity from the token log-probabilities
+        return ("text",) if variant == "s2mia/s" else ("text", "token_logprobs")
 
-    def build_queries(self, targets: pd.DataFrame, materials=None) -> pd.DataFrame:
+    def build_queries(self, candidates: pd.DataFrame, materials=None) -> pd.DataFrame:
         p = self.params
         rows = []
-        for doc_id, text in zip(targets["doc_id"], targets["text"]):
+        for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
             first, second = split_halves(text)
-            mt = p.get("max_tokens")
+            mt = p["max_tokens"]
             if mt is None:
-                mt = default_max_tokens(second, int(p.get("max_tokens_cap", 128)))
+                mt = default_max_tokens(second, int(p["max_tokens_cap"]))
             rows.append({
                 "query_id": f"{doc_id}::s2",
                 "doc_id": doc_id,
                 "user_prompt": QUERY_TEMPLATE.format(first_half=first),
                 "max_tokens": int(mt),
-                "top_logprobs": int(p.get("top_logprobs", 0)),
+                "top_logprobs": int(p["top_logprobs"]),
                 "first_half": first,
                 "second_half": second,
                 "text": str(text),
@@ -212,7 +181,7 @@ class S2MIA(Attack):
     # ----------------------------------------------------------------------------------------
     def features(self, df: pd.DataFrame) -> pd.DataFrame:
         """S, PPL and no_answer per row of queries merged with responses."""
-        ref_col = "second_half" if self.params.get("bleu_reference", "second_half") == "second_half" else "text"
+        ref_col = "second_half" if self.params["bleu_reference"] == "second_half" else "text"
         resp = [extract_response(r) for r in df["response_text"]]
         sim = np.array([bleu(h, str(r)) for h, r in zip(resp, df[ref_col])], dtype=float)
         ppl = np.array([perplexity(lp) for lp in df["token_logprobs"]], dtype=float)
@@ -230,15 +199,16 @@ class S2MIA(Attack):
 
     def _make_classifier(self, seed: int):
         p = self.params
-        kind = p.get("classifier", "auto")
-        n_est, depth = int(p.get("n_estimators", 100)), int(p.get("max_depth", 3))
-        lr = float(p.get("learning_rate", 0.1))
+        kind = p["classifier"]
+        n_est, depth = int(p["n_estimators"]), int(p["max_depth"])
+        lr = float(p["learning_rate"])
         if kind in ("auto", "xgboost"):
             try:
                 from xgboost import XGBClassifier
             except ImportError:
                 if kind == "xgboost":
-                    raise ConfigError("s2mia.classifier: xgboost is not installed (pip install xgboost-cpu)") from None
+                    raise ConfigError("config key attacks.s2mia.classifier: xgboost is not installed "
+                                      "(pip install xgboost-cpu)") from None
             else:
                 return XGBClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed,
                                      n_jobs=1, eval_metric="logloss")
@@ -250,8 +220,8 @@ class S2MIA(Attack):
         """Out-of-fold member probabilities for reference rows, full-reference model for the others."""
         from sklearn.model_selection import StratifiedKFold
 
-        folds = int(self.params.get("cv_folds", 5))
-        seed = int(self.params.get("seed", 0)) ^ zlib.crc32(b"s2mia/M")
+        folds = int(self.params["cv_folds"])
+        seed = self.seed ^ zlib.crc32(b"s2mia/M")
         seed %= 2**31
         if len(set(y_ref.tolist())) < 2 or min(np.bincount(y_ref)) < folds:
             raise ValueError(f"S2MIA-M needs at least {folds} reference members and non-members")

@@ -5,21 +5,34 @@ Public API::
     load_corpus(name, spec, seed) -> (df, stats)   # spec = config["datasets"][name]
     normalize(df, name="corpus") -> (df, stats)
 
-``spec["source"]`` picks the loader (:data:`SOURCES`); the other spec keys are documented in each
-loader module (``synthetic``, ``healthcaremagic``, ``beir``, ``enron``, ``pubmedqa``, ``local``; the
-Hub keys ``hf_id/config/split/revision/path/max_docs`` in ``hf``).
+``spec["source"]`` picks the loader in :data:`REGISTRY`; every loader is ``load(name, spec, seed)``
+and documents its other spec keys (the Hub keys ``hf_id/config/split/revision/path/max_docs`` are in
+``hf``).  Where the corpora come from: docs/provenance.md#datasets.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import pandas as pd
 
+from ragmi.datasets import beir, enron, healthcaremagic, local, pubmedqa, synthetic
 from ragmi.errors import ConfigError, DataError
 
 COLUMNS = ["doc_id", "text", "title"]
-SOURCES = ("synthetic", "healthcaremagic", "trec-covid", "nfcorpus", "scidocs", "enron", "pubmedqa", "local")
+
+# load(name, spec, seed) -> the raw frame of dataset ``name``; ``seed`` matters to seeded sources only.
+Loader = Callable[[str, Mapping, int], pd.DataFrame]
+
+REGISTRY: dict[str, Loader] = {
+    "synthetic": synthetic.load,
+    "healthcaremagic": healthcaremagic.load,
+    **{corpus: beir.load for corpus in beir.CORPORA},
+    "enron": enron.load,
+    "pubmedqa": pubmedqa.load,
+    "local": local.load,
+}
+SOURCES = tuple(REGISTRY)
 
 
 def normalize(df: pd.DataFrame, name: str = "corpus") -> tuple[pd.DataFrame, dict]:
@@ -60,33 +73,11 @@ def normalize(df: pd.DataFrame, name: str = "corpus") -> tuple[pd.DataFrame, dic
 
 def _load_raw(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     source = spec.get("source")
-    if source == "synthetic":
-        from ragmi.datasets import synthetic
-
-        return synthetic.load(name, spec, seed)
-    if source == "healthcaremagic":
-        from ragmi.datasets import healthcaremagic
-
-        return healthcaremagic.load(name, spec)
-    if source in ("trec-covid", "nfcorpus", "scidocs"):
-        from ragmi.datasets import beir
-
-        return beir.load(name, spec, source)
-    if source == "enron":
-        from ragmi.datasets import enron
-
-        return enron.load(name, spec)
-    if source == "pubmedqa":
-        from ragmi.datasets import pubmedqa
-
-        return pubmedqa.load(name, spec)
-    if source == "local":
-        from ragmi.datasets import local
-
-        return local.load(name, spec)
-    raise ConfigError(
-        f"datasets.{name}.source is {source!r}, which is not one of: {', '.join(SOURCES)}."
-    )
+    if not isinstance(source, str) or source not in REGISTRY:
+        raise ConfigError(
+            f"datasets.{name}.source is {source!r}, which is not one of: {', '.join(SOURCES)}."
+        )
+    return REGISTRY[source](name, spec, seed)
 
 
 def load_corpus(name: str, spec: Mapping, seed: int) -> tuple[pd.DataFrame, dict]:

@@ -1,10 +1,10 @@
 """Enron e-mails.
 
-Hub: ``LLM-PBE/enron-email`` (LLM Privacy Benchmark, split ``train``, column ``text``: one raw
-e-mail, headers included).  As in the RAG-MIA paper, a document is the first ``max_chars``
-characters of an e-mail (default 1000).  Ids ``enron-{row:06d}`` numbered by row as loaded, title "".
+Hub: ``LLM-PBE/enron-email`` (split ``train``, column ``text``: one raw e-mail, headers included).
+A document is the first ``max_chars`` characters of an e-mail.  Ids ``enron-{row:06d}`` numbered by
+row as loaded, title "".
 
-Extra spec key: ``max_chars`` (positive int, default 1000).
+Extra spec key: ``max_chars`` (positive int, schema default 1000).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ HF_ID = "LLM-PBE/enron-email"
 COLUMNS = ("text",)
 
 
-def load(name: str, spec: Mapping) -> pd.DataFrame:
-    max_chars = spec.get("max_chars", 1000)
+def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
+    max_chars = spec["max_chars"]
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise ConfigError(f"datasets.{name}.max_chars must be a positive integer (got {max_chars!r}).")
     raw = load_hf_frame(name, spec, hf_id=HF_ID, split="train", columns=COLUMNS)

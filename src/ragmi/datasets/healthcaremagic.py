@@ -1,8 +1,7 @@
 """HealthCareMagic patient–doctor conversations (ChatDoctor).
 
 Hub: ``lavita/ChatDoctor-HealthCareMagic-100k`` (split ``train``), columns ``instruction`` (a fixed
-system prompt, ignored), ``input`` (the patient's message) and ``output`` (the doctor's reply); the
-ChatDoctor paper (Li et al., 2023) describes the 100k conversations from healthcaremagic.com.
+system prompt, ignored), ``input`` (the patient's message) and ``output`` (the doctor's reply).
 One document per conversation: ``"Patient: {input}\\nDoctor: {output}"``, ids ``hcm-{row:06d}``
 numbered by row as loaded (before de-duplication), title "".
 """
@@ -19,7 +18,7 @@ HF_ID = "lavita/ChatDoctor-HealthCareMagic-100k"
 COLUMNS = ("input", "output")
 
 
-def load(name: str, spec: Mapping) -> pd.DataFrame:
+def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     raw = load_hf_frame(name, spec, hf_id=HF_ID, split="train", columns=COLUMNS)
     patient = raw["input"].fillna("").astype(str).str.strip()
     doctor = raw["output"].fillna("").astype(str).str.strip()

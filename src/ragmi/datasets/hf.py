@@ -63,7 +63,7 @@ def load_hf_frame(
     hf_id = spec.get("hf_id", hf_id)
     config = spec.get("config", config)
     split = spec.get("split", split)
-    revision = spec.get("revision", "main")
+    revision = spec["revision"]
     path = spec.get("path")
     if path:
         df, where = read_table(path, name), f"file {path}"

@@ -63,7 +63,7 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], name: str, where: 
             raise DataError(f"datasets.{name}: {where} has no column '{col}' (found: {found}).")
 
 
-def load(name: str, spec: Mapping) -> pd.DataFrame:
+def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     """Load a local corpus file into ``doc_id, text, title`` (not yet normalised)."""
     for key in ("path", "text_column"):
         if not spec.get(key):

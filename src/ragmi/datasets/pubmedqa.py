@@ -2,9 +2,8 @@
 
 Hub: ``qiaojin/PubMedQA``, config ``pqa_labeled``, split ``train`` (1000 rows), columns ``pubid``
 (int), ``question`` and ``context`` -- a struct whose ``contexts`` field is the list of abstract
-sections (Jin et al., 2019).  ``doc_id = str(pubid)``, ``text = " ".join(context["contexts"])``,
-``title = question``.  A local copy must keep ``context`` nested (.parquet, .jsonl or .json; a CSV
-cannot hold it).
+sections.  ``doc_id = str(pubid)``, ``text = " ".join(context["contexts"])``, ``title = question``.
+A local copy must keep ``context`` nested (.parquet, .jsonl or .json; a CSV cannot hold it).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ HF_ID = "qiaojin/PubMedQA"
 COLUMNS = ("pubid", "question", "context")
 
 
-def load(name: str, spec: Mapping) -> pd.DataFrame:
+def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     raw = load_hf_frame(name, spec, hf_id=HF_ID, config="pqa_labeled", split="train", columns=COLUMNS)
     texts = []
     for i, ctx in enumerate(raw["context"]):

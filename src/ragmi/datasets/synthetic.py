@@ -1,8 +1,5 @@
-"""Seeded synthetic patient–doctor conversations, shaped like HealthCareMagic.
-
-HealthCareMagic (ChatDoctor, Li et al., 2023) documents are one patient message plus one doctor
-reply; many are near neighbours (same complaint, same stock advice) yet each carries its own
-personal details.  This generator reproduces that structure offline:
+"""Seeded synthetic patient–doctor conversations, shaped like HealthCareMagic
+(docs/provenance.md#datasets):
 
 * 32 condition clusters, each with its own symptom / trigger / medication / test / advice
   vocabulary, so documents of a cluster overlap heavily in wording;
@@ -13,7 +10,7 @@ personal details.  This generator reproduces that structure offline:
 Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, 85-130 words (mean ~110), title "",
 ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed)`` and faker version -> identical frame.
 
-Spec keys: ``n_docs`` (default 1000), ``seed`` (optional, overrides the run seed).
+Spec keys: ``n_docs`` (schema default 1000), ``seed`` (optional, overrides the run seed).
 """
 
 from __future__ import annotations
@@ -152,7 +149,7 @@ def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
 
 
 def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
-    n_docs = spec.get("n_docs", 1000)
+    n_docs = spec["n_docs"]
     seed = spec.get("seed", seed)
     for key, value, low in (("n_docs", n_docs, 1), ("seed", seed, None)):
         if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):

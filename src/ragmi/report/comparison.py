@@ -9,11 +9,12 @@ others are an attack's headline variants and go into the comparison table.
 from __future__ import annotations
 
 import fnmatch
-import re
 from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from ..costs import BUDGET_VARIANT, NO_ANSWER, PREPARE_FAILURE
 
 
 def is_main_variant(variant: str) -> bool:
@@ -41,13 +42,13 @@ def diagnose(row: pd.Series) -> str:
     lo, hi = row.get("auc_lo"), row.get("auc_hi")
     if pd.notna(lo) and pd.notna(hi) and lo <= 0.5 <= hi:
         notes.append(f"AUC CI [{lo:.2f}, {hi:.2f}] includes chance (0.5)")
-    na = row.get("no_answer_rate")
+    na = row.get(NO_ANSWER)
     if pd.notna(na) and na >= 0.5:
         notes.append(f"{100 * na:.0f}% of answers unparseable")
-    pf = row.get("prepare_failure_rate")
+    pf = row.get(PREPARE_FAILURE)
     if pd.notna(pf) and pf > 0:
         notes.append(f"attacker LLM output incomplete (fewer questions / failed rewrites than asked) "
-                     f"for {100 * pf:.0f}% of targets")
+                     f"for {100 * pf:.0f}% of candidates")
     return "; ".join(notes)
 
 
@@ -75,28 +76,9 @@ def dcmi_ablation_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(["dataset", "target", "_o", "variant"], kind="stable").drop(columns="_o")
 
 
-_BUDGET = re.compile(r"^(?P<base>.+)/n=(?P<n>\d+)$")
-
-
 def query_budget_frame(metrics: pd.DataFrame) -> pd.DataFrame:
-    rows = metrics[metrics["variant"].str.match(r".+/n=\d+$")].copy()
-    parts = rows["variant"].str.extract(_BUDGET)
+    rows = metrics[metrics["variant"].str.match(BUDGET_VARIANT)].copy()
+    parts = rows["variant"].str.extract(BUDGET_VARIANT)
     rows.insert(3, "n_questions", parts["n"].astype(int))
     rows.insert(3, "method", parts["base"])
     return rows.sort_values(["dataset", "target", "method", "n_questions"], kind="stable")
-
-
-_TEMPLATE = re.compile(r"/t(?P<t>\d+)$")
-
-
-def variant_queries(queries: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """The queries a variant reads: for a budget variant ``…/n=m`` the first m questions asked per
-    document (column ``ask_order``), for a per-template variant ``…/t<k>`` that template's queries."""
-    m = _BUDGET.match(variant)
-    if m is not None and "ask_order" in queries.columns:
-        return queries[queries["ask_order"] < int(m.group("n"))]
-    t = _TEMPLATE.search(variant)
-    if t is not None and "template" in queries.columns:
-        return queries[queries["template"] == int(t.group("t"))]
-    return queries
-

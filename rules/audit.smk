@@ -1,0 +1,77 @@
+# The active-path audit of the defended targets (Mind the Hook): hook inventory, generated-text
+# leakage of the attacks that extract documents, and the out-of-vocabulary e-mail canaries. The tables are in
+# ragmi.report.registry; the file lists come from ragmi.audit.plan.
+
+
+def responses_of(dataset, target, attack):
+    ck = checkpoints.queries.get(dataset=dataset, attack=attack)
+    shards = glob_wildcards(os.path.join(ck.output.shards, "{shard}.parquet")).shard
+    return [f"results/responses/{dataset}/{target}/{attack}/{s}.parquet" for s in sorted(shards)]
+
+
+def inventory_inputs(wc):
+    files = target_files(wc)
+    files["responses"] = [f for a in target_attacks(config, wc.target) for f in responses_of(wc.dataset, wc.target, a)]
+    return files
+
+
+rule hook_inventory:
+    input:
+        unpack(inventory_inputs),
+    output:
+        hooks="results/audit/{dataset}/{target}/hooks.csv",
+    params:
+        spec=target_spec_params,
+        fail_on_inactive=config["audit"]["fail_on_inactive_hook"],
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=lambda wc: local_backend(generator_cfg(wc)),
+        mem_mb=8000,
+    log:
+        "logs/audit/hooks/{dataset}/{target}.log",
+    benchmark:
+        "benchmarks/out/audit/hooks/{dataset}/{target}.tsv"
+    script:
+        "../workflow_scripts/hook_inventory.py"
+
+
+rule leakage:
+    input:
+        queries="results/queries/{dataset}/{attack}.parquet",
+        responses=lambda wc: responses_of(wc.dataset, wc.target, wc.attack),
+        members="results/split/{dataset}/members.parquet",
+    output:
+        leakage="results/audit/{dataset}/{target}/leakage/{attack}.csv",
+    log:
+        "logs/audit/leakage/{dataset}/{target}/{attack}.log",
+    benchmark:
+        "benchmarks/out/audit/leakage/{dataset}/{target}/{attack}.tsv"
+    script:
+        "../workflow_scripts/leakage.py"
+
+
+def canary_inputs(wc):
+    return {"corpus": f"results/corpus/{canary_dataset(config)}.parquet", **model_files(wc.target)}
+
+
+rule canaries:
+    input:
+        unpack(canary_inputs),
+    output:
+        result="results/audit/canaries/{target}/{seed}.json",
+    params:
+        spec=target_spec_params,
+        max_tokens=config["audit"]["canary_max_tokens"],
+        workdir="results/audit/canaries/.work",
+    wildcard_constraints:
+        seed=r"\d+",
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=lambda wc: local_backend(generator_cfg(wc)),
+        mem_mb=8000,
+    log:
+        "logs/audit/canaries/{target}/{seed}.log",
+    benchmark:
+        "benchmarks/out/audit/canaries/{target}/{seed}.tsv"
+    script:
+        "../workflow_scripts/canaries.py"

@@ -1,0 +1,62 @@
+"""Privacy defenses of the target RAG system, one module each (interface: ``ragmi.defenses.base``).
+
+Adding a defense: a module with one :class:`~ragmi.defenses.base.Defense` subclass, one line in
+:data:`REGISTRY`, and its parameter schema under ``$defs.defenses.<kind>`` in config/schema.yaml.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..config import plugin_params
+from ..errors import ConfigError
+
+REGISTRY = {
+    # kind: (module, class)
+    "instruction_rag_mia": ("instruction_rag_mia", "InstructionRagMia"),
+    "instruction_dcmi": ("instruction_dcmi", "InstructionDcmi"),
+    "instruction_menta": ("instruction_menta", "InstructionMenta"),
+    "query_paraphrase": ("query_paraphrase", "QueryParaphrase"),
+    "entity_triples": ("entity_triples", "EntityTriples"),
+    "llm_detector": ("llm_detector", "LlmDetector"),
+    "mirabel": ("mirabel", "Mirabel"),
+    "rerank": ("rerank", "Rerank"),
+    "dp_output": ("dp_output", "DpOutput"),
+    "exp_mechanism": ("exp_mechanism", "ExpMechanism"),
+    "dp_retrieval": ("dp_retrieval", "DpRetrieval"),
+    "ca_dp": ("ca_dp", "CaDp"),
+    "private_rag": ("private_rag", "PrivateRag"),
+    "pad": ("pad", "Pad"),
+    "lprag": ("lprag", "Lprag"),
+    "stub_fixture": ("stub_fixture", "StubFixture"),  # test-only (Mind-the-Hook inert-hook fixture)
+}
+
+
+def defense_class(kind: str):
+    try:
+        module, cls = REGISTRY[kind]
+    except KeyError:
+        raise ConfigError(f"unknown defense kind {kind!r}; known: {', '.join(sorted(REGISTRY))}") from None
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def build_defense(name: str, spec: dict):
+    """A defense from its config entry ``defenses.<name>``: ``kind``, optionally ``hooks`` (a subset
+    of the kind's declared hooks to run, e.g. LPRAG on the content hook only), and the kind's
+    parameters."""
+    spec = dict(spec)
+    kind = spec.pop("kind", None)
+    if kind is None:
+        raise ConfigError(f"config key defenses.{name}.kind: required")
+    cls = defense_class(kind)
+    hooks = spec.pop("hooks", None)
+    defense = cls(name, plugin_params("defenses", kind, spec, where=f"defenses.{name}"))
+    if hooks is not None:
+        wrong = [h for h in hooks if h not in cls.hooks]
+        if wrong or not hooks:
+            raise ConfigError(
+                f"config key defenses.{name}.hooks: {kind} acts on {', '.join(cls.hooks)} only "
+                f"(got {', '.join(map(str, hooks)) or 'none'})"
+            )
+        defense.hooks = tuple(h for h in cls.hooks if h in hooks)
+    return defense

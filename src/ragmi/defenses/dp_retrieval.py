@@ -1,0 +1,42 @@
+"""DP-R: Laplace noise on the retrieval scores (Mind the Hook §IV, Tables I-II; the authors' own
+reimplementation, epsilon in {1, 5}).
+
+The first ``pool`` candidates' scores get i.i.d. Laplace noise of scale ``sensitivity / epsilon``
+and the context is the top k by noisy score; the released retrieval scores are the noisy ones.  The
+paper gives neither the sensitivity nor the candidate set; both are recorded parameters
+(``sensitivity`` 1.0, ``pool`` 20).  Only the retrieval hook acts: the paper's generation hook is
+a pass-through stub, which ragmi does not declare (see ``stub_fixture`` for that case).
+docs/provenance.md#dp_retrieval
+"""
+
+from __future__ import annotations
+
+from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, noisy_top_k
+
+
+class DpRetrieval(CountingDefense):
+    kind = "dp_retrieval"
+    hooks = ("retrieval",)
+    channels = RETRIEVAL_DOWNSTREAM
+    vocabulary = ()
+    source = "Mind the Hook §IV DP-R (Laplace noise on retrieval scores, epsilon in {1, 5})"
+    chosen = {
+        "sensitivity": "params.sensitivity (untold; default 1.0), noise scale sensitivity/epsilon",
+        "pool": "params.pool candidates noised (untold; default 20)",
+        "released scores": "the noisy scores of the selected documents",
+    }
+
+    def pool_size(self, k: int) -> int:
+        return max(k, self.params["pool"])
+
+    def on_retrieval(self, states, ctx):
+        for s in states:
+            noisy_top_k(
+                s,
+                ctx.k,
+                self.params["epsilon"],
+                self.params["sensitivity"],
+                self.params["pool"],
+                ctx.rng(self.name, s.query_id),
+            )
+            self.stats["queries"] += 1

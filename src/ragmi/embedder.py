@@ -1,0 +1,32 @@
+"""Sentence-transformers embedder, shared by the target's dense retriever and the attacker's own
+similarity scorers (an attack loads its own copy; it never touches the target's index)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .models import resolve_embedder
+
+
+class Embedder:
+    """``max_seq_length``: truncate inputs to this many tokens (the retriever's config key of that
+    name); ``None`` keeps the model's own limit."""
+
+    def __init__(self, name: str, batch_size: int = 64, max_seq_length: int | None = None):
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        self.model = SentenceTransformer(resolve_embedder(name), device="cpu")
+        if max_seq_length:
+            self.model.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str], normalize: bool = True, progress: bool = False) -> np.ndarray:
+        vecs = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+            show_progress_bar=progress,
+        )
+        return np.ascontiguousarray(vecs, dtype=np.float32)

@@ -1,0 +1,71 @@
+"""Atomic writers: every artifact is written to a hidden temp file (or folder) beside its destination
+and moved into place with ``os.replace``.  A failed write removes the temp and leaves the destination
+as it was, so an interrupted job never leaves a truncated artifact or a stray temp file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp file path beside ``path``; on success it replaces ``path``, on failure it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp folder beside ``out``; on success it replaces ``out`` (and whatever was there)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        if out.is_dir() and not out.is_symlink():
+            shutil.rmtree(out)
+        elif out.exists() or out.is_symlink():
+            out.unlink()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def atomic_write_bytes(data: bytes, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` as UTF-8, line endings unchanged."""
+    atomic_write_bytes(text.encode("utf-8"), path)
+
+
+def atomic_write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def write_json(obj, path: str | os.PathLike) -> None:
+    """Indented, key-sorted JSON with a final newline (values JSON cannot hold are written as ``str``)."""
+    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)

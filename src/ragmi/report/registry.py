@@ -1,0 +1,350 @@
+"""Every table the pipeline writes, declared once.
+
+A :class:`Table` says what the table is called, its title and notes, which files it reads (a
+function of the validated config), how its frame is built from those files, which columns the
+Markdown version adds after the metric and cost columns, whether it is compared with published
+numbers, and which figures are drawn from the same frame.  The Snakemake rules
+(``rules/tables.smk``: one rule ``table`` with a ``{table}`` wildcard, one ``figure_<name>`` rule per
+declared figure), the default targets (``final_outputs()`` in ``rules/common.smk``) and
+``workflow_scripts/table.py`` all read :data:`TABLES`; nothing else names a table.
+
+Adding a table: write its frame builder (``(files, config) -> DataFrame``, where ``files`` maps each input
+name to its list of paths), append a :class:`Table` to :data:`TABLES`, and say what it shows in
+``report/tables.rst`` if needed.  ``inputs`` may return any named lists of files, e.g.
+``{"audit": [...], "metrics": [...]}``; the table is built when every list is non-empty.
+For tables over attack metrics, :class:`MetricsOf` gives the metrics CSVs of the configured attacks
+the table reads; a table whose frame has no metric columns sets ``markdown`` to its own renderer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..attacks import attack_channels
+from ..audit import plan as audit_plan
+from ..audit.inventory import effective_channels_of
+from ..config import SCHEMA_PATH, runs
+from ..costs import COST_COLUMNS
+from ..errors import ConfigError
+from ..workflow import atomic_write_text
+from . import audit_tables
+from .comparison import comparison_frame, is_main_variant, dcmi_ablation_frame, load_published, query_budget_frame
+from .plots import plot_query_budget
+from .tables import markdown_table
+
+# Published numbers of the papers (see the file's header), read by tables with published=True.
+PUBLISHED = str(SCHEMA_PATH.parent / "published.yaml")
+
+Files = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure drawn from a table's frame by ``draw(frame, out_png, table_title)``."""
+
+    name: str  # the rule is figure_<name>
+    path: str  # output file
+    caption: str  # report caption (reStructuredText), relative to the repository root
+    draw: Callable[[pd.DataFrame, str, str], None]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: ``results/tables/<name>.csv`` (every column) and ``.md`` (see ``write_tables``).
+
+    ``inputs(config)`` names the files the table reads under a validated config; ``build(files,
+    config)`` turns them into the table's frame.  ``markdown(frame, title, extra_columns=..., notes=...)``
+    renders the Markdown text; the default, :func:`~ragmi.report.tables.markdown_table`, shows the
+    metric columns, the cost columns of :data:`ragmi.costs.COST_COLUMNS` the frame has, then
+    ``extra_columns``, and the protocol footnote before the table's notes.
+    ``published``: the table compares with the papers' numbers; :data:`PUBLISHED` is added to its
+    inputs under the name ``published``.
+    """
+
+    name: str
+    title: str
+    notes: tuple[str, ...]
+    inputs: Callable[[Mapping], dict[str, list[str]]]
+    build: Callable[[Files, Mapping], pd.DataFrame]
+    extra_columns: tuple[str, ...] = ()
+    published: bool = False
+    figures: tuple[Figure, ...] = ()
+    markdown: Callable[..., str] = markdown_table
+
+    def figure(self, name: str) -> Figure:
+        for f in self.figures:
+            if f.name == name:
+                return f
+        raise KeyError(f"table {self.name!r} declares no figure {name!r}")
+
+
+@dataclass(frozen=True)
+class MetricsOf:
+    """Inputs of a table over attack metrics: ``results/metrics/{dataset}/{target}/{attack}.csv``
+    for every (dataset, target, attack) the configuration runs (``ragmi.config.runs``) whose attack is
+    in ``attacks`` (every attack when ``attacks`` is None), in the order dataset, target, attack."""
+
+    attacks: frozenset[str] | None = None
+
+    def __call__(self, config: Mapping) -> dict[str, list[str]]:
+        return {
+            "metrics": [
+                f"results/metrics/{d}/{t}/{a}.csv" for d, t, a in runs(config) if self.attacks is None or a in self.attacks
+            ]
+        }
+
+    def __str__(self) -> str:
+        if self.attacks is None:
+            return "the metrics of every configured attack"
+        return f"the metrics of attack {' or '.join(sorted(self.attacks))}"
+
+
+def read_metrics(paths: Sequence[str]) -> pd.DataFrame:
+    """The metrics CSVs of ``paths``, one frame, in the order given."""
+    return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
+
+
+def _comparison(files: Files, config: Mapping) -> pd.DataFrame:
+    df = comparison_frame(read_metrics(files["metrics"]), load_published(files["published"][0]))
+    return df.fillna({"published": "", "note": ""})
+
+
+def _rag_mia(files: Files, config: Mapping) -> pd.DataFrame:
+    return _comparison(files, config).drop(columns="note")
+
+
+def _dcmi_ablation(files: Files, config: Mapping) -> pd.DataFrame:
+    return dcmi_ablation_frame(read_metrics(files["metrics"]))
+
+
+def _query_budget(files: Files, config: Mapping) -> pd.DataFrame:
+    return query_budget_frame(read_metrics(files["metrics"]))
+
+
+_TABLES = [
+    Table(
+        name="attack_comparison",
+        title="Attack comparison: every attack on every dataset × target",
+        notes=(
+            "One row per attack's headline variant; sweeps and ablations are in dcmi_ablation and query_budget.",
+            "menta/similarity is MEntA's similarity ablation (cosine ≥ 0.7 with the embedder), not its NLI "
+            "entailment scorer: no NLI model installs offline here; menta/nli appears when configured.",
+            "published = the paper's number for the same dataset, generator model and variant "
+            "(config/published.yaml); note = where the numbers show the attack carries no information in this "
+            "setting.",
+            "Costs are per candidate document: queries sent to the target, prompt and output tokens of those "
+            "queries, and attacker-LLM tokens spent once in offline query generation.",
+        ),
+        inputs=MetricsOf(),
+        build=_comparison,
+        extra_columns=("published", "note"),
+        published=True,
+    ),
+    Table(
+        name="rag_mia",
+        title="RAG-MIA (Anderson et al.): black- and gray-box membership inference",
+        notes=(
+            "black = Yes/No parsed from the answer text (single ROC point; TPR/FPR columns); "
+            "gray = ensemble of attack models on first-token Yes/No logits (RAG-MIA §3), trained on the reference "
+            "set with out-of-fold reference scores; gray-pyes = P(Yes)/(P(Yes)+P(No)) without training.",
+            "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
+            "Appendix C); candidate_retrieved_rate = share of member candidates whose own document was retrieved "
+            "(RAG-MIA Appendix B).",
+        ),
+        inputs=MetricsOf(frozenset({"rag_mia"})),
+        build=_rag_mia,
+        extra_columns=("published",),
+        published=True,
+    ),
+    Table(
+        name="dcmi_ablation",
+        title="DCMI ablation (DCMI Fig. 9): with/without calibration, θ sweep, γ sweep",
+        notes=(
+            "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set), dcmi/adv2 (θ = 0.06, "
+            "threshold = Q3 of reference non-members) and dcmi/calibration=none (P(Yes) of the original query).",
+            "theta=…: calibrated score at that perturbation magnitude; its hard decision uses the γ chosen on the "
+            "reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ, shown in the BB TPR / "
+            "BB FPR columns (AUC and the accuracy column are threshold-free / reference-thresholded, so they do "
+            "not move with γ).",
+        ),
+        inputs=MetricsOf(frozenset({"dcmi"})),
+        build=_dcmi_ablation,
+    ),
+    Table(
+        name="query_budget",
+        title="Query budget: IA vs MEntA as the number of questions per candidate grows",
+        notes=(
+            "n_questions = the first n questions asked per candidate (the same questions at every budget); "
+            "queries/candidate and tokens/candidate are the cost of that budget.",
+        ),
+        inputs=MetricsOf(frozenset({"ia", "menta"})),
+        build=_query_budget,
+        figures=(Figure("query_budget", "results/figures/query_budget.png", "report/budget.rst", plot_query_budget),),
+    ),
+]
+
+def _read_csvs(paths: Sequence[str]) -> pd.DataFrame:
+    return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
+
+
+def _defense_statuses(hooks: pd.DataFrame) -> dict:
+    """{target: "defense: status; …"} from the hook inventory rows."""
+    out: dict = {}
+    for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
+        out.setdefault(target, []).append(f"{defense}: {g['defense_status'].iloc[0]}")
+    return {t: "; ".join(v) for t, v in out.items()}
+
+
+def _hook_inventory(files: Files, config: Mapping) -> pd.DataFrame:
+    return audit_tables.hook_inventory_frame(_read_csvs(files["hooks"]))
+
+
+def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
+    mi = read_metrics(files["metrics"])
+    mi = mi[mi["variant"].map(is_main_variant)].groupby(["dataset", "target"], sort=True).head(1)
+    return audit_tables.leakage_dashboard_frame(
+        _read_csvs(files["leakage"]), mi, _defense_statuses(_read_csvs(files["hooks"])),
+        audit_tables.baseline_targets(config["targets"]), n_boot=config["audit"]["n_boot"], seed=config["seed"])
+
+
+def _canaries(files: Files, config: Mapping) -> pd.DataFrame:
+    rows = [json.loads(Path(f).read_text()) for f in files["canaries"]]
+    return audit_tables.canaries_frame(pd.DataFrame(rows), audit_tables.baseline_targets(config["targets"]))
+
+
+def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
+    hooks = _read_csvs(files["hooks"])
+    channels = {}
+    for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
+        active = g.loc[g["status"] != "inactive", "hook"].tolist()
+        channels[(target, defense)] = effective_channels_of(g["logprobs"].iloc[0], active)
+    return audit_tables.defense_effect_frame(
+        read_metrics(files["metrics"]), {t: c["defenses"] for t, c in config["targets"].items()}, channels,
+        attack_channels, audit_tables.baseline_targets(config["targets"]))
+
+
+_TABLES += [
+    Table(
+        name="hook_inventory",
+        title="Hook inventory (Mind the Hook Table I): which hooks each defense really acts on",
+        notes=(
+            "A hook's fire rate is the share of queries whose hook output differs from its input: on generic "
+            "probes built to trigger it (verbatim members, yes/no and extraction prompts, retrieved documents and "
+            "answers carrying an e-mail address, a phone number, an identifier and a person name) and on the "
+            "attack queries of this run.",
+            "active: fires on ≥ 95% of the attack queries (of the probes for a target that runs no attack); "
+            "pattern-limited: fires, on fewer; inactive: never fires — the run stops on an inactive hook "
+            "unless audit.fail_on_inactive_hook is false.",
+            "status: end-to-end = an active pre-generation hook and an active output hook; retrieval-only = "
+            "active hooks before generation only (query, retrieval, content or template); output-only; "
+            "pattern-limited = its only active hooks are pattern-limited; inactive.",
+        ),
+        inputs=lambda cfg: {"hooks": audit_plan.hooks_files(cfg)},
+        build=_hook_inventory,
+        markdown=audit_tables.plain_table,
+    ),
+    Table(
+        name="leakage_dashboard",
+        title="Leakage dashboard (Mind the Hook Table II): generated-text leakage and MI per target",
+        notes=(
+            "NEL/run: NELstrict entities (EMAIL_REAL, PERSON_NAME) in the answers of one extraction run, i.e. one "
+            "extraction prompt over every candidate; an entity already in the attacker's query is not counted. "
+            "Brackets: 95% run-level bootstrap interval (the run is the resampling unit; runs with identical "
+            "outputs counted once), to read descriptively.",
+            "change: signed reduction against the undefended target with the same retriever, generator, k and "
+            "template (positive = less leakage).",
+            "verbatim reproduced: share of the retrieved documents an answer reproduces (longest common "
+            "substring ≥ 50 characters or ROUGE-L recall ≥ 0.5), averaged over runs.",
+            "MI AUC: the headline variant of audit.mi_attack on the same target (evaluation set, stratified "
+            "bootstrap CI).",
+        ),
+        inputs=lambda cfg: {"leakage": audit_plan.leakage_files(cfg), "hooks": audit_plan.hooks_files(cfg),
+                            "metrics": audit_plan.mi_metrics_files(cfg)},
+        build=_leakage_dashboard,
+        markdown=audit_tables.plain_table,
+    ),
+    Table(
+        name="canaries",
+        title="Out-of-vocabulary e-mail canaries (Mind the Hook Table III): exact-match recovery",
+        notes=(
+            "Each seed: a 50-document knowledge base with one operator_N@acmetest-internal.canary address per "
+            "document, indexed with the target's own retriever, and a 50-query pool (10 shared extraction "
+            "prompts, 40 targeted prompts that never contain the canary's prefix or domain); a canary counts "
+            "when its whole address appears verbatim in an answer.",
+            "before output hooks: the same count on the generator's raw text, so an output defense's effect is "
+            "visible as the gap.",
+            "Fisher p: one-sided exact test of the target's total against the undefended target's, treating "
+            "canaries as independent (they are grouped by seed: read the per-seed pattern first).",
+        ),
+        inputs=lambda cfg: {"canaries": audit_plan.canary_files(cfg)},
+        build=_canaries,
+        markdown=audit_tables.plain_table,
+    ),
+    Table(
+        name="defense_effect",
+        title="Defense effect: every attack's headline variant on every target, against the undefended target",
+        notes=(
+            "effect: ΔAUC and ΔTPR at the lowest non-zero FPR level against the undefended target with the same "
+            "retriever, generator, k and template; 'indirect' where the channels the defense's active hooks can "
+            "change (retrieval set, context, prompt, text, log-probabilities) and the channels the attack reads "
+            "do not overlap — such a change is not an effect of the defense.",
+        ),
+        inputs=lambda cfg: {"metrics": audit_plan.metrics_files(cfg) if audit_plan.audited(cfg) else [],
+                            "hooks": audit_plan.hooks_files(cfg)},
+        build=_defense_effect,
+        extra_columns=("defenses", "channels", "effect"),
+    ),
+]
+
+TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
+
+
+def built(table: Table, config: Mapping) -> bool:
+    """Whether ``config`` gives the table something to read: every input list is non-empty."""
+    return all(table.inputs(config).values())
+
+
+def input_files(name: str, config: Mapping) -> dict[str, list[str]]:
+    """The named input files of table ``name`` under ``config`` (with ``published`` if it compares)."""
+    table = TABLES[name]
+    files = dict(table.inputs(config))
+    empty = sorted(k for k, v in files.items() if not v)
+    if empty:
+        what = table.inputs if isinstance(table.inputs, MetricsOf) else f"{', '.join(empty)} files"
+        raise ConfigError(f"table {name!r} reads {what}; this configuration has none")
+    if table.published:
+        files["published"] = [PUBLISHED]
+    return files
+
+
+def outputs(config: Mapping) -> list[str]:
+    """Markdown tables and figures of every table ``config`` builds, in registry order."""
+    out = []
+    for t in TABLES.values():
+        if built(t, config):
+            out.append(f"results/tables/{t.name}.md")
+            out += [f.path for f in t.figures]
+    return out
+
+
+def write_table(table: Table, files: Files, config: Mapping, out_csv: str, out_md: str) -> pd.DataFrame:
+    """Build ``table``'s frame from ``files``; write it as a full-precision CSV (every column) and as
+    Markdown, both atomically."""
+    df = table.build(files, config)
+    extra = [c for c in COST_COLUMNS if c in df] + list(table.extra_columns)
+    md = table.markdown(df, table.title, extra_columns=extra, notes=list(table.notes))
+    atomic_write_text(df.to_csv(index=False, lineterminator="\n"), out_csv)
+    atomic_write_text(md, out_md)
+    return df
+
+
+def draw_figure(table: Table, figure: str, files: Files, config: Mapping, out_png: str) -> pd.DataFrame:
+    """Draw ``table``'s figure ``figure`` from the table's frame (built from ``files``)."""
+    df = table.build(files, config)
+    table.figure(figure).draw(df, out_png, table.title)
+    return df

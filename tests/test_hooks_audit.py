@@ -1,0 +1,221 @@
+"""The target's defense hooks and the active-path audit (hook inventory, channel map), on a
+hand-made database, retriever and generator (no model)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi.audit.inventory import (
+    AuditError,
+    check_inventory,
+    defense_status,
+    effective_channels,
+    hook_status,
+    interpretable,
+    inventory,
+    trace_fire_rates,
+)
+from ragmi.defenses.base import Defense, select_top, set_response_text
+from ragmi.target.rag import RAGSystem
+from ragmi.target.templates import get_template
+
+DOCS = {f"d{i}": f"document {i} about topic{i % 3} with words w{i} w{i + 1} w{i + 2}" for i in range(8)}
+
+
+class OverlapRetriever:
+    """Scores = word overlap with the query; ties broken by id."""
+
+    def __init__(self, docs):
+        self.docs = docs
+        self.ids = list(docs)
+
+    def all_scores(self, queries):
+        out = []
+        for q in queries:
+            qw = set(q.split())
+            out.append(np.array([len(qw & set(self.docs[d].split())) for d in self.ids], dtype=float))
+        return out
+
+    def search(self, queries, k):
+        ids, scores = [], []
+        for s in self.all_scores(queries):
+            order = sorted(range(len(self.ids)), key=lambda i: (-s[i], self.ids[i]))[:k]
+            ids.append([self.ids[i] for i in order])
+            scores.append([float(s[i]) for i in order])
+        return ids, scores
+
+
+class EchoGenerator:
+    def __init__(self):
+        self.requests = []
+
+    def generate(self, requests):
+        self.requests += requests
+        return [{"response_text": "answer to: " + r["messages"][-1]["content"][-40:],
+                 "first_token_logprobs": [{"token": "Yes", "logprob": -0.1}], "token_logprobs": [-0.1],
+                 "prompt_tokens": 10, "completion_tokens": 1, "latency_s": 0.0, "cached": False} for r in requests]
+
+
+class Upper(Defense):
+    kind = "upper"
+    hooks = ("output",)
+    channels = ("text",)
+
+    def on_output(self, states, ctx):
+        for s in states:
+            set_response_text(s, s.response["response_text"].upper())
+
+
+class DropTop(Defense):
+    kind = "drop_top"
+    hooks = ("retrieval",)
+    channels = ("retrieval_set", "context", "prompt", "text", "first_token_logprobs", "token_logprobs")
+
+    def pool_size(self, k):
+        return k + 1
+
+    def on_retrieval(self, states, ctx):
+        for s in states:
+            select_top(s, s.pool_ids[1:], s.pool_scores[1:], ctx.k)
+
+
+class Inert(Defense):
+    """Declares retrieval and output hooks; the output hook returns its input unchanged."""
+
+    kind = "inert"
+    hooks = ("retrieval", "output")
+    channels = ("retrieval_set", "text")
+
+    def on_retrieval(self, states, ctx):
+        for s in states:
+            rng = ctx.rng(self.name, s.query_id)
+            order = rng.permutation(len(s.retrieved_ids))
+            select_top(s, [s.retrieved_ids[i] for i in order], [s.retrieval_scores[i] for i in order], ctx.k)
+
+    def on_output(self, states, ctx):
+        for s in states:
+            s.response = dict(s.response)
+
+
+class RefuseAll(Defense):
+    kind = "refuse"
+    hooks = ("query",)
+    channels = ("text",)
+
+    def on_query(self, states, ctx):
+        for s in states:
+            s.refusal = "I don't know."
+
+
+def rag(defenses, k=3):
+    return RAGSystem(retriever=OverlapRetriever(DOCS), documents=DOCS, template=get_template("rag_mia"),
+                     generator=EchoGenerator(), k=k, seed=7, defenses=defenses)
+
+
+def test_output_hook_runs_after_generation_and_keeps_the_raw_text():
+    r = rag([Upper("up", {})])
+    out = r.answer(["topic1 w2"], [5], [0], ["q1"])[0]
+    assert out["response_text"] == out["response_text_raw"].upper() != out["response_text_raw"]
+    assert json.loads(out["hook_trace"]) == [{"defense": "up", "hook": "output", "changed": True}]
+    # generation saw the undefended prompt: the output hook acts after it
+    assert "topic1 w2" in r.generator.requests[0]["messages"][-1]["content"]
+
+
+def test_retrieval_hook_uses_the_pool_and_changes_the_context():
+    plain = rag([]).answer(["w3 w4 w5"], [5], [0], ["q"])[0]
+    dropped = rag([DropTop("drop", {})]).answer(["w3 w4 w5"], [5], [0], ["q"])[0]
+    assert dropped["retrieved_ids"] == plain["retrieved_ids"][1:] + [dropped["retrieved_ids"][-1]]
+    assert dropped["retrieved_ids"][-1] not in plain["retrieved_ids"]  # backfilled from rank k+1
+    assert len(dropped["retrieved_ids"]) == 3
+
+
+def test_refusal_skips_generation_and_later_hooks():
+    r = rag([RefuseAll("ref", {}), DropTop("drop", {})])
+    out = r.answer(["w1"], [5], [3], ["q"])[0]
+    assert out["response_text"] == "I don't know." and out["refused"]
+    assert r.generator.requests == []
+    assert out["first_token_logprobs"] == [] and out["retrieved_ids"] == []
+    assert [t["defense"] for t in json.loads(out["hook_trace"])] == ["ref"]
+
+
+def test_random_hooks_are_seeded_per_query_not_per_batch():
+    a = rag([Inert("stub", {})]).answer(["w1 w2", "w3 w4"], [5, 5], [0, 0], ["q1", "q2"])
+    b = rag([Inert("stub", {})]).answer(["w3 w4"], [5], [0], ["q2"])
+    assert a[1]["retrieved_ids"] == b[0]["retrieved_ids"]
+
+
+def test_inventory_flags_the_inert_output_hook_as_retrieval_only_and_stops():
+    r = rag([Inert("stub", {})])
+    resp = pd.DataFrame(r.answer([f"w{i} w{i + 1}" for i in range(6)], [5] * 6, [0] * 6, [f"q{i}" for i in range(6)]))
+    rows, statuses = inventory("t", r, resp)
+    by_hook = {row.hook: row for row in rows}
+    assert by_hook["output"].status == "inactive" and by_hook["output"].probe_fire_rate == 0
+    assert by_hook["retrieval"].status != "inactive"
+    assert statuses["stub"] == "retrieval-only"
+    with pytest.raises(AuditError, match="stub.*output hook.*retrieval-only"):
+        check_inventory(rows, statuses)
+
+
+def test_inventory_of_working_defenses_passes():
+    r = rag([DropTop("drop", {}), Upper("up", {})])
+    resp = pd.DataFrame(r.answer(["w1 w2", "w5"], [5, 5], [0, 0], ["a", "b"]))
+    rows, statuses = inventory("t", r, resp)
+    assert {row.status for row in rows} == {"active"}
+    assert statuses == {"drop": "retrieval-only", "up": "output-only"}
+    check_inventory(rows, statuses)
+
+
+def test_trace_fire_rates_count_changes():
+    traces = pd.DataFrame({"hook_trace": [json.dumps([{"defense": "p", "hook": "output", "changed": c}])
+                                          for c in (True, False, False, True)]})
+    assert trace_fire_rates(traces) == {("p", "output"): (2, 4)}
+
+
+@pytest.mark.parametrize("probe, changed, n, status", [
+    (0.0, 0, 10, "inactive"), (1.0, 10, 10, "active"), (0.5, 3, 10, "pattern-limited"),
+    (0.4, 0, 10, "pattern-limited"), (1.0, 0, 0, "active"), (0.4, 0, 0, "pattern-limited"),
+])
+def test_hook_status(probe, changed, n, status):
+    assert hook_status(probe, changed, n) == status
+
+
+def test_defense_status():
+    assert defense_status({"retrieval": "active", "output": "inactive"}) == "retrieval-only"
+    assert defense_status({"content": "active", "output": "active"}) == "end-to-end"
+    assert defense_status({"output": "pattern-limited"}) == "pattern-limited"
+    assert defense_status({"output": "inactive"}) == "inactive"
+
+
+def test_channel_map_text_only_output_defense_is_indirect_for_gray_box():
+    up = Upper("up", {})
+    ch = effective_channels(up, ["output"])
+    assert ch == {"text"}
+    assert not interpretable(ch, {"first_token_logprobs"})
+    assert interpretable(ch, {"text"})
+    up.logprobs = "drop"
+    assert interpretable(effective_channels(up, ["output"]), {"first_token_logprobs"})
+    assert "retrieval_set" in effective_channels(DropTop("d", {}), ["retrieval"])
+
+
+def test_every_model_free_defense_fires_on_its_probes():
+    """The audit's generic probes trigger every declared hook of every registered defense that needs
+    no LLM (the stub fixture's pass-through output hook excepted, which the audit must catch)."""
+    from ragmi.defenses import REGISTRY, build_defense, defense_class
+
+    docs = {f"d{i}": f"Patient {i}: pain in the {w} for {i + 2} days, advised rest and fluids by Dr Smith."
+            for i, w in enumerate(["head", "back", "knee", "chest", "stomach", "neck", "hand", "foot"] * 4)}
+    for kind in sorted(REGISTRY):
+        cls = defense_class(kind)
+        if cls.needs_llm:
+            continue
+        d = build_defense(kind, {"kind": kind})
+        r = RAGSystem(retriever=OverlapRetriever(docs), documents=docs, template=get_template("rag_mia"),
+                      generator=EchoGenerator(), k=4, seed=3, defenses=[d])
+        rows, statuses = inventory("t", r, None)
+        inactive = [row.hook for row in rows if row.status == "inactive"]
+        if getattr(cls, "test_only", False):
+            assert inactive == ["output"] and statuses[kind] == "retrieval-only", kind
+        else:
+            assert inactive == [], (kind, inactive)

@@ -1,0 +1,89 @@
+"""Atomic writers: complete files only, and nothing left behind when a write fails."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from ragmi import io
+
+
+def _listing(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_writers_write_exact_bytes(tmp_path):
+    io.atomic_write_text("a\r\nb é\n", tmp_path / "t.txt")
+    assert (tmp_path / "t.txt").read_bytes() == "a\r\nb é\n".encode("utf-8")  # line endings kept
+    io.atomic_write_bytes(b"\x00\x01", tmp_path / "sub" / "b.bin")  # parent folders are created
+    assert (tmp_path / "sub" / "b.bin").read_bytes() == b"\x00\x01"
+    io.write_json({"b": 1, "a": [1, 2], "p": tmp_path}, tmp_path / "j.json")
+    text = (tmp_path / "j.json").read_text()
+    assert text.endswith("}\n") and text.index('"a"') < text.index('"b"')
+    assert json.loads(text) == {"a": [1, 2], "b": 1, "p": str(tmp_path)}
+    df = pd.DataFrame({"doc_id": ["x", "y"], "n": [1, 2]})
+    io.atomic_write_parquet(df, tmp_path / "f.parquet")
+    df.to_parquet(tmp_path / "direct.parquet", index=False)
+    assert (tmp_path / "f.parquet").read_bytes() == (tmp_path / "direct.parquet").read_bytes()
+    assert _listing(tmp_path) == ["direct.parquet", "f.parquet", "j.json", "sub", "t.txt"]
+
+
+@pytest.mark.parametrize("write", [
+    lambda p: io.atomic_write_text("new", p),
+    lambda p: io.atomic_write_bytes(b"new", p),
+    lambda p: io.write_json({"new": 1}, p),
+    lambda p: io.atomic_write_parquet(pd.DataFrame({"a": [1]}), p),
+])
+def test_failed_replace_leaves_old_file_and_no_temp(tmp_path, monkeypatch, write):
+    out = tmp_path / "out"
+    out.write_text("old")
+
+    def fail(*a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(io.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write(out)
+    assert _listing(tmp_path) == ["out"] and out.read_text() == "old"
+
+
+def test_failed_serialisation_leaves_no_file(tmp_path):
+    with pytest.raises(Exception):
+        io.atomic_write_parquet(pd.DataFrame({"a": [1, "mixed"]}), tmp_path / "f.parquet")
+    with pytest.raises(TypeError):
+        io.atomic_write_bytes("not bytes", tmp_path / "b.bin")
+    assert _listing(tmp_path) == []
+
+
+def test_atomic_dir_replaces_whole_folder(tmp_path):
+    out = tmp_path / "idx"
+    out.mkdir()
+    (out / "stale").write_text("x")
+    with io.atomic_dir(out) as tmp:
+        assert tmp.parent == tmp_path and tmp != out
+        (tmp / "fresh").write_text("y")
+        assert (out / "stale").exists()  # the old folder stays until the new one is complete
+    assert _listing(out) == ["fresh"] and _listing(tmp_path) == ["idx"]
+
+
+def test_atomic_dir_failure_keeps_old_folder_and_no_temp(tmp_path):
+    out = tmp_path / "idx"
+    out.mkdir()
+    (out / "old").write_text("x")
+    with pytest.raises(RuntimeError):
+        with io.atomic_dir(out) as tmp:
+            (tmp / "half").write_text("y")
+            raise RuntimeError("crash while building")
+    assert _listing(tmp_path) == ["idx"] and _listing(out) == ["old"]
+    with pytest.raises(RuntimeError):
+        with io.atomic_dir(tmp_path / "new") as tmp:
+            raise RuntimeError("crash")
+    assert _listing(tmp_path) == ["idx"]
+
+
+def test_workflow_reexports_the_io_writers():
+    from ragmi import workflow
+
+    assert workflow.atomic_write_parquet is io.atomic_write_parquet
+    assert workflow.atomic_write_text is io.atomic_write_text
+    assert workflow.write_json is io.write_json

