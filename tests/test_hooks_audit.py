@@ -53,9 +53,18 @@ class EchoGenerator:
 
     def generate(self, requests):
         self.requests += requests
-        return [{"response_text": "answer to: " + r["messages"][-1]["content"][-40:],
-                 "first_token_logprobs": [{"token": "Yes", "logprob": -0.1}], "token_logprobs": [-0.1],
-                 "prompt_tokens": 10, "completion_tokens": 1, "latency_s": 0.0, "cached": False} for r in requests]
+        return [
+            {
+                "response_text": "answer to: " + r["messages"][-1]["content"][-40:],
+                "first_token_logprobs": [{"token": "Yes", "logprob": -0.1}],
+                "token_logprobs": [-0.1],
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "latency_s": 0.0,
+                "cached": False,
+            }
+            for r in requests
+        ]
 
 
 class Upper(Defense):
@@ -110,8 +119,15 @@ class RefuseAll(Defense):
 
 
 def rag(defenses, k=3):
-    return RAGSystem(retriever=OverlapRetriever(DOCS), documents=DOCS, template=get_template("rag_mia"),
-                     generator=EchoGenerator(), k=k, seed=7, defenses=defenses)
+    return RAGSystem(
+        retriever=OverlapRetriever(DOCS),
+        documents=DOCS,
+        template=get_template("rag_mia"),
+        generator=EchoGenerator(),
+        k=k,
+        seed=7,
+        defenses=defenses,
+    )
 
 
 def test_output_hook_runs_after_generation_and_keeps_the_raw_text():
@@ -168,15 +184,27 @@ def test_inventory_of_working_defenses_passes():
 
 
 def test_trace_fire_rates_count_changes():
-    traces = pd.DataFrame({"hook_trace": [json.dumps([{"defense": "p", "hook": "output", "changed": c}])
-                                          for c in (True, False, False, True)]})
+    traces = pd.DataFrame(
+        {
+            "hook_trace": [
+                json.dumps([{"defense": "p", "hook": "output", "changed": c}]) for c in (True, False, False, True)
+            ]
+        }
+    )
     assert trace_fire_rates(traces) == {("p", "output"): (2, 4)}
 
 
-@pytest.mark.parametrize("probe, changed, n, status", [
-    (0.0, 0, 10, "inactive"), (1.0, 10, 10, "active"), (0.5, 3, 10, "pattern-limited"),
-    (0.4, 0, 10, "pattern-limited"), (1.0, 0, 0, "active"), (0.4, 0, 0, "pattern-limited"),
-])
+@pytest.mark.parametrize(
+    "probe, changed, n, status",
+    [
+        (0.0, 0, 10, "inactive"),
+        (1.0, 10, 10, "active"),
+        (0.5, 3, 10, "pattern-limited"),
+        (0.4, 0, 10, "pattern-limited"),
+        (1.0, 0, 0, "active"),
+        (0.4, 0, 0, "pattern-limited"),
+    ],
+)
 def test_hook_status(probe, changed, n, status):
     assert hook_status(probe, changed, n) == status
 
@@ -204,15 +232,24 @@ def test_every_model_free_defense_fires_on_its_probes():
     no LLM (the stub fixture's pass-through output hook excepted, which the audit must catch)."""
     from ragmi.defenses import REGISTRY, build_defense, defense_class
 
-    docs = {f"d{i}": f"Patient {i}: pain in the {w} for {i + 2} days, advised rest and fluids by Dr Smith."
-            for i, w in enumerate(["head", "back", "knee", "chest", "stomach", "neck", "hand", "foot"] * 4)}
+    docs = {
+        f"d{i}": f"Patient {i}: pain in the {w} for {i + 2} days, advised rest and fluids by Dr Smith."
+        for i, w in enumerate(["head", "back", "knee", "chest", "stomach", "neck", "hand", "foot"] * 4)
+    }
     for kind in sorted(REGISTRY):
         cls = defense_class(kind)
         if cls.needs_llm:
             continue
         d = build_defense(kind, {"kind": kind})
-        r = RAGSystem(retriever=OverlapRetriever(docs), documents=docs, template=get_template("rag_mia"),
-                      generator=EchoGenerator(), k=4, seed=3, defenses=[d])
+        r = RAGSystem(
+            retriever=OverlapRetriever(docs),
+            documents=docs,
+            template=get_template("rag_mia"),
+            generator=EchoGenerator(),
+            k=4,
+            seed=3,
+            defenses=[d],
+        )
         rows, statuses = inventory("t", r, None)
         inactive = [row.hook for row in rows if row.status == "inactive"]
         if getattr(cls, "test_only", False):

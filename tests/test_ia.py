@@ -13,18 +13,26 @@ from ragmi.attacks.questions import parse_questions
 from ragmi.errors import ConfigError
 
 
-@pytest.mark.parametrize("text,label", [
-    ("Yes, it is.", "yes"), ("I don't know.", "unknown"), ("There is no information.", "no"), ("Unclear", "unknown"),
-])
+@pytest.mark.parametrize(
+    "text,label",
+    [
+        ("Yes, it is.", "yes"),
+        ("I don't know.", "unknown"),
+        ("There is no information.", "no"),
+        ("Unclear", "unknown"),
+    ],
+)
 def test_repo_label_is_the_repository_regex(text, label):
     assert repo_label(text) == label
 
 
 def test_question_parser_for_yes_no_questions():
-    out = ("1. Are flavones and flavonols shown to antagonistically suppress the transformation of AhR induced by dioxins?\n"
-           "2. Does vitamin D reduce hip fractures? Yes\n"
-           "3. The trial lasted 18 months.\n"
-           "4. Were 3,270 women enrolled? No")
+    out = (
+        "1. Are flavones and flavonols shown to antagonistically suppress the transformation of AhR induced by dioxins?\n"
+        "2. Does vitamin D reduce hip fractures? Yes\n"
+        "3. The trial lasted 18 months.\n"
+        "4. Were 3,270 women enrolled? No"
+    )
     qs, rule = parse_questions(out, 30, require_question_mark=True, exclude=IA_EXAMPLE_QUESTIONS)
     assert rule == "numbered"
     assert qs == ["Does vitamin D reduce hip fractures?", "Were 3,270 women enrolled?"]
@@ -34,10 +42,16 @@ def test_question_parser_for_yes_no_questions():
 # fake attacker LLM
 # --------------------------------------------------------------------------------------------------
 
-DOC = ("Daily supplementation with 800 IU of vitamin D reduced hip fractures by 30 percent. "
-       "The trial enrolled 3,270 women in French nursing homes.")
-QS = ["Does vitamin D reduce hip fractures?", "Was the dose 400 IU?", "Did the trial take place in Spain?",
-      "Were women enrolled?"]
+DOC = (
+    "Daily supplementation with 800 IU of vitamin D reduced hip fractures by 30 percent. "
+    "The trial enrolled 3,270 women in French nursing homes."
+)
+QS = [
+    "Does vitamin D reduce hip fractures?",
+    "Was the dose 400 IU?",
+    "Did the trial take place in Spain?",
+    "Were women enrolled?",
+]
 SHADOW = {QS[0]: "Yes.", QS[1]: "No.", QS[2]: "I don't know.", QS[3]: "Yes"}
 
 
@@ -64,8 +78,9 @@ class FakeTools:
         self.logs.append(msg)
 
 
-CANDIDATES = pd.DataFrame({"doc_id": ["d1", "d2"], "title": ["Vitamin D", ""],
-                        "text": [DOC, "Bananas are yellow and rich in potassium."]})
+CANDIDATES = pd.DataFrame(
+    {"doc_id": ["d1", "d2"], "title": ["Vitamin D", ""], "text": [DOC, "Bananas are yellow and rich in potassium."]}
+)
 QUESTION_OUTPUT = {DOC: "\n".join(f"{i}. {q}" for i, q in enumerate(QS, 1)), "Bananas": "Sorry, I cannot."}
 
 
@@ -97,7 +112,14 @@ def test_prepare_paper_keeps_prompts_and_builds_queries(tmp_path):
     attack, tools, mat = prepared({"n_questions": 4}, tmp_path)
     # questions (1000 tokens, T=0.2), summaries (64, 0.3), then one shadow call per parsed question (50, 0.1)
     assert tools.calls == [(2, 1000, 0.2), (2, 64, 0.3), (4, 50, 0.1)]
-    for col in ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens"]:
+    for col in [
+        "prompt",
+        "llm_model",
+        "llm_max_tokens",
+        "llm_temperature",
+        "llm_prompt_tokens",
+        "llm_completion_tokens",
+    ]:
         assert mat[col].notna().all(), col
     assert (mat["llm_model"] == "fake-llm").all() and (mat["llm_prompt_tokens"] == 100).all()
     q = mat[mat["kind"] == "questions"].set_index("doc_id")
@@ -112,9 +134,11 @@ def test_prepare_paper_keeps_prompts_and_builds_queries(tmp_path):
 
     queries = attack.build_queries(CANDIDATES, mat)
     assert list(queries["doc_id"]) == ["d1"] * 4
-    assert queries["user_prompt"].iloc[0] == ("I want to ask about Vitamin D and hip fractures in nursing homes. "
-                                             "Does vitamin D reduce hip fractures? "
-                                             "Please answer with 'Yes,' 'No,' or 'I don't know'")
+    assert queries["user_prompt"].iloc[0] == (
+        "I want to ask about Vitamin D and hip fractures in nursing homes. "
+        "Does vitamin D reduce hip fractures? "
+        "Please answer with 'Yes,' 'No,' or 'I don't know'"
+    )
     assert (queries["max_tokens"] == 5).all() and (queries["top_logprobs"] == 0).all()
     assert list(queries["shadow"]) == ["yes", "no", "idk", "yes"]
     bare = IA({"n_questions": 4, "summary_prefix": "", "answer_instruction": ""}).build_queries(CANDIDATES, mat)
@@ -126,8 +150,12 @@ RESPONSES = ["Yes.", "I don't know.", "I don't know", "No"]  # -> yes, idk, idk,
 
 def responses_for(queries, texts):
     """Question i (query id ``{doc}::q{i}``) is answered with ``texts[i]``."""
-    return pd.DataFrame({"query_id": queries["query_id"],
-                         "response_text": [texts[int(qid.rsplit("q", 1)[1])] for qid in queries["query_id"]]})
+    return pd.DataFrame(
+        {
+            "query_id": queries["query_id"],
+            "response_text": [texts[int(qid.rsplit("q", 1)[1])] for qid in queries["query_id"]],
+        }
+    )
 
 
 def test_paper_score_by_hand():
@@ -146,7 +174,8 @@ def test_paper_score_by_hand():
 
     lam1 = IA({"n_questions": 4, "lambda_idk": 1.0})
     assert lam1.score(queries, responses_for(queries, RESPONSES), {}, mat).set_index(["doc_id", "variant"]).loc[
-        ("d1", "ia/paper"), "score"] == pytest.approx((1 - 1 + 0 + 0) / 4)
+        ("d1", "ia/paper"), "score"
+    ] == pytest.approx((1 - 1 + 0 + 0) / 4)
 
 
 def test_skip_idk_shadow_drops_questions_before_querying():
@@ -177,8 +206,9 @@ def test_repo_variant_plain_accuracy_with_unknown_equal_unknown(tmp_path):
     assert "summary" not in set(mat["kind"])
     sh = mat[mat["kind"] == "shadow"].sort_values("item")
     assert list(sh["parsed"]) == ["yes", "unknown", "no", "unknown"]
-    assert json.loads(sh["prompt"].iloc[0])[0]["content"] == SHADOW_PROMPT_REPO.replace(
-        "[question]", QS[0]).replace("[context]", DOC)
+    assert json.loads(sh["prompt"].iloc[0])[0]["content"] == SHADOW_PROMPT_REPO.replace("[question]", QS[0]).replace(
+        "[context]", DOC
+    )
     queries = attack.build_queries(CANDIDATES, mat)
     assert list(queries["user_prompt"]) == QS  # bare questions
     # answers: no (wrong), unknown = unknown (right), no = no (right), unknown = unknown (right)
@@ -198,6 +228,8 @@ def test_all_or_nothing():
     assert attack.build_queries(CANDIDATES, mat).empty
     lenient = IA({"n_questions": 4})
     assert len(lenient.build_queries(CANDIDATES, mat)) == 2
-    sc = attack.score(attack.build_queries(CANDIDATES, mat), pd.DataFrame(columns=["query_id", "response_text"]), {}, mat)
+    sc = attack.score(
+        attack.build_queries(CANDIDATES, mat), pd.DataFrame(columns=["query_id", "response_text"]), {}, mat
+    )
     assert (sc["score"] == -5.0).all() and sc["no_queries"].all()
     assert list(sc.drop_duplicates("doc_id")["n_questions_parsed"]) == [2, 0]

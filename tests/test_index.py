@@ -13,12 +13,15 @@ def docs():
     return generate(n_docs=60, seed=5)[["doc_id", "text"]]
 
 
-@pytest.mark.parametrize("cfg", [
-    {"kind": "dense", "index": "flat_ip"},
-    {"kind": "dense", "index": "flat_l2"},
-    {"kind": "dense", "index": "hnsw"},
-    {"kind": "bm25"},
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"kind": "dense", "index": "flat_ip"},
+        {"kind": "dense", "index": "flat_l2"},
+        {"kind": "dense", "index": "hnsw"},
+        {"kind": "bm25"},
+    ],
+)
 def test_a_document_retrieves_itself_first(tmp_path, docs, cfg):
     spec = RetrieverSpec.from_config("r", cfg)
     meta = build_index(docs, spec, tmp_path / "idx", log=lambda m: None)

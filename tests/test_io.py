@@ -14,7 +14,7 @@ def _listing(d):
 
 def test_writers_write_exact_bytes(tmp_path):
     io.atomic_write_text("a\r\nb é\n", tmp_path / "t.txt")
-    assert (tmp_path / "t.txt").read_bytes() == "a\r\nb é\n".encode("utf-8")  # line endings kept
+    assert (tmp_path / "t.txt").read_bytes() == "a\r\nb é\n".encode()  # line endings kept
     io.atomic_write_bytes(b"\x00\x01", tmp_path / "sub" / "b.bin")  # parent folders are created
     assert (tmp_path / "sub" / "b.bin").read_bytes() == b"\x00\x01"
     io.write_json({"b": 1, "a": [1, 2], "p": tmp_path}, tmp_path / "j.json")
@@ -28,12 +28,15 @@ def test_writers_write_exact_bytes(tmp_path):
     assert _listing(tmp_path) == ["direct.parquet", "f.parquet", "j.json", "sub", "t.txt"]
 
 
-@pytest.mark.parametrize("write", [
-    lambda p: io.atomic_write_text("new", p),
-    lambda p: io.atomic_write_bytes(b"new", p),
-    lambda p: io.write_json({"new": 1}, p),
-    lambda p: io.atomic_write_parquet(pd.DataFrame({"a": [1]}), p),
-])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda p: io.atomic_write_text("new", p),
+        lambda p: io.atomic_write_bytes(b"new", p),
+        lambda p: io.write_json({"new": 1}, p),
+        lambda p: io.atomic_write_parquet(pd.DataFrame({"a": [1]}), p),
+    ],
+)
 def test_failed_replace_leaves_old_file_and_no_temp(tmp_path, monkeypatch, write):
     out = tmp_path / "out"
     out.write_text("old")
@@ -48,7 +51,7 @@ def test_failed_replace_leaves_old_file_and_no_temp(tmp_path, monkeypatch, write
 
 
 def test_failed_serialisation_leaves_no_file(tmp_path):
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # pyarrow's ArrowInvalid
         io.atomic_write_parquet(pd.DataFrame({"a": [1, "mixed"]}), tmp_path / "f.parquet")
     with pytest.raises(TypeError):
         io.atomic_write_bytes("not bytes", tmp_path / "b.bin")

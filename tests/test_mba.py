@@ -37,8 +37,10 @@ TEXT = (
 
 
 # "nappyzilla" is split by the SmolLM2 tokenizer into 4 tokens whose largest rank is not the first one's
-SHORT = ("My baby has been pooing five times a day for a week. In the last few days it got worse, "
-         "xylophonequark and nappyzilla rash.")
+SHORT = (
+    "My baby has been pooing five times a day for a week. In the last few days it got worse, "
+    "xylophonequark and nappyzilla rash."
+)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +125,14 @@ def test_masks_one_per_subtext_no_stopwords_not_adjacent(proxy64):
     assert all(r["cores"][j].lower() not in NLTK_ENGLISH_STOPWORDS for j in idx)
     assert all(b - a > 1 for a, b in zip(idx, idx[1:]))
     for j, k in zip(idx, subtexts):  # each mask is the highest-ranked eligible word of its subtext
-        others = [i for i in range(bounds[k], bounds[k + 1])
-                  if r["cores"][i] and r["cores"][i].lower() not in NLTK_ENGLISH_STOPWORDS
-                  and i - 1 not in idx and i + 1 not in idx]
+        others = [
+            i
+            for i in range(bounds[k], bounds[k + 1])
+            if r["cores"][i]
+            and r["cores"][i].lower() not in NLTK_ENGLISH_STOPWORDS
+            and i - 1 not in idx
+            and i + 1 not in idx
+        ]
         assert r["scores"][j] == max(r["scores"][i] for i in others)
     # the masked text names the masks in order and restores the document with the answers
     text = m["masked_text"]
@@ -171,15 +178,21 @@ def test_stopword_list_is_nltk_english():
 # ---------------------------------------------------------------------------------------------
 def test_query_prompt_exact():
     candidates = pd.DataFrame({"doc_id": ["d1"], "text": ["I have a fever and cough."], "title": [""]})
-    materials = pd.DataFrame({"doc_id": ["d1"], "masked_text": ["I have a [Mask_1] and [Mask_2]."],
-                              "answers": [["fever", "cough"]], "n_masks": [2]})
+    materials = pd.DataFrame(
+        {
+            "doc_id": ["d1"],
+            "masked_text": ["I have a [Mask_1] and [Mask_2]."],
+            "answers": [["fever", "cough"]],
+            "n_masks": [2],
+        }
+    )
     q = MBA({}).build_queries(candidates, materials)
     expected = (
         "Predict the answers of the masks in the given texts:\n\n"
         "I have a [Mask_1] and [Mask_2].\n\n"
         "You should strictly follow the contexts below to answer, and provide your answers in the "
         "specified format:\n"
-        "\"[Mask_i]: answer_i\\n\" for each mask:"
+        '"[Mask_i]: answer_i\\n" for each mask:'
     )
     assert q.loc[0, "user_prompt"] == expected
     assert q.loc[0, "query_id"] == "d1::mba"
@@ -212,21 +225,24 @@ def test_defaults_come_from_the_schema():
 ANSWERS = ["fever", "cough", "Antibiotics"]
 
 
-@pytest.mark.parametrize("response,expected", [
-    ("[Mask_1]: fever\n[Mask_2]: cough\n[Mask_3]: antibiotics\n", 3),
-    ("[MASK_1]: Fever.\n[MASK_2]: COUGH\n[MASK_3]: antibiotics!", 3),
-    ("Mask 1: fever\nMask 2: sneeze\nMask 3: antibiotics", 2),
-    ("**[Mask_1]**: fever\n**[Mask_2]:** cough\n- [Mask_3]: **antibiotics**", 3),
-    ("[Mask_1]: fever, [Mask_2]: cough, [Mask_3]: pills", 2),
-    ('{"[Mask_1]": "fever", "[Mask_2]": "cough", "[Mask_3]": "antibiotics"}', 3),
-    ("Here are the answers:\n1. fever\n2. cough\n3) antibiotics", 3),
-    ("1. headache\n2) cough\n3. antibiotic", 1),
-    ("[Mask_2]: fever\n[Mask_1]: cough", 0),  # indices matter, not order
-    ("Mask_1 - fever\nMask_3 = antibiotics", 2),
-    ("[Mask_1]: a fever\n[Mask_2]: coughing", 0),  # strict word match after normalisation
-    ("I don't know.", 0),
-    ("", 0),
-])
+@pytest.mark.parametrize(
+    "response,expected",
+    [
+        ("[Mask_1]: fever\n[Mask_2]: cough\n[Mask_3]: antibiotics\n", 3),
+        ("[MASK_1]: Fever.\n[MASK_2]: COUGH\n[MASK_3]: antibiotics!", 3),
+        ("Mask 1: fever\nMask 2: sneeze\nMask 3: antibiotics", 2),
+        ("**[Mask_1]**: fever\n**[Mask_2]:** cough\n- [Mask_3]: **antibiotics**", 3),
+        ("[Mask_1]: fever, [Mask_2]: cough, [Mask_3]: pills", 2),
+        ('{"[Mask_1]": "fever", "[Mask_2]": "cough", "[Mask_3]": "antibiotics"}', 3),
+        ("Here are the answers:\n1. fever\n2. cough\n3) antibiotics", 3),
+        ("1. headache\n2) cough\n3. antibiotic", 1),
+        ("[Mask_2]: fever\n[Mask_1]: cough", 0),  # indices matter, not order
+        ("Mask_1 - fever\nMask_3 = antibiotics", 2),
+        ("[Mask_1]: a fever\n[Mask_2]: coughing", 0),  # strict word match after normalisation
+        ("I don't know.", 0),
+        ("", 0),
+    ],
+)
 def test_parser_counts(response, expected):
     assert count_correct(response, ANSWERS) == expected
 
@@ -256,14 +272,29 @@ def test_gamma_selected_by_f1_on_reference():
 def test_score_end_to_end_with_reference_gamma():
     att = MBA({})
     docs = [f"d{i}" for i in range(6)]
-    materials = pd.DataFrame({"doc_id": docs, "masked_text": ["a [Mask_1] b [Mask_2]"] * 6,
-                              "answers": [["x", "y"]] * 6, "n_masks": [2] * 6})
+    materials = pd.DataFrame(
+        {"doc_id": docs, "masked_text": ["a [Mask_1] b [Mask_2]"] * 6, "answers": [["x", "y"]] * 6, "n_masks": [2] * 6}
+    )
     candidates = pd.DataFrame({"doc_id": docs, "text": ["a x b y"] * 6, "title": [""] * 6})
     q = att.build_queries(candidates, materials)
-    texts = ["[Mask_1]: x\n[Mask_2]: y", "[Mask_1]: x\n[Mask_2]: z", "[Mask_1]: w\n[Mask_2]: z",
-             "[Mask_1]: x [Mask_2]: y", "nothing", "[Mask_1]: x"]
-    resp = pd.DataFrame({"query_id": q["query_id"], "response_text": texts, "first_token_logprobs": [[]] * 6,
-                         "token_logprobs": [[]] * 6, "prompt_tokens": 0, "completion_tokens": 0})
+    texts = [
+        "[Mask_1]: x\n[Mask_2]: y",
+        "[Mask_1]: x\n[Mask_2]: z",
+        "[Mask_1]: w\n[Mask_2]: z",
+        "[Mask_1]: x [Mask_2]: y",
+        "nothing",
+        "[Mask_1]: x",
+    ]
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": texts,
+            "first_token_logprobs": [[]] * 6,
+            "token_logprobs": [[]] * 6,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+    )
     ref = {"d0": 1, "d1": 1, "d2": 0, "d4": 0}  # fractions 1, .5 (members), 0, 0 -> gamma .1 (F1 1, smallest)
     s = att.score(q, resp, ref)
     frac = s[s["variant"] == "mba"].set_index("doc_id")["score"]

@@ -32,14 +32,20 @@ UNRELATED = "The Eiffel Tower is located in Paris and was completed in 1889."
 # parsing
 # --------------------------------------------------------------------------------------------------
 
+
 def test_parse_query_label_format():
-    out = ("QUERY_1: What is the prevalence of vitamin D deficiency?\n"
-           "QUERY_2: How many women were enrolled?\n"
-           "QUERY_3: [Which country hosted the nursing homes?]\n")
+    out = (
+        "QUERY_1: What is the prevalence of vitamin D deficiency?\n"
+        "QUERY_2: How many women were enrolled?\n"
+        "QUERY_3: [Which country hosted the nursing homes?]\n"
+    )
     qs, rule = parse_questions(out, 5)
     assert rule == "query_label"
-    assert qs == ["What is the prevalence of vitamin D deficiency?", "How many women were enrolled?",
-                  "Which country hosted the nursing homes?"]
+    assert qs == [
+        "What is the prevalence of vitamin D deficiency?",
+        "How many women were enrolled?",
+        "Which country hosted the nursing homes?",
+    ]
 
 
 def test_parse_query_label_on_one_line_and_cut_after_question_mark():
@@ -51,7 +57,8 @@ def test_parse_query_label_on_one_line_and_cut_after_question_mark():
 def test_parse_numbered_list_caps_at_n_and_drops_duplicates():
     out = "Here are the questions:\n" + "\n".join(
         [f"{i}. What happened in trial number {i}?" for i in range(1, 8)]
-        + ["8) What happened in trial number 1?", "Q9: Who ran the last trial?"])
+        + ["8) What happened in trial number 1?", "Q9: Who ran the last trial?"]
+    )
     qs, rule = parse_questions(out, 5)
     assert rule == "numbered"
     assert qs == [f"What happened in trial number {i}?" for i in range(1, 6)]
@@ -61,7 +68,9 @@ def test_parse_numbered_list_caps_at_n_and_drops_duplicates():
 
 
 def test_parse_bullets_and_question_marks():
-    qs, rule = parse_questions("- What dose was given daily?\n* How long was follow-up?\n\u2022 Who was enrolled there?")
+    qs, rule = parse_questions(
+        "- What dose was given daily?\n* How long was follow-up?\n\u2022 Who was enrolled there?"
+    )
     assert rule == "bullets"
     assert qs == ["What dose was given daily?", "How long was follow-up?", "Who was enrolled there?"]
     qs, rule = parse_questions("Sure! What dose was given to the patients? And how long was the follow-up period?")
@@ -71,41 +80,56 @@ def test_parse_bullets_and_question_marks():
 
 def test_parse_prefers_real_questions_over_headings():
     # shape of an actual SmolLM2-135M answer to the MEntA prompt: numbered headings, bulleted questions
-    out = ("Here are five highly specific queries:\n\n"
-           "1. Questions about the benefits of Vitamin D for bone health:\n"
-           "- Answer: DOCUMENT: Vitamin D deficiency is common in elderly patients.\n"
-           "- Question: What's the latest data on Vitamin D benefits for bone health?\n\n"
-           "2. Questions about the effects of Vitamin D on bone health:\n"
-           "- Question: What does Vitamin D do to bone health?\n")
+    out = (
+        "Here are five highly specific queries:\n\n"
+        "1. Questions about the benefits of Vitamin D for bone health:\n"
+        "- Answer: DOCUMENT: Vitamin D deficiency is common in elderly patients.\n"
+        "- Question: What's the latest data on Vitamin D benefits for bone health?\n\n"
+        "2. Questions about the effects of Vitamin D on bone health:\n"
+        "- Question: What does Vitamin D do to bone health?\n"
+    )
     qs, rule = parse_questions(out, 5)
     assert rule == "bullets"
-    assert qs == ["What's the latest data on Vitamin D benefits for bone health?",
-                  "What does Vitamin D do to bone health?"]
+    assert qs == [
+        "What's the latest data on Vitamin D benefits for bone health?",
+        "What does Vitamin D do to bone health?",
+    ]
     # with no question mark anywhere, the numbered items are kept as they are
     qs, rule = parse_questions("1. Describe the dose used in the trial\n2. Name the country of the homes", 5)
     assert rule == "numbered" and qs == ["Describe the dose used in the trial", "Name the country of the homes"]
 
 
-@pytest.mark.parametrize("garbage", [
-    "Lorem ipsum dolor sit amet. Consectetur adipiscing elit.",
-    "QUERY_1: [first question here]\nQUERY_2: [second question here]\nQUERY_3: [third question here]\n...",
-    "",
-    "1. ?\n2. ok?",
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "Lorem ipsum dolor sit amet. Consectetur adipiscing elit.",
+        "QUERY_1: [first question here]\nQUERY_2: [second question here]\nQUERY_3: [third question here]\n...",
+        "",
+        "1. ?\n2. ok?",
+    ],
+)
 def test_parse_garbage_yields_nothing(garbage):
     assert parse_questions(garbage, 5) == ([], "none")
 
 
 def test_parse_summary():
-    assert parse_summary('Output: "Vitamin D supplementation and hip fractures in elderly women."\nMore text') \
+    assert (
+        parse_summary('Output: "Vitamin D supplementation and hip fractures in elderly women."\nMore text')
         == "Vitamin D supplementation and hip fractures in elderly women."
-    assert parse_summary("\n\n  The cyclooxygenase pathway and its role in inflammatory responses.") is None  # copied example
+    )
+    assert (
+        parse_summary("\n\n  The cyclooxygenase pathway and its role in inflammatory responses.") is None
+    )  # copied example
     # an actual SmolLM2-135M answer: the title, then the prompt's example
-    copied = ("Vitamin D and bone health: The report highlights advancements in green energy technologies and "
-              "discusses the role of vitamin D.")
+    copied = (
+        "Vitamin D and bone health: The report highlights advancements in green energy technologies and "
+        "discusses the role of vitamin D."
+    )
     assert parse_summary(copied, document=f"{TITLE} {TEXT}") is None
-    assert parse_summary("Green energy subsidies in Germany.", document="Green energy subsidies rose.") \
+    assert (
+        parse_summary("Green energy subsidies in Germany.", document="Green energy subsidies rose.")
         == "Green energy subsidies in Germany."
+    )
     assert parse_summary("") is None
     assert parse_summary("Title: something") is None
 
@@ -114,9 +138,12 @@ def test_parse_summary():
 # sentence splitting (the artifact's heuristic split_text)
 # --------------------------------------------------------------------------------------------------
 
+
 def test_split_text_sentences_and_min_length():
-    assert split_text("Vitamin D helps. It was tested in 2019!  Really? ok", 10) == ["Vitamin D helps.",
-                                                                                "It was tested in 2019!"]
+    assert split_text("Vitamin D helps. It was tested in 2019!  Really? ok", 10) == [
+        "Vitamin D helps.",
+        "It was tested in 2019!",
+    ]
     assert split_text("Short one. Another sentence here.", min_length=12) == ["Another sentence here."]
     assert split_text("Many   spaces\there and there.", 10) == ["Many spaces here and there."]
     assert split_text("", 10) == [] and split_text("   \n ", 10) == []
@@ -128,12 +155,16 @@ def test_split_text_lines_and_list_markers():
     text = "The answer has parts:\n1. first part of it\n- second part here\nA) third one here"
     assert split_text(text, 10) == ["The answer has parts:", "first part of it", "second part here", "third one here"]
     assert split_text("Intro line without stop\n\u2022 bullet item number one\nb. lettered item two", 10) == [
-        "Intro line without stop", "bullet item number one", "lettered item two"]
+        "Intro line without stop",
+        "bullet item number one",
+        "lettered item two",
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
 # offline generation with a fake attacker LLM
 # --------------------------------------------------------------------------------------------------
+
 
 class FakeTools:
     """Answers by prompt content; records every call."""
@@ -146,8 +177,11 @@ class FakeTools:
         out = []
         for msgs in prompts:
             content = msgs[-1]["content"]
-            table = self.questions if msgs[0]["content"].startswith("You are a helpful assistant that generates") \
+            table = (
+                self.questions
+                if msgs[0]["content"].startswith("You are a helpful assistant that generates")
                 else self.summaries
+            )
             text = next(v for k, v in table.items() if k in content)
             out.append({"text": text, "prompt_tokens": len(content) // 4, "completion_tokens": 7, "model": "fake-llm"})
         return out
@@ -160,30 +194,46 @@ def five(prefix):
     return "\n".join(f"QUERY_{i}: {prefix} question number {i}?" for i in range(1, 6))
 
 
-CANDIDATES = pd.DataFrame({
-    "doc_id": ["d1", "d2", "d3"],
-    "title": [TITLE, "", "Other"],
-    "text": [TEXT, "Cats sleep sixteen hours a day in warm rooms.", "Bananas are rich in potassium and fibre."],
-})
-QUESTIONS = {TEXT: five("Vitamin"), "Cats sleep": "QUERY_1: How long do cats sleep each day?\nQUERY_2: Where do cats like sleeping?",
-             "Bananas": "I cannot help with that."}
-SUMMARIES = {TEXT: "Vitamin D supplementation and hip fractures.", "Cats sleep": "Description: Sleep habits of cats.",
-             "Bananas": ""}
+CANDIDATES = pd.DataFrame(
+    {
+        "doc_id": ["d1", "d2", "d3"],
+        "title": [TITLE, "", "Other"],
+        "text": [TEXT, "Cats sleep sixteen hours a day in warm rooms.", "Bananas are rich in potassium and fibre."],
+    }
+)
+QUESTIONS = {
+    TEXT: five("Vitamin"),
+    "Cats sleep": "QUERY_1: How long do cats sleep each day?\nQUERY_2: Where do cats like sleeping?",
+    "Bananas": "I cannot help with that.",
+}
+SUMMARIES = {
+    TEXT: "Vitamin D supplementation and hip fractures.",
+    "Cats sleep": "Description: Sleep habits of cats.",
+    "Bananas": "",
+}
 
 
 def test_prepare_keeps_prompts_and_settings(tmp_path):
     tools = FakeTools(QUESTIONS, SUMMARIES)
     mat = MEntA({}).prepare(CANDIDATES, tools)
     assert tools.calls == [(3, 512, 0.7), (3, 64, 0.3)]
-    for col in ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens"]:
+    for col in [
+        "prompt",
+        "llm_model",
+        "llm_max_tokens",
+        "llm_temperature",
+        "llm_prompt_tokens",
+        "llm_completion_tokens",
+    ]:
         assert mat[col].notna().all(), col
     assert (mat["llm_model"] == "fake-llm").all() and (mat["llm_completion_tokens"] == 7).all()
     q = mat[mat["kind"] == "questions"].set_index("doc_id")
     s = mat[mat["kind"] == "summary"].set_index("doc_id")
     msgs = json.loads(q.loc["d1", "prompt"])
     assert msgs == question_messages(5, TITLE, TEXT)
-    assert msgs[0]["content"].startswith("You are a helpful assistant that generates highly specific questions. "
-                                         "Always output exactly 5 questions")
+    assert msgs[0]["content"].startswith(
+        "You are a helpful assistant that generates highly specific questions. Always output exactly 5 questions"
+    )
     assert f"DOCUMENT:\nTitle: {TITLE} Content: {TEXT}\n" in msgs[1]["content"]
     assert list(q["n_questions_parsed"]) == [5, 2, 0]
     assert list(q["parse_failed"]) == [False, True, True]
@@ -216,11 +266,17 @@ def test_prepare_keeps_prompts_and_settings(tmp_path):
 # scoring helpers
 # --------------------------------------------------------------------------------------------------
 
+
 def materials_for(answers_by_doc: dict, titles=None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Materials, queries and responses for documents whose question i got answers[i]."""
     titles = titles or {}
-    candidates = pd.DataFrame({"doc_id": list(answers_by_doc), "title": [titles.get(d, TITLE) for d in answers_by_doc],
-                            "text": [TEXT] * len(answers_by_doc)})
+    candidates = pd.DataFrame(
+        {
+            "doc_id": list(answers_by_doc),
+            "title": [titles.get(d, TITLE) for d in answers_by_doc],
+            "text": [TEXT] * len(answers_by_doc),
+        }
+    )
     qmap = {TEXT: five("Vitamin")}
     mat = MEntA({}).prepare(candidates, FakeTools(qmap, {TEXT: "Vitamin D and fractures."}))
     queries = MEntA({}).build_queries(candidates, mat)
@@ -248,8 +304,12 @@ def test_similarity_scorer_by_hand(minilm_path):
     assert list(per_q["hit"]) == [True, False, False, False, False]
     assert list(per_q["idk"]) == [False, False, True, True, False]
     scores = attack.score(queries, resp, {}, mat).set_index("variant")
-    assert set(scores.index) == {"menta/similarity", "menta/similarity/n=1", "menta/similarity/n=3",
-                                 "menta/similarity/n=5"}
+    assert set(scores.index) == {
+        "menta/similarity",
+        "menta/similarity/n=1",
+        "menta/similarity/n=3",
+        "menta/similarity/n=5",
+    }
     assert scores.loc["menta/similarity", "score"] == pytest.approx((1 + 0 - 0.25 - 0.25 + 0) / 5)
     assert scores.loc["menta/similarity/n=1", "score"] == pytest.approx(1.0)
     assert scores.loc["menta/similarity/n=3", "score"] == pytest.approx((1 + 0 - 0.25) / 3)
@@ -281,7 +341,9 @@ def test_idk_overrides_a_supported_claim(minilm_path):
 
 def test_documents_without_queries_get_the_minimum(minilm_path):
     # d2's questions come back as garbage: no query, score -lambda, counted
-    candidates = pd.DataFrame({"doc_id": ["d1", "d2"], "title": [TITLE, "X"], "text": [TEXT, "Bananas are yellow fruit."]})
+    candidates = pd.DataFrame(
+        {"doc_id": ["d1", "d2"], "title": [TITLE, "X"], "text": [TEXT, "Bananas are yellow fruit."]}
+    )
     tools = FakeTools({TEXT: five("Vitamin"), "Bananas": "no idea"}, {TEXT: "Vitamin D.", "Bananas": "Bananas."})
     attack = MEntA({"embedder": minilm_path, "lambda_idk": 2.0, "budgets": [1]})
     mat = attack.prepare(candidates, tools)
@@ -292,7 +354,9 @@ def test_documents_without_queries_get_the_minimum(minilm_path):
     assert sc.loc[("d1", "menta/similarity"), "score"] == pytest.approx(1.0)
     assert sc.loc[("d2", "menta/similarity"), "score"] == -2.0
     assert sc.loc[("d2", "menta/similarity/n=1"), "score"] == -2.0
-    assert bool(sc.loc[("d2", "menta/similarity"), "no_queries"]) and bool(sc.loc[("d2", "menta/similarity"), "parse_failed"])
+    assert bool(sc.loc[("d2", "menta/similarity"), "no_queries"]) and bool(
+        sc.loc[("d2", "menta/similarity"), "parse_failed"]
+    )
     assert sc.loc[("d2", "menta/similarity"), "n_questions_parsed"] == 0
     assert not bool(sc.loc[("d1", "menta/similarity"), "no_queries"])
 
@@ -351,8 +415,26 @@ def test_responses_must_cover_queries(minilm_path):
 # NLI
 # --------------------------------------------------------------------------------------------------
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "vitamin", "d", "trial", "i", "don", "'", "t", "know",
-         "the", "a", ".", ",", "?"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "vitamin",
+    "d",
+    "trial",
+    "i",
+    "don",
+    "'",
+    "t",
+    "know",
+    "the",
+    "a",
+    ".",
+    ",",
+    "?",
+]
 
 
 def build_tiny_nli(folder, id2label: dict) -> str:
@@ -364,13 +446,29 @@ def build_tiny_nli(folder, id2label: dict) -> str:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=64)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    )
     fast.save_pretrained(folder)
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64, num_labels=len(id2label),
-                     id2label=id2label, label2id={v: k for k, v in id2label.items()})
+    cfg = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
     BertForSequenceClassification(cfg).save_pretrained(folder)
     return str(folder)
 
@@ -385,10 +483,16 @@ def tiny_nli(tmp_path_factory) -> str:
 
 def test_label_indices_from_id2label():
     assert nli_label_indices(PERMUTED) == {"entailment": 1, "neutral": 2, "contradiction": 0}
-    assert nli_label_indices({"0": "NEUTRAL", "1": "Contradiction", "2": "ENTAILMENT"}) == \
-        {"entailment": 2, "neutral": 0, "contradiction": 1}
-    assert nli_label_indices({0: "not_entailment", 1: "entailment"}) == \
-        {"entailment": 1, "neutral": None, "contradiction": None}
+    assert nli_label_indices({"0": "NEUTRAL", "1": "Contradiction", "2": "ENTAILMENT"}) == {
+        "entailment": 2,
+        "neutral": 0,
+        "contradiction": 1,
+    }
+    assert nli_label_indices({0: "not_entailment", 1: "entailment"}) == {
+        "entailment": 1,
+        "neutral": None,
+        "contradiction": None,
+    }
     with pytest.raises(ConfigError, match="entailment"):
         nli_label_indices({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     with pytest.raises(ConfigError, match="entailment"):

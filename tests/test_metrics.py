@@ -31,8 +31,14 @@ def frame(variant, ref_m, ref_n, ev_m, ev_n, dec_m=None, dec_n=None):
         for i, s in enumerate(scores):
             d = np.nan if decs is None else decs[i]
             rows.append(
-                dict(doc_id=f"{role[:3]}{label}_{i:03d}", variant=variant, score=float(s),
-                     decision=d, label=label, role=role)
+                dict(
+                    doc_id=f"{role[:3]}{label}_{i:03d}",
+                    variant=variant,
+                    score=float(s),
+                    decision=d,
+                    label=label,
+                    role=role,
+                )
             )
     return pd.DataFrame(rows)
 
@@ -129,8 +135,11 @@ def test_reference_threshold_is_applied_to_eval_not_refitted():
 def test_tpr_at_fpr_hand_computed():
     ref_n = np.arange(1, 11) / 10  # 0.1 .. 1.0
     df = frame(
-        "v", ref_m=[0.5, 2.0], ref_n=ref_n,
-        ev_m=[0.95, 1.0, 1.5, 2.0, 0.2], ev_n=[0.3, 1.2, 0.5, 0.05, 0.7],
+        "v",
+        ref_m=[0.5, 2.0],
+        ref_n=ref_n,
+        ev_m=[0.95, 1.0, 1.5, 2.0, 0.2],
+        ev_n=[0.3, 1.2, 0.5, 0.05, 0.7],
     )
     r = evaluate_variant(df, fprs=(0.0, 0.1), n_boot=50)
     assert r["threshold_fpr_0"] == np.nextafter(1.0, np.inf)
@@ -145,8 +154,13 @@ def test_tpr_at_fpr_hand_computed():
 
 def test_black_box_rates_from_decisions():
     df = frame(
-        "bb", ref_m=[1, 1], ref_n=[0, 0], ev_m=[1, 1, 0, 1], ev_n=[0, 1, 0, 0],
-        dec_m=[1, 1, 0, 1], dec_n=[0, 1, 0, 0],
+        "bb",
+        ref_m=[1, 1],
+        ref_n=[0, 0],
+        ev_m=[1, 1, 0, 1],
+        ev_n=[0, 1, 0, 0],
+        dec_m=[1, 1, 0, 1],
+        dec_n=[0, 1, 0, 0],
     )
     r = evaluate_variant(df, n_boot=200)
     assert r["bb_tpr"] == pytest.approx(0.75)
@@ -255,8 +269,7 @@ def test_invalid_frames_rejected():
 # ---------------------------------------------------------------------------------------------
 def test_evaluate_rows_columns_and_costs():
     df = pd.concat([random_frame("z/bb", decisions=True, seed=2), random_frame("a/gray", seed=3)])
-    costs = {"z/bb": {"queries_per_candidate": 1, "no_answer_rate": 0.1},
-             "a/gray": {"queries_per_candidate": 3}}
+    costs = {"z/bb": {"queries_per_candidate": 1, "no_answer_rate": 0.1}, "a/gray": {"queries_per_candidate": 3}}
     out = evaluate(df, n_boot=50, costs=costs)
     assert list(out["variant"]) == ["a/gray", "z/bb"]
     assert list(out.columns) == metric_columns() + ["queries_per_candidate", "no_answer_rate"]

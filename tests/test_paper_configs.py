@@ -14,9 +14,24 @@ PAPERS = sorted((ROOT / "config" / "paper").glob("*.yaml"))
 
 
 def dry_run(tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                           "--directory", str(tmp_path), "-n", "--cores", "4", *args],
-                          capture_output=True, text=True, cwd=tmp_path)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "--cores",
+            "4",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
 
 
 def test_there_is_a_config_per_seed_paper():
@@ -49,6 +64,6 @@ def test_slurm_profile_dry_run_asks_for_a_gpu(tmp_path):
     out = dry_run(tmp_path, "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(tmp_path / "c.yaml"))
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr
-    prepare = text[text.index("rule prepare:"):]
+    prepare = text[text.index("rule prepare:") :]
     prepare = prepare[: prepare.index("\n\n")]
     assert "gpu=1" in prepare and "slurm_partition=gpu" in prepare

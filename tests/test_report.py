@@ -18,31 +18,63 @@ from ragmi.report.tables import format_extra, write_tables
 def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra):
     """A metrics row with hand-chosen numbers (only the columns the table reads)."""
     row = {c: np.nan for c in metric_columns()}
-    row.update(variant=variant, n_ref_members=40, n_ref_nonmembers=40, n_members=50,
-               n_nonmembers=50, n_boot=1000, auc=auc[0], auc_lo=auc[1], auc_hi=auc[2],
-               accuracy=0.7, accuracy_lo=0.61, accuracy_hi=0.79,
-               tpr_at_fpr_0=0.02, tpr_at_fpr_0_lo=0.0, tpr_at_fpr_0_hi=0.06, fpr_realized_0=0.0,
-               **{"tpr_at_fpr_0.5": 0.04, "tpr_at_fpr_0.5_lo": 0.0, "tpr_at_fpr_0.5_hi": 0.1,
-                  "fpr_realized_0.5": 0.02},
-               tpr_at_fpr_1=0.1, tpr_at_fpr_1_lo=0.02, tpr_at_fpr_1_hi=0.18, fpr_realized_1=0.02,
-               tpr_at_fpr_5=0.3, tpr_at_fpr_5_lo=0.18, tpr_at_fpr_5_hi=0.44, fpr_realized_5=0.06)
+    row.update(
+        variant=variant,
+        n_ref_members=40,
+        n_ref_nonmembers=40,
+        n_members=50,
+        n_nonmembers=50,
+        n_boot=1000,
+        auc=auc[0],
+        auc_lo=auc[1],
+        auc_hi=auc[2],
+        accuracy=0.7,
+        accuracy_lo=0.61,
+        accuracy_hi=0.79,
+        tpr_at_fpr_0=0.02,
+        tpr_at_fpr_0_lo=0.0,
+        tpr_at_fpr_0_hi=0.06,
+        fpr_realized_0=0.0,
+        **{"tpr_at_fpr_0.5": 0.04, "tpr_at_fpr_0.5_lo": 0.0, "tpr_at_fpr_0.5_hi": 0.1, "fpr_realized_0.5": 0.02},
+        tpr_at_fpr_1=0.1,
+        tpr_at_fpr_1_lo=0.02,
+        tpr_at_fpr_1_hi=0.18,
+        fpr_realized_1=0.02,
+        tpr_at_fpr_5=0.3,
+        tpr_at_fpr_5_lo=0.18,
+        tpr_at_fpr_5_hi=0.44,
+        fpr_realized_5=0.06,
+    )
     if bb is not None:
-        row.update(bb_tpr=bb[0], bb_tpr_lo=bb[1], bb_tpr_hi=bb[2],
-                   bb_fpr=bb[3], bb_fpr_lo=bb[4], bb_fpr_hi=bb[5])
+        row.update(bb_tpr=bb[0], bb_tpr_lo=bb[1], bb_tpr_hi=bb[2], bb_fpr=bb[3], bb_fpr_lo=bb[4], bb_fpr_hi=bb[5])
     row.update(attack=attack, dataset="nq", **extra)
     return row
 
 
 @pytest.fixture
 def metrics_df():
-    return pd.DataFrame([
-        metrics_row("s2mia/gray/bleu", "s2mia", auc=(0.6, 0.5, 0.7), queries_per_candidate=1,
-                    prompt_tokens_per_candidate=1234.4, candidate_retrieved_rate=0.954,
-                    no_answer_rate=0.0),
-        metrics_row("rag_mia/black/yesno", "rag_mia", bb=(0.9, 0.81, 0.97, 0.2, 0.1, 0.31),
-                    queries_per_candidate=3, prompt_tokens_per_candidate=812.25,
-                    candidate_retrieved_rate=0.5, no_answer_rate=np.nan),
-    ])
+    return pd.DataFrame(
+        [
+            metrics_row(
+                "s2mia/gray/bleu",
+                "s2mia",
+                auc=(0.6, 0.5, 0.7),
+                queries_per_candidate=1,
+                prompt_tokens_per_candidate=1234.4,
+                candidate_retrieved_rate=0.954,
+                no_answer_rate=0.0,
+            ),
+            metrics_row(
+                "rag_mia/black/yesno",
+                "rag_mia",
+                bb=(0.9, 0.81, 0.97, 0.2, 0.1, 0.31),
+                queries_per_candidate=3,
+                prompt_tokens_per_candidate=812.25,
+                candidate_retrieved_rate=0.5,
+                no_answer_rate=np.nan,
+            ),
+        ]
+    )
 
 
 def scores_frame(n_variants, n=60, seed=0, black_box=()):
@@ -54,9 +86,19 @@ def scores_frame(n_variants, n=60, seed=0, black_box=()):
             s = np.r_[rng.normal(0.5 + 0.1 * i, 1, n), rng.normal(0, 1, n)]
             lab = np.r_[np.ones(n, int), np.zeros(n, int)]
             dec = (s > 0.3).astype(float) if i in black_box else np.full(2 * n, np.nan)
-            parts.append(pd.DataFrame(dict(
-                doc_id=[f"{role}{j}" for j in range(2 * n)], variant=v, score=s, decision=dec,
-                label=lab, role=role, text="ignored extra column")))
+            parts.append(
+                pd.DataFrame(
+                    dict(
+                        doc_id=[f"{role}{j}" for j in range(2 * n)],
+                        variant=v,
+                        score=s,
+                        decision=dec,
+                        label=lab,
+                        role=role,
+                        text="ignored extra column",
+                    )
+                )
+            )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -65,10 +107,8 @@ def scores_frame(n_variants, n=60, seed=0, black_box=()):
 # ---------------------------------------------------------------------------------------------
 def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     out_csv, out_md = tmp_path / "t" / "m.csv", tmp_path / "t" / "m.md"
-    extra = ["queries_per_candidate", "prompt_tokens_per_candidate", "candidate_retrieved_rate",
-             "no_answer_rate"]
-    write_tables(metrics_df, out_csv, out_md, "Leakage on NQ", extra_columns=extra,
-                 notes=["Generator: SmolLM2."])
+    extra = ["queries_per_candidate", "prompt_tokens_per_candidate", "candidate_retrieved_rate", "no_answer_rate"]
+    write_tables(metrics_df, out_csv, out_md, "Leakage on NQ", extra_columns=extra, notes=["Generator: SmolLM2."])
     md = out_md.read_text()
     lines = md.splitlines()
     assert lines[0] == "# Leakage on NQ"
@@ -128,8 +168,7 @@ def test_table_from_evaluate_output(tmp_path):
 
 def test_table_errors(metrics_df, tmp_path):
     with pytest.raises(ValueError, match="not in the metrics"):
-        write_tables(metrics_df, tmp_path / "m.csv", tmp_path / "m.md", "t",
-                     extra_columns=["nope"])
+        write_tables(metrics_df, tmp_path / "m.csv", tmp_path / "m.md", "t", extra_columns=["nope"])
     with pytest.raises(ValueError, match="empty"):
         write_tables(metrics_df.iloc[:0], tmp_path / "m.csv", tmp_path / "m.md", "t")
     assert not (tmp_path / "m.csv").exists()

@@ -28,13 +28,16 @@ DOC = "The patient has a mild fever. She has a dry cough at night."  # halves of
 # ---------------------------------------------------------------------------------------------
 # Queries
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text,halves", [
-    ("aaaa bb cccccc", ("aaaa bb", "cccccc")),  # midpoint 7 lies in the run (7, 8)
-    ("ab cdefgh ij", ("ab", "cdefgh ij")),  # runs at distance 3 and 3: the earlier wins
-    ("one two\n\nthree four", ("one two", "three four")),  # run (7, 9) is 0.5 from 9.5
-    ("  abcdef  ", ("abc", "def")),  # no whitespace inside: cut at len // 2 of the stripped text
-    ("x", ("", "x")),
-])
+@pytest.mark.parametrize(
+    "text,halves",
+    [
+        ("aaaa bb cccccc", ("aaaa bb", "cccccc")),  # midpoint 7 lies in the run (7, 8)
+        ("ab cdefgh ij", ("ab", "cdefgh ij")),  # runs at distance 3 and 3: the earlier wins
+        ("one two\n\nthree four", ("one two", "three four")),  # run (7, 9) is 0.5 from 9.5
+        ("  abcdef  ", ("abc", "def")),  # no whitespace inside: cut at len // 2 of the stripped text
+        ("x", ("", "x")),
+    ],
+)
 def test_split_rule(text, halves):
     assert split_halves(text) == halves
 
@@ -111,18 +114,25 @@ def test_perplexity_by_hand():
 
 def make_frames(docs, responses, logprobs, att=None):
     att = att or S2MIA({})
-    q = att.build_queries(pd.DataFrame({"doc_id": [d for d, _ in docs], "text": [t for _, t in docs],
-                                        "title": [""] * len(docs)}))
-    r = pd.DataFrame({"query_id": q["query_id"], "response_text": responses,
-                      "first_token_logprobs": [[]] * len(docs), "token_logprobs": logprobs,
-                      "prompt_tokens": 0, "completion_tokens": [len(x) for x in logprobs]})
+    q = att.build_queries(
+        pd.DataFrame({"doc_id": [d for d, _ in docs], "text": [t for _, t in docs], "title": [""] * len(docs)})
+    )
+    r = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": responses,
+            "first_token_logprobs": [[]] * len(docs),
+            "token_logprobs": logprobs,
+            "prompt_tokens": 0,
+            "completion_tokens": [len(x) for x in logprobs],
+        }
+    )
     return att, q, r
 
 
 def test_score_columns_bleu_reference_and_perplexity():
     docs = [(f"d{i}", DOC) for i in range(4)]
-    responses = ["She has a dry cough at night.", "I do not know.", "",
-                 "{[Response]: 'She has a dry cough at night.'}"]
+    responses = ["She has a dry cough at night.", "I do not know.", "", "{[Response]: 'She has a dry cough at night.'}"]
     lps = [[-0.5, -1.0, -1.5], [-2.0, -2.0], [], [-0.1]]
     att, q, r = make_frames(docs, responses, lps, S2MIA({"cv_folds": 2}))
     s = att.score(q, r, {"d0": 1, "d1": 0, "d2": 0, "d3": 1})
@@ -191,8 +201,8 @@ def test_T_variant_thresholds_come_from_reference_only(monkeypatch):
 
 
 def test_min_margin_hand_computed():
-    ref_s, ref_p = [0.0, 1.0, 2.0, 3.0, 4.0], [math.e ** k for k in range(5)]  # IQRs: 2 and 2 (in log)
-    m = min_margin([3.0, 1.0], [math.e, math.e ** 3], 2.0, math.e ** 2, ref_s, ref_p)
+    ref_s, ref_p = [0.0, 1.0, 2.0, 3.0, 4.0], [math.e**k for k in range(5)]  # IQRs: 2 and 2 (in log)
+    m = min_margin([3.0, 1.0], [math.e, math.e**3], 2.0, math.e**2, ref_s, ref_p)
     assert m.tolist() == pytest.approx([min(0.5, 0.5), min(-0.5, -0.5)])
 
 
@@ -249,8 +259,8 @@ def test_M_learns_a_separable_signal(monkeypatch, classifier):
     monkeypatch.setattr(att, "features", lambda df: feats)
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})
-    out = att.score(q, r, dict(zip(ids[:2 * n], y.tolist())))
+    out = att.score(q, r, dict(zip(ids[: 2 * n], y.tolist())))
     m = out[out["variant"] == "s2mia/M"].set_index("doc_id")["score"]
-    assert roc_auc_score(ev_y, m[ids[2 * n:]]) == 1.0
-    assert roc_auc_score(y, m[ids[:2 * n]]) > 0.95
+    assert roc_auc_score(ev_y, m[ids[2 * n :]]) == 1.0
+    assert roc_auc_score(y, m[ids[: 2 * n]]) > 0.95
     assert ((m >= 0) & (m <= 1)).all()

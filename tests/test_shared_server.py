@@ -14,7 +14,7 @@ from ragmi.config import section_params
 from ragmi.errors import EndpointError
 from ragmi.target.vllm_server import SharedVLLMServer, VLLMServer, _alive
 
-FAKE = r'''
+FAKE = r"""
 import http.server, json, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
 class H(http.server.BaseHTTPRequestHandler):
@@ -24,15 +24,24 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
+"""
 
 
 class FakeServer(VLLMServer):
     def __init__(self, tmp_path, script=FAKE):
         (tmp_path / "fake.py").write_text(script)
         self.script = str(tmp_path / "fake.py")
-        super().__init__("fake", "fake-model", tmp_path / "server.log", dtype="auto", max_model_len=2048,
-                         extra_args=[], startup_timeout=30, threads=None, cache_root=None)
+        super().__init__(
+            "fake",
+            "fake-model",
+            tmp_path / "server.log",
+            dtype="auto",
+            max_model_len=2048,
+            extra_args=[],
+            startup_timeout=30,
+            threads=None,
+            cache_root=None,
+        )
 
     def command(self):
         return [sys.executable, self.script, "--port", str(self.port)]
@@ -61,8 +70,11 @@ def test_second_job_reuses_and_watchdog_stops_when_idle(tmp_path):
 
 
 def test_server_that_dies_at_start_gives_one_clear_error(tmp_path):
-    s = SharedVLLMServer(FakeServer(tmp_path, script="import sys; print('boom: no model'); sys.exit(3)"),
-                         state_root=tmp_path / "state", idle_s=1)
+    s = SharedVLLMServer(
+        FakeServer(tmp_path, script="import sys; print('boom: no model'); sys.exit(3)"),
+        state_root=tmp_path / "state",
+        idle_s=1,
+    )
     with pytest.raises(EndpointError, match="exited during start-up") as e:
         s.acquire(log=lambda m: None)
     assert "boom: no model" in str(e.value)
@@ -83,4 +95,3 @@ def test_cpu_command_uses_measured_settings(tmp_path):
     env = srv.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
     assert os.sched_getaffinity(0) and env["VLLM_CPU_OMP_THREADS_BIND"]
-

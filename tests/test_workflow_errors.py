@@ -10,9 +10,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def snakemake(workdir, *args):
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                           "--directory", str(workdir), "--cores", "1", *args],
-                          capture_output=True, text=True, cwd=workdir)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
 
 
 def write_config(tmp_path, **changes):
@@ -23,8 +37,9 @@ def write_config(tmp_path, **changes):
 
 
 def test_bad_config_value(tmp_path):
-    cfg = write_config(tmp_path, targets={"smollm2-rag": {"retriever": "minilm-cosine", "generator": "smollm2",
-                                                          "k": 0}})
+    cfg = write_config(
+        tmp_path, targets={"smollm2-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": 0}}
+    )
     out = snakemake(tmp_path, "--configfile", str(cfg), "-n")
     assert out.returncode != 0
     assert "ragmi: config key targets.smollm2-rag.k: 0 is less than the minimum of 1" in out.stderr

@@ -1,4 +1,5 @@
 """Rule attack_figures: ROC curves and score distributions of one attack on one (dataset, target)."""
+
 import pandas as pd
 
 from ragmi.report.plots import plot_roc, plot_score_distributions

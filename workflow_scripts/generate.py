@@ -1,13 +1,27 @@
 """Rule generate: the target RAG system (with its defenses) answers one shard of queries."""
+
 import pandas as pd
 
 from ragmi.io import atomic_write_parquet
 from ragmi.target.factory import rag_system
 from ragmi.workflow import run_step, target_spec
 
-KEEP = ["query_id", "response_text", "first_token_logprobs", "token_logprobs", "prompt_tokens",
-        "completion_tokens", "latency_s", "cached", "retrieved_ids", "retrieval_scores", "retrieval_s",
-        "response_text_raw", "refused", "hook_trace"]
+KEEP = [
+    "query_id",
+    "response_text",
+    "first_token_logprobs",
+    "token_logprobs",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "cached",
+    "retrieved_ids",
+    "retrieval_scores",
+    "retrieval_s",
+    "response_text_raw",
+    "refused",
+    "hook_trace",
+]
 
 
 def main(smk, log):
@@ -16,8 +30,14 @@ def main(smk, log):
     spec = target_spec(smk)
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
     with rag_system(spec, members, log) as rag:
-        answers = rag.answer(shard["user_prompt"].tolist(), shard["max_tokens"].tolist(),
-                             shard["top_logprobs"].tolist(), shard["query_id"].astype(str).tolist())
+        answers = rag.answer(
+            shard["user_prompt"].tolist(),
+            shard["max_tokens"].tolist(),
+            shard["top_logprobs"].tolist(),
+            shard["query_id"].astype(str).tolist(),
+        )
+        for d in rag.defenses:
+            log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
     out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[KEEP]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")

@@ -1,4 +1,5 @@
 """Rule index: embed / tokenise the members into the retriever's index."""
+
 import pandas as pd
 
 from ragmi.target.index import RetrieverSpec, build_index

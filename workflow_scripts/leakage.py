@@ -1,5 +1,6 @@
 """Rule leakage: NELstrict counts and verbatim reproduction per extraction run of one target
 (the evaluator's side: it reads retrieved ids and database texts, which attacks never see)."""
+
 import pandas as pd
 
 from ragmi.audit.leakage import run_leakage
@@ -16,8 +17,10 @@ def main(smk, log):
     runs.insert(0, "dataset", smk.wildcards.dataset)
     atomic_write_text(runs.to_csv(index=False, lineterminator="\n"), smk.output.leakage)
     for _, r in runs.iterrows():
-        log(f"{r['run']}: strict NEL {r['strict']} (e-mail {r['EMAIL_REAL']}, names {r['PERSON_NAME']}) over "
-            f"{r['n_queries']} queries; {100 * r['reproduced_fraction']:.0f}% of retrieved documents reproduced")
+        log(
+            f"{r['run']}: strict NEL {r['strict']} (e-mail {r['EMAIL_REAL']}, names {r['PERSON_NAME']}) over "
+            f"{r['n_queries']} queries; {100 * r['reproduced_fraction']:.0f}% of retrieved documents reproduced"
+        )
 
 
 run_step(snakemake, main)  # noqa: F821

@@ -1,4 +1,5 @@
 """Rule prepare: offline query generation by the attacker (attacker LLM, proxy models), frozen as parquet."""
+
 import pandas as pd
 
 from ragmi.attacker_tools import attacker_tools
@@ -12,8 +13,9 @@ def main(smk, log):
     candidates = pd.read_parquet(smk.input.candidates)[["doc_id", "text", "title"]]  # labels stay hidden
     attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
     model_dir = smk.input.model if "model" in smk.input.keys() else None
-    with attacker_tools(dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed),
-                        log) as tools:
+    with attacker_tools(
+        dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed), log
+    ) as tools:
         materials = attack.prepare(candidates, tools)
     atomic_write_parquet(materials, smk.output.materials)
     log(f"{len(materials)} material rows for {len(candidates)} candidates ({tools.llm_calls} attacker-LLM calls)")

@@ -1,4 +1,5 @@
 """Rule prepare_model: dequantise a GGUF model shipped in a PyPI wheel into a safetensors folder."""
+
 from ragmi.models import convert_gguf_to_hf
 from ragmi.workflow import run_step
 

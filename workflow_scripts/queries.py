@@ -1,4 +1,5 @@
 """Checkpoint queries: an attack writes its queries offline (no labels), then they are sharded."""
+
 import os
 
 import pandas as pd
@@ -19,7 +20,7 @@ def main(smk, log):
     os.makedirs(smk.output.shards, exist_ok=True)
     n = 0
     for n, start in enumerate(range(0, len(queries), size)):
-        atomic_write_parquet(queries.iloc[start:start + size], os.path.join(smk.output.shards, f"{n:05d}.parquet"))
+        atomic_write_parquet(queries.iloc[start : start + size], os.path.join(smk.output.shards, f"{n:05d}.parquet"))
     log(f"{len(queries)} queries for {len(candidates)} candidates in {n + 1} shard(s) of at most {size}")
 
 

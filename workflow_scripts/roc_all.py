@@ -1,4 +1,5 @@
 """Rule roc_all_attacks: one ROC figure with every attack's headline variants on a (dataset, target)."""
+
 import pandas as pd
 
 from ragmi.report.comparison import is_main_variant

@@ -4,6 +4,7 @@ The attack receives only what a real adversary sees: its own queries, the respon
 log-probabilities, and the labels of its *reference* candidates. Retrieved ids and evaluation labels
 are withheld.
 """
+
 import pandas as pd
 
 from ragmi.attacker_tools import WorkflowAttackerTools

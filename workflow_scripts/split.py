@@ -1,4 +1,5 @@
 """Rule split: members / non-members, then the reference and evaluation candidates."""
+
 import pandas as pd
 
 from ragmi.io import atomic_write_parquet, write_json
@@ -10,12 +11,17 @@ def main(smk, log):
     p = smk.params
     corpus = pd.read_parquet(smk.input.corpus)
     members, nonmembers, candidates, info = split_corpus(
-        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name)
+        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name
+    )
     if info["capped"]:
-        log(f"WARNING: requested {p.n_reference}+{p.n_eval} candidates per class, only "
-            f"{info['n_reference_per_class']}+{info['n_eval_per_class']} available")
-    log(f"{info['n_members']} members, {info['n_nonmembers']} non-members; candidates per class: "
-        f"{info['n_reference_per_class']} reference + {info['n_eval_per_class']} evaluation")
+        log(
+            f"WARNING: requested {p.n_reference}+{p.n_eval} candidates per class, only "
+            f"{info['n_reference_per_class']}+{info['n_eval_per_class']} available"
+        )
+    log(
+        f"{info['n_members']} members, {info['n_nonmembers']} non-members; candidates per class: "
+        f"{info['n_reference_per_class']} reference + {info['n_eval_per_class']} evaluation"
+    )
     atomic_write_parquet(members, smk.output.members)
     atomic_write_parquet(nonmembers, smk.output.nonmembers)
     atomic_write_parquet(candidates, smk.output.candidates)

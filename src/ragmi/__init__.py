@@ -1,2 +1,3 @@
 """ragmi: membership inference against retrieval-augmented generation."""
+
 __version__ = "0.1.0"

@@ -37,8 +37,15 @@ class WorkflowAttackerTools:
         reqs = [make_request(p, max_tokens, 0, temperature, self.seed) for p in prompts]
         out = self.generator.generate(reqs)
         self.llm_calls += len(prompts)
-        return [{"text": r["response_text"], "prompt_tokens": r["prompt_tokens"],
-                 "completion_tokens": r["completion_tokens"], "model": self.gen_cfg["model"]} for r in out]
+        return [
+            {
+                "text": r["response_text"],
+                "prompt_tokens": r["prompt_tokens"],
+                "completion_tokens": r["completion_tokens"],
+                "model": self.gen_cfg["model"],
+            }
+            for r in out
+        ]
 
     def local_model_path(self, name: str) -> str:
         if name == "attacker":

@@ -57,9 +57,7 @@ def _check_references(cfg: dict) -> None:
     if "generator" not in attacker:
         attacker["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
     if attacker["generator"] not in cfg.get("generators", {}):
-        raise ConfigError(
-            f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'"
-        )
+        raise ConfigError(f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'")
     for name, t in cfg["targets"].items():
         for kind in ("retriever", "generator"):
             section = kind + "s"
@@ -74,8 +72,7 @@ def _check_references(cfg: dict) -> None:
             raise ConfigError(f"config key generators.{name}.base_url: required for backend 'openai'")
         if g["backend"] != "openai" and "base_url" in g:
             raise ConfigError(
-                f"config key generators.{name}.base_url: only used with backend 'openai' "
-                f"(backend is {g['backend']!r})"
+                f"config key generators.{name}.base_url: only used with backend 'openai' (backend is {g['backend']!r})"
             )
 
 
@@ -118,16 +115,16 @@ def _check_defenses(cfg: dict) -> None:
         if t not in cfg["targets"]:
             raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
     if audit.get("canary_dataset") is not None and audit["canary_dataset"] not in cfg["datasets"]:
-        raise ConfigError(f"config key audit.canary_dataset: {audit['canary_dataset']!r} is not defined under 'datasets'")
+        raise ConfigError(
+            f"config key audit.canary_dataset: {audit['canary_dataset']!r} is not defined under 'datasets'"
+        )
     if audit.get("mi_attack") is not None and audit["mi_attack"] not in cfg["attacks"]:
         raise ConfigError(f"config key audit.mi_attack: {audit['mi_attack']!r} is not configured under 'attacks'")
     defender = cfg.setdefault("defender", {})
     if "generator" not in defender:
         defender["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
     if used and defender["generator"] not in cfg.get("generators", {}):
-        raise ConfigError(
-            f"config key defender.generator: {defender['generator']!r} is not defined under 'generators'"
-        )
+        raise ConfigError(f"config key defender.generator: {defender['generator']!r} is not defined under 'generators'")
     if any(t.get("defenses") for t in cfg["targets"].values()):
         from .audit.canaries import check_outside_vocabulary
 
@@ -162,8 +159,7 @@ def plugin_params(kind: str, name: str, params: dict | None = None, where: str |
     with plain indexing (``p["key"]``), never ``p.get(key, default)``.
     """
     schema = load_schema()
-    return _defaults_and_check(plugin_schema(kind, name, schema), params or {},
-                               where or f"{kind}.{name}", schema)
+    return _defaults_and_check(plugin_schema(kind, name, schema), params or {}, where or f"{kind}.{name}", schema)
 
 
 def section_params(section: str, params: dict | None = None, where: str | None = None) -> dict:

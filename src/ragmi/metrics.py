@@ -206,9 +206,7 @@ def check_scores_frame(df: pd.DataFrame) -> pd.DataFrame:
     dup = out.duplicated(["variant", "doc_id"], keep=False)
     if dup.any():
         first = out.loc[dup, ["variant", "doc_id"]].iloc[0]
-        raise ValueError(
-            f"document {first['doc_id']!r} appears more than once in variant {first['variant']!r}"
-        )
+        raise ValueError(f"document {first['doc_id']!r} appears more than once in variant {first['variant']!r}")
     return out
 
 
@@ -252,9 +250,7 @@ def _resample_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarra
     return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n)
 
 
-def _weighted_auc(
-    members: np.ndarray, nonmembers: np.ndarray, cm: np.ndarray, cn: np.ndarray
-) -> np.ndarray:
+def _weighted_auc(members: np.ndarray, nonmembers: np.ndarray, cm: np.ndarray, cn: np.ndarray) -> np.ndarray:
     """AUC of each bootstrap resample given by the count matrices ``cm`` and ``cn``.
 
     A resample's AUC is the Mann-Whitney statistic
@@ -330,9 +326,7 @@ def evaluate_variant(
     row["auc"] = roc_auc(labels, np.r_[m, n])
     row["auc_lo"], row["auc_hi"] = _ci(_weighted_auc(m, n, cm, cn))
 
-    t_acc = threshold_max_accuracy(
-        np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n]
-    )
+    t_acc = threshold_max_accuracy(np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n])
     hit_m = (m >= t_acc).astype(float)
     miss_n = (n < t_acc).astype(float)
     row["threshold_acc"] = t_acc
@@ -353,9 +347,7 @@ def evaluate_variant(
     has = np.r_[~np.isnan(dec_m), ~np.isnan(dec_n)]
     if has.any():
         if not has.all():
-            raise ValueError(
-                f"variant {variant!r}: decision is given for some eval rows but not for all"
-            )
+            raise ValueError(f"variant {variant!r}: decision is given for some eval rows but not for all")
         row["bb_tpr"] = float(dec_m.mean())
         row["bb_tpr_lo"], row["bb_tpr_hi"] = _ci(cm @ dec_m / m.size)
         row["bb_fpr"] = float(dec_n.mean())
@@ -380,10 +372,7 @@ def evaluate(
     if df.empty:
         raise ValueError("scores frame is empty")
     variants = sorted(df["variant"].unique())
-    rows = [
-        evaluate_variant(df[df["variant"] == v], fprs=fprs, n_boot=n_boot, seed=seed)
-        for v in variants
-    ]
+    rows = [evaluate_variant(df[df["variant"] == v], fprs=fprs, n_boot=n_boot, seed=seed) for v in variants]
     cols = metric_columns(fprs)
     out = pd.DataFrame(rows).reindex(columns=cols)
     if costs:

@@ -27,8 +27,9 @@ def _sizes(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
     return ref, avail - ref
 
 
-def split_corpus(corpus: pd.DataFrame, member_fraction: float, n_reference: int, n_eval: int,
-                 seed: int, name: str = "dataset"):
+def split_corpus(
+    corpus: pd.DataFrame, member_fraction: float, n_reference: int, n_eval: int, seed: int, name: str = "dataset"
+):
     """Return (members, nonmembers, candidates, info).
 
     ``candidates`` has doc_id, text, title, label (1 member / 0 non-member) and role

@@ -75,7 +75,9 @@ def target_spec(smk, index_dir: str | None = None):
     p = dict(smk.params.spec)
     inputs = smk.input.keys()
     return TargetSpec(
-        **p, index_dir=index_dir or smk.input.index, threads=smk.threads,
+        **p,
+        index_dir=index_dir or smk.input.index,
+        threads=smk.threads,
         model_dir=smk.input.model if "model" in inputs else None,
         defender_model_dir=smk.input.defender_model if "defender_model" in inputs else None,
     )

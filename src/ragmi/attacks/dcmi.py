@@ -38,8 +38,16 @@ from .perturb import LLMPerturber, WordNetPerturber
 
 QUERY_TEMPLATE = 'Is this: "{sample}" right? Answer with Yes or No.'  # DCMI §5.1, Appendix M.2
 
-LLM_COLUMNS = ["prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens",
-               "llm_completion_tokens", "llm_raw_output", "llm_failure"]
+LLM_COLUMNS = [
+    "prompt",
+    "llm_model",
+    "llm_max_tokens",
+    "llm_temperature",
+    "llm_prompt_tokens",
+    "llm_completion_tokens",
+    "llm_raw_output",
+    "llm_failure",
+]
 
 
 def _key(theta: float) -> float:
@@ -58,11 +66,17 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray, gammas) -> tuple[floa
 
 
 def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer) -> pd.DataFrame:
-    return pd.DataFrame({
-        "doc_id": docs, "variant": variant, "score": np.asarray(score, float),
-        "decision": decision if decision is not None else pd.NA,
-        "theta": theta, "threshold": threshold, "no_answer": no_answer,
-    })
+    return pd.DataFrame(
+        {
+            "doc_id": docs,
+            "variant": variant,
+            "score": np.asarray(score, float),
+            "decision": decision if decision is not None else pd.NA,
+            "theta": theta,
+            "threshold": threshold,
+            "no_answer": no_answer,
+        }
+    )
 
 
 class DCMI(Attack):
@@ -81,11 +95,15 @@ class DCMI(Attack):
         self.theta_adv2 = _key(p["theta_adv2"])
         self.gammas = [float(g) for g in p["gammas"]]
         if len({f"{t:.2f}" for t in self.thetas}) != len(self.thetas):
-            raise ConfigError(f"config key attacks.dcmi.thetas: values must be distinct at two decimals "
-                              f"(variant names dcmi/theta=θ:.2f), got {self.thetas}")
+            raise ConfigError(
+                f"config key attacks.dcmi.thetas: values must be distinct at two decimals "
+                f"(variant names dcmi/theta=θ:.2f), got {self.thetas}"
+            )
         if len({f"{g:.1f}" for g in self.gammas}) != len(self.gammas):
-            raise ConfigError(f"config key attacks.dcmi.gammas: values must be distinct at one decimal "
-                              f"(variant names dcmi/gamma=γ:.1f), got {self.gammas}")
+            raise ConfigError(
+                f"config key attacks.dcmi.gammas: values must be distinct at one decimal "
+                f"(variant names dcmi/gamma=γ:.1f), got {self.gammas}"
+            )
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -101,8 +119,11 @@ class DCMI(Attack):
     def prepare(self, candidates: pd.DataFrame, tools) -> pd.DataFrame:
         """One perturbed sample per (candidate document, θ) for every θ in ``thetas ∪ {theta_adv2}``."""
         p = self.params
-        items = [(d, self.sample(t), th) for d, t in zip(candidates["doc_id"], candidates["text"])
-                 for th in self.all_thetas()]
+        items = [
+            (d, self.sample(t), th)
+            for d, t in zip(candidates["doc_id"], candidates["text"])
+            for th in self.all_thetas()
+        ]
         if p["perturber"] == "wordnet":
             wp = WordNetPerturber(seed=self.seed, wordnet_dir=p["wordnet_dir"])
             results = [wp.perturb(text, th, d) for d, text, th in items]
@@ -111,8 +132,9 @@ class DCMI(Attack):
                 fallback = WordNetPerturber(seed=self.seed, wordnet_dir=p["wordnet_dir"])
             except FileNotFoundError:
                 fallback = None  # only fatal if an LLM rewrite actually fails
-            llm = LLMPerturber(tools, max_tokens=int(p["llm_max_tokens"]), temperature=float(p["llm_temperature"]),
-                               fallback=fallback)
+            llm = LLMPerturber(
+                tools, max_tokens=int(p["llm_max_tokens"]), temperature=float(p["llm_temperature"]), fallback=fallback
+            )
             results = llm.perturb_many(items)
             n_fail = sum(r.method != "llm" for r in results)
             if tools is not None and hasattr(tools, "log"):
@@ -120,8 +142,12 @@ class DCMI(Attack):
         rows = []
         for (d, _, th), r in zip(items, results):
             row = {
-                "doc_id": d, "theta": th, "perturbed_text": r.text, "perturb_method": r.method,
-                "n_swapped": int(r.n_swapped), "n_requested": int(r.n_requested),
+                "doc_id": d,
+                "theta": th,
+                "perturbed_text": r.text,
+                "perturb_method": r.method,
+                "n_swapped": int(r.n_swapped),
+                "n_requested": int(r.n_requested),
                 "swaps": "|".join(f"{a}->{b}" for a, b in r.swaps),
             }
             if p["perturber"] == "llm":
@@ -137,20 +163,35 @@ class DCMI(Attack):
     def build_queries(self, candidates: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
         if materials is None:
             raise ValueError("dcmi needs its materials (perturbed samples) from prepare()")
-        pert = {(d, _key(t)): s
-                for d, t, s in zip(materials["doc_id"], materials["theta"], materials["perturbed_text"])}
+        pert = {
+            (d, _key(t)): s for d, t, s in zip(materials["doc_id"], materials["theta"], materials["perturbed_text"])
+        }
         qa = {"max_tokens": int(self.params["max_tokens"]), "top_logprobs": int(self.params["top_logprobs"])}
         rows = []
         for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
-            rows.append({"query_id": f"{doc_id}::orig", "doc_id": doc_id,
-                         "user_prompt": QUERY_TEMPLATE.format(sample=self.sample(text)), **qa,
-                         "kind": "orig", "theta": float("nan")})
+            rows.append(
+                {
+                    "query_id": f"{doc_id}::orig",
+                    "doc_id": doc_id,
+                    "user_prompt": QUERY_TEMPLATE.format(sample=self.sample(text)),
+                    **qa,
+                    "kind": "orig",
+                    "theta": float("nan"),
+                }
+            )
             for th in self.all_thetas():
                 if (doc_id, th) not in pert:
                     raise ValueError(f"dcmi materials lack a perturbed sample for {doc_id!r} at θ={th}")
-                rows.append({"query_id": f"{doc_id}::p{th:g}", "doc_id": doc_id,
-                             "user_prompt": QUERY_TEMPLATE.format(sample=pert[(doc_id, th)]), **qa,
-                             "kind": "pert", "theta": th})
+                rows.append(
+                    {
+                        "query_id": f"{doc_id}::p{th:g}",
+                        "doc_id": doc_id,
+                        "user_prompt": QUERY_TEMPLATE.format(sample=pert[(doc_id, th)]),
+                        **qa,
+                        "kind": "pert",
+                        "theta": th,
+                    }
+                )
         return pd.DataFrame(rows)
 
     # -------------------------------------------------------------------------------- score
@@ -160,8 +201,10 @@ class DCMI(Attack):
         orig = df[df["kind"] == "orig"].drop_duplicates("doc_id").set_index("doc_id")
         docs = orig.index.tolist()
         pq = df[df["kind"] == "pert"]
-        pert = {(d, _key(th)): (text, tp) for d, th, text, tp in
-                zip(pq["doc_id"], pq["theta"], pq["response_text"], pq["first_token_logprobs"])}
+        pert = {
+            (d, _key(th)): (text, tp)
+            for d, th, text, tp in zip(pq["doc_id"], pq["theta"], pq["response_text"], pq["first_token_logprobs"])
+        }
         thetas = self.all_thetas()
         for th in thetas:
             lacking = [d for d in docs if (d, th) not in pert]
@@ -176,8 +219,9 @@ class DCMI(Attack):
         no_answer = {th: na_o | np.array([a is None for a in v]) for th, v in ans_p.items()}
 
         black = self.black_box_scores(docs, ans_o, ans_p, no_answer)
-        gray = self.gray_box_scores(docs, list(orig["first_token_logprobs"]), tops_p, reference_labels,
-                                    na_o, no_answer, tools)
+        gray = self.gray_box_scores(
+            docs, list(orig["first_token_logprobs"]), tops_p, reference_labels, na_o, no_answer, tools
+        )
         res = pd.concat([black] if gray is None else [black, gray], ignore_index=True)
         if not np.isfinite(res["score"]).all():
             raise ValueError("dcmi produced non-finite scores")
@@ -192,8 +236,16 @@ class DCMI(Attack):
         s3 = f_o - f_p
         return _variant_frame(docs, "dcmi/adv3", s3, (s3 == 1).astype(int), t2, float("nan"), no_answer[t2])
 
-    def gray_box_scores(self, docs: list, tops_o: list, tops_p: dict, reference_labels: Mapping[str, int],
-                        na_o: np.ndarray, no_answer: dict, tools=None) -> pd.DataFrame | None:
+    def gray_box_scores(
+        self,
+        docs: list,
+        tops_o: list,
+        tops_p: dict,
+        reference_labels: Mapping[str, int],
+        na_o: np.ndarray,
+        no_answer: dict,
+        tools=None,
+    ) -> pd.DataFrame | None:
         """The variants read from first-token log-probabilities (``tops_o``: top-K list of each original
         query, ``tops_p``: θ -> those of the perturbed queries), thresholds fitted on the reference
         documents; None when no response has log-probabilities (a black-box target)."""
@@ -226,8 +278,7 @@ class DCMI(Attack):
             if best is None or n_ok > best[2]:
                 best = (th, g, n_ok)
         th1, g1, _ = best
-        out.append(_variant_frame(docs, "dcmi/adv1", cal[th1], (cal[th1] > g1).astype(int), th1, g1,
-                                  no_answer[th1]))
+        out.append(_variant_frame(docs, "dcmi/adv1", cal[th1], (cal[th1] > g1).astype(int), th1, g1, no_answer[th1]))
 
         # Adversary 2: τ = Q3 of the reference non-members' calibrated scores
         tau = float(np.percentile(cal[t2][is_ref][y_ref == 0], 75))
@@ -239,11 +290,13 @@ class DCMI(Attack):
         # each θ, γ chosen on the reference set
         for th in self.thetas:
             g = per_theta[th]
-            out.append(_variant_frame(docs, f"dcmi/theta={th:.2f}", cal[th], (cal[th] > g).astype(int), th, g,
-                                      no_answer[th]))
+            out.append(
+                _variant_frame(docs, f"dcmi/theta={th:.2f}", cal[th], (cal[th] > g).astype(int), th, g, no_answer[th])
+            )
 
         # each γ at theta_adv2
         for g in self.gammas:
-            out.append(_variant_frame(docs, f"dcmi/gamma={g:.1f}", cal[t2], (cal[t2] > g).astype(int), t2, g,
-                                      no_answer[t2]))
+            out.append(
+                _variant_frame(docs, f"dcmi/gamma={g:.1f}", cal[t2], (cal[t2] > g).astype(int), t2, g, no_answer[t2])
+            )
         return pd.concat(out, ignore_index=True)

@@ -86,10 +86,10 @@ class Extraction(Attack):
     channels = ("text",)
     extraction = True  # its responses are also scored for leakage (ragmi.audit.leakage)
 
-    def build_queries(self, targets: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
+    def build_queries(self, candidates: pd.DataFrame, materials: pd.DataFrame | None = None) -> pd.DataFrame:
         p = self.params
         rows = []
-        for doc_id, text in zip(targets["doc_id"], targets["text"]):
+        for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
             anchor, rest = split_anchor(str(text), int(p["anchor_chars"]))
             for name in p["prompts"]:
                 rows.append(

@@ -41,6 +41,7 @@ from .questions import (
     llm_row,
     materials_frame,
     parse_questions,
+    question_row,
     summary_rows,
 )
 
@@ -68,8 +69,7 @@ QUESTION_PROMPT = (
     "unless it is explicitly mentioned in the text. Here are a few examples of the type of questions we are "
     "looking for:\n\n"
     "Example Text:\n" + IA_EXAMPLE_TEXT + "\n\n"
-    "Example Questions:\n"
-    + "".join(f"{i}. {q}\n" for i, q in enumerate(IA_EXAMPLE_QUESTIONS, 1)) + "\n"
+    "Example Questions:\n" + "".join(f"{i}. {q}\n" for i, q in enumerate(IA_EXAMPLE_QUESTIONS, 1)) + "\n"
     "Now, based on the main corpus provided below, create questions that are specific, contain keywords from "
     "the text, and are diverse enough to cover different aspects or concepts discussed. Avoid mentioning "
     "'the study' or any references to the passage itself, and ensure that questions do not contain general "
@@ -82,13 +82,13 @@ QUESTION_PROMPT = (
 SHADOW_PROMPT_PAPER = (
     "You are a helpful assistant. Based solely on the provided contexts, generate a concise and accurate "
     "response to the question from the user. \n\nContexts: [context] \n\nQuestion: [question]? Answer only with "
-    "\"Yes,\" \"No,\" or \"I don't know\". \n\nAnswer:"
+    '"Yes," "No," or "I don\'t know". \n\nAnswer:'
 )
 # The authors' RAG prompt (IA Fig. 17), which their code also uses for the ground truth.
 SHADOW_PROMPT_REPO = (
     "You are a helpful assistant, below is a query from a user and some relevant contexts. Answer the question "
     "given the information in those contexts. Your answer should be short and concise. If you cannot find the "
-    "answer to the question, just say \"I don't know\". \n\nContexts: [context] \n\nQuery: [question] \n\nAnswer:"
+    'answer to the question, just say "I don\'t know". \n\nContexts: [context] \n\nQuery: [question] \n\nAnswer:'
 )
 
 
@@ -138,28 +138,44 @@ class IA(Attack):
         for (doc_id, _, _), m, r in zip(docs, msgs, res):
             qs, rule = parse_questions(r.get("text", ""), n, require_question_mark=True, exclude=IA_EXAMPLE_QUESTIONS)
             parsed[doc_id] = qs
-            rows.append(llm_row(doc_id, "questions", -1, m, r, p["question_max_tokens"], p["question_temperature"],
-                                parsed=rule, questions=qs, n_questions_parsed=len(qs), parse_failed=len(qs) < n))
+            rows.append(question_row(doc_id, m, r, p, qs, rule, n))
         n_fallback = 0
         if variant == "paper":
             summaries, n_fallback = summary_rows(tools, docs, p["summary_max_tokens"], p["summary_temperature"])
             rows += summaries
         # ground truth: one shadow call per question, as the authors' code does
-        jobs = [(doc_id, i, q, shadow_messages(variant, q, t, x))
-                for doc_id, t, x in docs for i, q in enumerate(parsed[doc_id])]
+        jobs = [
+            (doc_id, i, q, shadow_messages(variant, q, t, x))
+            for doc_id, t, x in docs
+            for i, q in enumerate(parsed[doc_id])
+        ]
         res = ask(tools, [j[3] for j in jobs], p["shadow_max_tokens"], p["shadow_temperature"])
         n_other = 0
         for (doc_id, i, q, m), r in zip(jobs, res):
             label = answer_label(variant, r.get("text", ""))
             bad = label in ("other", "unknown")
             n_other += bad
-            rows.append(llm_row(doc_id, "shadow", i, m, r, p["shadow_max_tokens"], p["shadow_temperature"],
-                                parsed=label, parse_failed=bad, question=q))
+            rows.append(
+                llm_row(
+                    doc_id,
+                    "shadow",
+                    i,
+                    m,
+                    r,
+                    p["shadow_max_tokens"],
+                    p["shadow_temperature"],
+                    parsed=label,
+                    parse_failed=bad,
+                    question=q,
+                )
+            )
         if hasattr(tools, "log"):
             n_short = sum(len(v) < n for v in parsed.values())
-            tools.log(f"ia/{variant}: {n_short}/{len(docs)} documents with fewer than {n} parsed questions; "
-                      f"{n_fallback} summaries replaced by the title/first sentence; "
-                      f"{n_other}/{len(jobs)} shadow answers without a Yes/No/IDK")
+            tools.log(
+                f"ia/{variant}: {n_short}/{len(docs)} documents with fewer than {n} parsed questions; "
+                f"{n_fallback} summaries replaced by the title/first sentence; "
+                f"{n_other}/{len(jobs)} shadow answers without a Yes/No/IDK"
+            )
         return materials_frame(rows, extra=["question"])
 
     # -- 2. queries --------------------------------------------------------------------------------
@@ -195,19 +211,32 @@ class IA(Attack):
                 text = prefix + q
                 if variant == "paper" and p["answer_instruction"]:
                     text = f"{text} {p['answer_instruction']}"
-                rows.append({
-                    "query_id": f"{doc_id}::q{i}",
-                    "doc_id": doc_id,
-                    "user_prompt": text,
-                    "max_tokens": int(p["max_tokens"]),
-                    "top_logprobs": 0,
-                    "ask_order": order,
-                    "question": q,
-                    "shadow": g,
-                })
+                rows.append(
+                    {
+                        "query_id": f"{doc_id}::q{i}",
+                        "doc_id": doc_id,
+                        "user_prompt": text,
+                        "max_tokens": int(p["max_tokens"]),
+                        "top_logprobs": 0,
+                        "ask_order": order,
+                        "question": q,
+                        "shadow": g,
+                    }
+                )
                 order += 1
-        return pd.DataFrame(rows, columns=["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs",
-                                           "ask_order", "question", "shadow"])
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "query_id",
+                "doc_id",
+                "user_prompt",
+                "max_tokens",
+                "top_logprobs",
+                "ask_order",
+                "question",
+                "shadow",
+            ],
+        )
 
     # -- 3. scores ---------------------------------------------------------------------------------
     def query_outcomes(self, queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
@@ -232,5 +261,12 @@ class IA(Attack):
         n, variant = int(p["n_questions"]), p["variant"]
         lowest = 0.0 if variant == "repo" else -max(float(p["lambda_idk"]), 0.0)
         per_q = self.query_outcomes(queries, responses)
-        return budget_scores(per_q, doc_rows(materials, "questions"), f"ia/{variant}", n, p["budgets"], lowest,
-                             {"n_correct": "correct", "n_idk": "idk"})
+        return budget_scores(
+            per_q,
+            doc_rows(materials, "questions"),
+            f"ia/{variant}",
+            n,
+            p["budgets"],
+            lowest,
+            {"n_correct": "correct", "n_idk": "idk"},
+        )

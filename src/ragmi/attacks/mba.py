@@ -56,7 +56,8 @@ QUERY_TEMPLATE = (
 )
 
 # NLTK English stop-word list (corpora/stopwords/english, 179 words), copied as data (no download).
-NLTK_ENGLISH_STOPWORDS = frozenset("""
+NLTK_ENGLISH_STOPWORDS = frozenset(
+    """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
 he him his himself she she's her hers herself it it's its itself they them their theirs themselves
 what which who whom this that that'll these those am is are was were be been being have has had
@@ -67,7 +68,8 @@ some such no nor not only own same so than too very s t can will just don don't 
 now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn
 hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn
 shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"\S+")
 _CORE = re.compile(r"^[\W_]*(.*?)[\W_]*$", re.DOTALL)
@@ -153,9 +155,9 @@ def token_ranks(model, input_ids) -> np.ndarray:
         logits = model(input_ids=ids).logits[0, :-1]
         true = ids[0, 1:]
         for a in range(0, logits.shape[0], 256):  # bound the memory of the comparison
-            lg = logits[a:a + 256]
-            tv = lg.gather(1, true[a:a + 256, None])
-            out[1 + a:1 + a + lg.shape[0]] = (lg > tv).sum(dim=1).cpu().numpy()
+            lg = logits[a : a + 256]
+            tv = lg.gather(1, true[a : a + 256, None])
+            out[1 + a : 1 + a + lg.shape[0]] = (lg > tv).sum(dim=1).cpu().numpy()
     return out
 
 
@@ -207,7 +209,7 @@ def rank_words(text: str, tokenizer, model, max_tokens: int | None = None) -> di
     n_doc_kept = len(kept) - len(prefix)  # document tokens inside the proxy input
     doc_ranks = np.full(len(ids), -1, dtype=np.int64)
     if n_doc_kept > 0:
-        doc_ranks[:n_doc_kept] = ranks_in[len(prefix):]
+        doc_ranks[:n_doc_kept] = ranks_in[len(prefix) :]
     scores = np.full(len(spans), -1.0)
     n_ranked = len(spans)
     starts, ends = offsets[:, 0], offsets[:, 1]
@@ -227,8 +229,15 @@ def rank_words(text: str, tokenizer, model, max_tokens: int | None = None) -> di
         if r.size:
             scores[w] = float(r.max())
     scores[n_ranked:] = -1.0
-    return {"spans": spans, "cores": cores, "scores": scores, "n_words_ranked": int(n_ranked),
-            "n_tokens": len(ids), "token_ranks": doc_ranks, "token_offsets": offsets}
+    return {
+        "spans": spans,
+        "cores": cores,
+        "scores": scores,
+        "n_words_ranked": int(n_ranked),
+        "n_tokens": len(ids),
+        "token_ranks": doc_ranks,
+        "token_offsets": offsets,
+    }
 
 
 def mask_document(text: str, tokenizer, model, n_masks: int, max_tokens: int | None = None) -> dict:
@@ -255,8 +264,9 @@ def mask_document(text: str, tokenizer, model, n_masks: int, max_tokens: int | N
 _MARKER = r"\[?\s*mask[\s_\-]*(\d+)\s*\]?"
 _MASK_ANSWER = re.compile(_MARKER + r"""\s*["'`*]*\s*(?::|=>|->|=|\u2192|\u2013|\u2014|-)\s*""", re.IGNORECASE)
 _ANY_MARKER = re.compile(r"""["'`*]*\s*\[?\s*mask[\s_\-]*\d+\s*\]?""", re.IGNORECASE)
-_NUMBERED = re.compile(r"^[ \t]*(?:[-*\u2022][ \t]*)?\**[ \t]*(\d+)[ \t]*\**[ \t]*[.):][ \t]*(.*?)[ \t]*$",
-                       re.MULTILINE)
+_NUMBERED = re.compile(
+    r"^[ \t]*(?:[-*\u2022][ \t]*)?\**[ \t]*(\d+)[ \t]*\**[ \t]*[.):][ \t]*(.*?)[ \t]*$", re.MULTILINE
+)
 
 
 def _clean_answer(s: str) -> str:
@@ -269,7 +279,7 @@ def parse_mask_answers(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for m in _MASK_ANSWER.finditer(text):
         idx = int(m.group(1))
-        rest = text[m.end():]
+        rest = text[m.end() :]
         nl = rest.find("\n")
         line = rest if nl < 0 else rest[:nl]
         nxt = _ANY_MARKER.search(line)
@@ -355,13 +365,28 @@ class MBA(Attack):
             r = mask_document(str(text), tok, model, n_masks, None if cap is None else int(cap))
             rows.append({"doc_id": doc_id, **r, "proxy_lm": name, "proxy_lm_path": str(path)})
             if r["n_words_ranked"] < r["n_words"]:
-                tools.log(f"mba: {doc_id}: proxy context holds {r['n_words_ranked']}/{r['n_words']} words; "
-                          "masks chosen among those")
+                tools.log(
+                    f"mba: {doc_id}: proxy context holds {r['n_words_ranked']}/{r['n_words']} words; "
+                    "masks chosen among those"
+                )
             if (k + 1) % 100 == 0:
                 tools.log(f"mba: masked {k + 1}/{len(candidates)} documents")
-        return pd.DataFrame(rows, columns=[
-            "doc_id", "masked_text", "answers", "n_masks", "n_words", "n_words_ranked", "n_tokens",
-            "mask_word_indices", "mask_ranks", "proxy_lm", "proxy_lm_path"])
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "doc_id",
+                "masked_text",
+                "answers",
+                "n_masks",
+                "n_words",
+                "n_words_ranked",
+                "n_tokens",
+                "mask_word_indices",
+                "mask_ranks",
+                "proxy_lm",
+                "proxy_lm_path",
+            ],
+        )
 
     def max_tokens_for(self, n_masks: int) -> int:
         p = self.params
@@ -380,15 +405,17 @@ class MBA(Attack):
         for doc_id in candidates["doc_id"]:
             m = mat.loc[doc_id]
             n = int(m["n_masks"])
-            rows.append({
-                "query_id": f"{doc_id}::mba",
-                "doc_id": doc_id,
-                "user_prompt": QUERY_TEMPLATE.format(masked_document=m["masked_text"]),
-                "max_tokens": self.max_tokens_for(n),
-                "top_logprobs": 0,
-                "answers": [str(a) for a in m["answers"]],
-                "n_masks": n,
-            })
+            rows.append(
+                {
+                    "query_id": f"{doc_id}::mba",
+                    "doc_id": doc_id,
+                    "user_prompt": QUERY_TEMPLATE.format(masked_document=m["masked_text"]),
+                    "max_tokens": self.max_tokens_for(n),
+                    "top_logprobs": 0,
+                    "answers": [str(a) for a in m["answers"]],
+                    "n_masks": n,
+                }
+            )
         return pd.DataFrame(rows)
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
@@ -409,12 +436,23 @@ class MBA(Attack):
         y_ref = np.array([int(reference_labels[d]) for d in df["doc_id"][is_ref]], dtype=int)
         gamma, _ = select_gamma(frac[is_ref], y_ref, gammas)
         dec = gamma_decisions(frac, gamma)
-        out.append(pd.DataFrame({**base, "variant": "mba/gamma", "score": dec.astype(float), "decision": dec,
-                                 "gamma": gamma}))
+        out.append(
+            pd.DataFrame({**base, "variant": "mba/gamma", "score": dec.astype(float), "decision": dec, "gamma": gamma})
+        )
         res = pd.concat(out, ignore_index=True)
         cols = ["doc_id", "variant", "score", "decision"]
         return res[cols + [c for c in res.columns if c not in cols]]
 
 
-__all__ = ["MBA", "QUERY_TEMPLATE", "NLTK_ENGLISH_STOPWORDS", "parse_mask_answers",
-           "count_correct", "select_gamma", "choose_masks", "rank_words", "token_ranks", "mask_document"]
+__all__ = [
+    "MBA",
+    "QUERY_TEMPLATE",
+    "NLTK_ENGLISH_STOPWORDS",
+    "parse_mask_answers",
+    "count_correct",
+    "select_gamma",
+    "choose_masks",
+    "rank_words",
+    "token_ranks",
+    "mask_document",
+]

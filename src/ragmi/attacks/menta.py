@@ -45,9 +45,9 @@ from .questions import (
     budget_scores,
     candidate_docs,
     doc_rows,
-    llm_row,
     materials_frame,
     parse_questions,
+    question_row,
     split_text,
     summary_rows,
 )
@@ -122,6 +122,7 @@ def document_units(title: str, text: str, min_length: int) -> list[str]:
 # Claim checks
 # --------------------------------------------------------------------------------------------------
 
+
 def nli_claim_flags(nli: NLIModel, claims: list[str], units: list[list[str]], idk_threshold: float):
     """(entailed, idk) per claim; ``units[i]`` are the document units for ``claims[i]``."""
     entailed = np.zeros(len(claims), dtype=bool)
@@ -187,16 +188,16 @@ class MEntA(Attack):
         for (doc_id, title, text), m, r in zip(docs, msgs, res):
             qs, rule = parse_questions(r.get("text", ""), n)
             n_short += len(qs) < n
-            rows.append(llm_row(doc_id, "questions", -1, m, r, p["question_max_tokens"], p["question_temperature"],
-                                parsed=rule, questions=qs, n_questions_parsed=len(qs), parse_failed=len(qs) < n,
-                                doc_title=str(title), doc_text=str(text)))
+            rows.append(question_row(doc_id, m, r, p, qs, rule, n, doc_title=str(title), doc_text=str(text)))
         n_fallback = 0
         if p["prepend_summary"]:
             summaries, n_fallback = summary_rows(tools, docs, p["summary_max_tokens"], p["summary_temperature"])
             rows += summaries
         if hasattr(tools, "log"):
-            tools.log(f"menta: {n_short}/{len(docs)} documents with fewer than {n} parsed questions; "
-                      f"{n_fallback} summaries replaced by the title/first sentence")
+            tools.log(
+                f"menta: {n_short}/{len(docs)} documents with fewer than {n} parsed questions; "
+                f"{n_fallback} summaries replaced by the title/first sentence"
+            )
         return materials_frame(rows, extra=["doc_title", "doc_text"])
 
     # -- 2. queries --------------------------------------------------------------------------------
@@ -217,29 +218,45 @@ class MEntA(Attack):
                 qs = []  # the authors' rule: a document keeps its questions only if all n were parsed
             summary = str(srows[doc_id]["parsed"]).strip() if p["prepend_summary"] else ""
             for i, q in enumerate(qs):
-                rows.append({
-                    "query_id": f"{doc_id}::q{i}",
-                    "doc_id": doc_id,
-                    "user_prompt": f"{summary} {q}" if summary else q,  # MEntA §5.3: concat(S_D, q_i)
-                    "max_tokens": int(p["max_tokens"]),
-                    "top_logprobs": 0,
-                    "ask_order": i,
-                    "question": q,
-                    "summary_prepended": bool(summary),
-                })
-        return pd.DataFrame(rows, columns=["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs",
-                                           "ask_order", "question", "summary_prepended"])
+                rows.append(
+                    {
+                        "query_id": f"{doc_id}::q{i}",
+                        "doc_id": doc_id,
+                        "user_prompt": f"{summary} {q}" if summary else q,  # MEntA §5.3: concat(S_D, q_i)
+                        "max_tokens": int(p["max_tokens"]),
+                        "top_logprobs": 0,
+                        "ask_order": i,
+                        "question": q,
+                        "summary_prepended": bool(summary),
+                    }
+                )
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "query_id",
+                "doc_id",
+                "user_prompt",
+                "max_tokens",
+                "top_logprobs",
+                "ask_order",
+                "question",
+                "summary_prepended",
+            ],
+        )
 
     # -- 3. scores ---------------------------------------------------------------------------------
-    def query_outcomes(self, queries: pd.DataFrame, responses: pd.DataFrame, materials: pd.DataFrame,
-                       tools=None) -> pd.DataFrame:
+    def query_outcomes(
+        self, queries: pd.DataFrame, responses: pd.DataFrame, materials: pd.DataFrame, tools=None
+    ) -> pd.DataFrame:
         """Per query: ``n_claims``, ``hit`` (a supported claim), ``idk`` and ``contribution``."""
         p = self.params
         lam = float(p["lambda_idk"])
         df = merge_responses(queries, responses, ["response_text"])
         qrows = doc_rows(materials, "questions")
-        unit_cache = {d: document_units(r.get("doc_title", ""), r.get("doc_text", ""), int(p["min_claim_length"]))
-                      for d, r in qrows.items()}
+        unit_cache = {
+            d: document_units(r.get("doc_title", ""), r.get("doc_text", ""), int(p["min_claim_length"]))
+            for d, r in qrows.items()
+        }
         claims_per_q = [split_text(str(a), min_length=int(p["min_claim_length"])) for a in df["response_text"]]
         flat = [c for cs in claims_per_q for c in cs]
         flat_units = [unit_cache[d] for d, cs in zip(df["doc_id"], claims_per_q) for _ in cs]
@@ -253,7 +270,7 @@ class MEntA(Attack):
             support, idk = similarity_claim_flags(emb, flat, flat_units, float(p["sim_threshold"]))
         out, k = [], 0
         for j, cs in enumerate(claims_per_q):
-            s, d = support[k:k + len(cs)], idk[k:k + len(cs)]
+            s, d = support[k : k + len(cs)], idk[k : k + len(cs)]
             k += len(cs)
             q_idk = bool(d.any())
             if p["scorer"] == "similarity" and p["sim_unit"] == "document":
@@ -276,5 +293,12 @@ class MEntA(Attack):
         lam = float(p["lambda_idk"])
         per_q = self.query_outcomes(queries, responses, materials, tools)
         # no query asked -> the lowest score MEntA can give (every query IDK)
-        return budget_scores(per_q, doc_rows(materials, "questions"), f"menta/{p['scorer']}", n, p["budgets"],
-                             -lam, {"n_hits": "hit", "n_idk": "idk"})
+        return budget_scores(
+            per_q,
+            doc_rows(materials, "questions"),
+            f"menta/{p['scorer']}",
+            n,
+            p["budgets"],
+            -lam,
+            {"n_hits": "hit", "n_idk": "idk"},
+        )

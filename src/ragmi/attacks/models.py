@@ -15,6 +15,7 @@ from ..errors import ConfigError
 # NLI (MEntA's entailment scorer)
 # --------------------------------------------------------------------------------------------------
 
+
 def nli_label_indices(id2label: Mapping, model_name: str = "NLI model") -> dict:
     """Column of each NLI class, from ``config.id2label`` (names compared case-insensitively).
 
@@ -44,8 +45,7 @@ def nli_label_indices(id2label: Mapping, model_name: str = "NLI model") -> dict:
 class NLIModel:
     """A sequence-classification NLI model; the class columns come from ``config.id2label``."""
 
-    def __init__(self, path: str, batch_size: int, max_length: int, device: str | None = None,
-                 name: str | None = None):
+    def __init__(self, path: str, batch_size: int, max_length: int, device: str | None = None, name: str | None = None):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -79,8 +79,14 @@ class NLIModel:
 
         out = []
         for i in range(0, len(premises), self.batch_size):
-            enc = self.tokenizer(premises[i:i + self.batch_size], hypotheses[i:i + self.batch_size],
-                                 truncation=True, max_length=self.max_length, padding=True, return_tensors="pt")
+            enc = self.tokenizer(
+                premises[i : i + self.batch_size],
+                hypotheses[i : i + self.batch_size],
+                truncation=True,
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            )
             enc = {k: v.to(self.device) for k, v in enc.items()}
             with torch.no_grad():
                 out.append(self.model(**enc).logits.float().cpu().numpy())
@@ -120,6 +126,7 @@ def load_nli(path: str, batch_size: int, max_length: int, name: str | None = Non
 # Sentence embedder (MEntA's similarity scorer)
 # --------------------------------------------------------------------------------------------------
 
+
 class EmbeddingCache:
     """Unit-length sentence embeddings by a :class:`ragmi.embedder.Embedder`, each distinct text
     encoded once (the texts not seen yet go to the embedder together, in batches of its size)."""
@@ -152,6 +159,7 @@ def load_embedder(name: str) -> EmbeddingCache:
 # --------------------------------------------------------------------------------------------------
 # Proxy causal LM (MBA's mask ranking)
 # --------------------------------------------------------------------------------------------------
+
 
 def load_proxy(path: str, dtype: str, device: str):
     """(tokenizer, model) of a local causal LM folder or HF id, in eval mode; ``device`` "auto" is

@@ -111,12 +111,16 @@ class WordNetPerturber:
                 continue
             new = repl[i]
             prev = tokens[i - 1] if i > 0 else None
-            if (prev is not None and prev.group(0).lower() in ("a", "an") and (i - 1) not in repl
-                    and text[prev.end():m.start()].isspace()):
+            if (
+                prev is not None
+                and prev.group(0).lower() in ("a", "an")
+                and (i - 1) not in repl
+                and text[prev.end() : m.start()].isspace()
+            ):
                 art = match_case(prev.group(0), _article_for(new))
-                out.append(text[pos:prev.start()] + art + text[prev.end():m.start()])
+                out.append(text[pos : prev.start()] + art + text[prev.end() : m.start()])
             else:
-                out.append(text[pos:m.start()])
+                out.append(text[pos : m.start()])
             out.append(new)
             pos = m.end()
             swaps.append((m.group(0), new))
@@ -133,8 +137,9 @@ _PREAMBLE = re.compile(
     re.IGNORECASE,
 )
 _FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-_TRAILER = re.compile(r"\n\s*\n\s*\(?(?:note|notes|explanation|changes|replacements|i replaced)\b.*$",
-                      re.IGNORECASE | re.DOTALL)
+_TRAILER = re.compile(
+    r"\n\s*\n\s*\(?(?:note|notes|explanation|changes|replacements|i replaced)\b.*$", re.IGNORECASE | re.DOTALL
+)
 _QUOTES = [('"', '"'), ("\u201c", "\u201d"), ("'", "'"), ("`", "`")]
 
 
@@ -148,7 +153,7 @@ def clean_llm_output(text: str) -> str:
     t = _TRAILER.sub("", t).strip()
     for lq, rq in _QUOTES:
         if len(t) >= 2 and t.startswith(lq) and t.endswith(rq) and t.count(lq if lq == rq else rq) <= 2:
-            t = t[len(lq):-len(rq)].strip()
+            t = t[len(lq) : -len(rq)].strip()
     return t
 
 
@@ -218,8 +223,9 @@ class LLMPerturber:
             why = plausibility_failure(text, rewrite)
             n_req = replace_count(text, theta)
             if why is None:
-                out.append(Perturbation(rewrite, changed_words(text, rewrite), n_req, "llm", [],
-                                        dict(extra, llm_failure=None)))
+                out.append(
+                    Perturbation(rewrite, changed_words(text, rewrite), n_req, "llm", [], dict(extra, llm_failure=None))
+                )
                 continue
             if self.fallback is None:
                 raise RuntimeError(f"LLM perturbation of {doc_id} failed ({why}) and no fallback is set")

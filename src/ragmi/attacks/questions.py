@@ -55,7 +55,6 @@ Output:
 Provide only the one-sentence topic-focused description as the output."""
 
 
-
 def summary_messages(title: str, text: str) -> list[dict]:
     """The summary prompt as one user message."""
     return [{"role": "user", "content": SUMMARY_PROMPT.format(title=title or "", text=text)}]
@@ -66,8 +65,20 @@ def summary_messages(title: str, text: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------------
 
 MATERIAL_COLUMNS = [
-    "doc_id", "kind", "item", "output", "parsed", "questions", "n_questions_parsed", "parse_failed",
-    "prompt", "llm_model", "llm_max_tokens", "llm_temperature", "llm_prompt_tokens", "llm_completion_tokens",
+    "doc_id",
+    "kind",
+    "item",
+    "output",
+    "parsed",
+    "questions",
+    "n_questions_parsed",
+    "parse_failed",
+    "prompt",
+    "llm_model",
+    "llm_max_tokens",
+    "llm_temperature",
+    "llm_prompt_tokens",
+    "llm_completion_tokens",
 ]
 
 
@@ -81,8 +92,9 @@ def ask(tools, prompts: list[list[dict]], max_tokens: int, temperature: float) -
     return results
 
 
-def llm_row(doc_id, kind: str, item: int, messages: list[dict], result: dict, max_tokens: int,
-            temperature: float, **fields) -> dict:
+def llm_row(
+    doc_id, kind: str, item: int, messages: list[dict], result: dict, max_tokens: int, temperature: float, **fields
+) -> dict:
     """A materials row that keeps the prompt, the model, its settings and its token counts."""
     row = {
         "doc_id": doc_id,
@@ -104,6 +116,25 @@ def llm_row(doc_id, kind: str, item: int, messages: list[dict], result: dict, ma
     return row
 
 
+def question_row(doc_id, messages: list[dict], result: dict, params, questions: list, rule, n: int, **fields) -> dict:
+    """The materials row of one document's question-writing call (IA, MEntA): what was asked, what
+    was parsed, and whether fewer than ``n`` questions came back."""
+    return llm_row(
+        doc_id,
+        "questions",
+        -1,
+        messages,
+        result,
+        params["question_max_tokens"],
+        params["question_temperature"],
+        parsed=rule,
+        questions=questions,
+        n_questions_parsed=len(questions),
+        parse_failed=len(questions) < n,
+        **fields,
+    )
+
+
 def candidate_docs(candidates: pd.DataFrame) -> list[tuple]:
     """``(doc_id, title, text)`` per candidate document; a missing title is ``""``."""
     titles = candidates["title"].fillna("") if "title" in candidates else [""] * len(candidates)
@@ -120,8 +151,19 @@ def summary_rows(tools, docs: list[tuple], max_tokens: int, temperature: float) 
     for (doc_id, title, text), m, r in zip(docs, msgs, res):
         s = parse_summary(r.get("text", ""), document=f"{title} {text}")
         n_fallback += s is None
-        rows.append(llm_row(doc_id, "summary", -1, m, r, max_tokens, temperature,
-                            parsed=s if s is not None else fallback_summary(title, text), parse_failed=s is None))
+        rows.append(
+            llm_row(
+                doc_id,
+                "summary",
+                -1,
+                m,
+                r,
+                max_tokens,
+                temperature,
+                parsed=s if s is not None else fallback_summary(title, text),
+                parse_failed=s is None,
+            )
+        )
     return rows, n_fallback
 
 
@@ -142,8 +184,9 @@ def doc_rows(materials: pd.DataFrame, kind: str) -> dict:
     return {r["doc_id"]: r for r in sub.to_dict("records")}
 
 
-def budget_scores(per_query: pd.DataFrame, question_rows: dict, name: str, n: int, budgets, lowest: float,
-                  counts: dict) -> pd.DataFrame:
+def budget_scores(
+    per_query: pd.DataFrame, question_rows: dict, name: str, n: int, budgets, lowest: float, counts: dict
+) -> pd.DataFrame:
     """Per-document scores of a question-based attack for the full run (``name``) and each query
     budget (``name/n=m``: the first m questions asked, column ``ask_order``).
 
@@ -159,16 +202,19 @@ def budget_scores(per_query: pd.DataFrame, question_rows: dict, name: str, n: in
         for variant, m in variants:
             sub = g[g["ask_order"] < m] if g is not None else None
             k = 0 if sub is None else len(sub)
-            rows.append({
-                "doc_id": doc_id, "variant": variant,
-                "score": float(sub["contribution"].mean()) if k else lowest,
-                "decision": pd.NA,
-                "n_queries": k,
-                **{out: int(sub[col].sum()) if k else 0 for out, col in counts.items()},
-                "n_questions_parsed": int(r["n_questions_parsed"]),
-                "parse_failed": bool(r["parse_failed"]),
-                "no_queries": k == 0,
-            })
+            rows.append(
+                {
+                    "doc_id": doc_id,
+                    "variant": variant,
+                    "score": float(sub["contribution"].mean()) if k else lowest,
+                    "decision": pd.NA,
+                    "n_queries": k,
+                    **{out: int(sub[col].sum()) if k else 0 for out, col in counts.items()},
+                    "n_questions_parsed": int(r["n_questions_parsed"]),
+                    "parse_failed": bool(r["parse_failed"]),
+                    "no_queries": k == 0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -189,8 +235,9 @@ def as_list(value) -> list:
 # --------------------------------------------------------------------------------------------------
 
 _QUERY_BLOCK = re.compile(r"QUERY[_ ]?\d+\s*[:.)]\s*(.+?)(?=QUERY[_ ]?\d+\s*[:.)]|$)", re.IGNORECASE | re.DOTALL)
-_NUMBERED = re.compile(r"^\s*(?:\*\*)?(?:Q(?:uestion)?\s*)?\d+\s*(?:\*\*)?\s*[.):\-]\s*(?:\*\*)?\s*(.+)$",
-                       re.IGNORECASE | re.MULTILINE)
+_NUMBERED = re.compile(
+    r"^\s*(?:\*\*)?(?:Q(?:uestion)?\s*)?\d+\s*(?:\*\*)?\s*[.):\-]\s*(?:\*\*)?\s*(.+)$", re.IGNORECASE | re.MULTILINE
+)
 _BULLET = re.compile(r"^\s*[-*\u2022]\s+(.+)$", re.MULTILINE)
 _LEAD_MARKER = re.compile(r"^(?:[-*\u2022]|\(?\d+[.):\-]|[A-Za-z][.)])\s+")
 _LEAD_LABEL = re.compile(r"^(?:question|query|q)\s*\d*\s*[:.\-]\s*", re.IGNORECASE)
@@ -210,8 +257,14 @@ def _clean_question(raw: str, cut_after_qmark: bool) -> str:
     return q.strip()
 
 
-def parse_questions(text: str, n: int | None = None, *, require_question_mark: bool = False,
-                    exclude: Iterable[str] = (), min_words: int = 3) -> tuple[list[str], str]:
+def parse_questions(
+    text: str,
+    n: int | None = None,
+    *,
+    require_question_mark: bool = False,
+    exclude: Iterable[str] = (),
+    min_words: int = 3,
+) -> tuple[list[str], str]:
     """Recover a list of questions from free LLM text; returns ``(questions, rule)``.
 
     Rules (``rule`` names the one used):
@@ -272,8 +325,14 @@ _SUMMARY_LABEL = re.compile(r"^(?:output|description|summary|topic(?: sentence)?
 
 # Distinctive phrases of the summary prompt's examples: a summary that contains one of them while the
 # document does not was copied from the prompt (SmolLM2-135M does this).
-_EXAMPLE_PHRASES = ("green energy", "d\u00fcsseldorf", "cyclooxygenase", "the report highlights",
-                    "the document discusses", "this paper investigates")
+_EXAMPLE_PHRASES = (
+    "green energy",
+    "d\u00fcsseldorf",
+    "cyclooxygenase",
+    "the report highlights",
+    "the document discusses",
+    "this paper investigates",
+)
 
 
 def parse_summary(text: str, document: str = "", min_words: int = 2) -> str | None:

@@ -62,16 +62,25 @@ def _make_model(rng: np.random.Generator):
     if kind == 0:
         model = LogisticRegression(C=float(10 ** rng.uniform(-2, 2)), max_iter=1000)
     elif kind == 1:
-        model = RandomForestClassifier(n_estimators=int(rng.integers(10, 40)), max_depth=int(rng.integers(2, 6)),
-                                       random_state=seed, n_jobs=1)
+        model = RandomForestClassifier(
+            n_estimators=int(rng.integers(10, 40)), max_depth=int(rng.integers(2, 6)), random_state=seed, n_jobs=1
+        )
     elif kind == 2:
-        model = GradientBoostingClassifier(n_estimators=int(rng.integers(10, 40)), max_depth=int(rng.integers(1, 4)),
-                                           learning_rate=float(rng.uniform(0.05, 0.3)), random_state=seed)
+        model = GradientBoostingClassifier(
+            n_estimators=int(rng.integers(10, 40)),
+            max_depth=int(rng.integers(1, 4)),
+            learning_rate=float(rng.uniform(0.05, 0.3)),
+            random_state=seed,
+        )
     elif kind == 3:
         model = KNeighborsClassifier(n_neighbors=int(rng.integers(3, 12)))
     else:
-        model = MLPClassifier(hidden_layer_sizes=(int(rng.integers(4, 16)),), alpha=float(10 ** rng.uniform(-4, -1)),
-                              max_iter=2000, random_state=seed)
+        model = MLPClassifier(
+            hidden_layer_sizes=(int(rng.integers(4, 16)),),
+            alpha=float(10 ** rng.uniform(-4, -1)),
+            max_iter=2000,
+            random_state=seed,
+        )
     scaler = [StandardScaler, MinMaxScaler, RobustScaler][int(rng.integers(3))]()
     return make_pipeline(scaler, model)
 
@@ -111,14 +120,16 @@ class RagMIA(Attack):
         for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
             sample = str(text)[: p["max_chars"]]
             for t in p["templates"]:
-                rows.append({
-                    "query_id": f"{doc_id}::t{t}",
-                    "doc_id": doc_id,
-                    "user_prompt": PROMPTS[t].format(sample=sample),
-                    "max_tokens": int(p["max_tokens"]),
-                    "top_logprobs": int(p["top_logprobs"]),
-                    "template": int(t),
-                })
+                rows.append(
+                    {
+                        "query_id": f"{doc_id}::t{t}",
+                        "doc_id": doc_id,
+                        "user_prompt": PROMPTS[t].format(sample=sample),
+                        "max_tokens": int(p["max_tokens"]),
+                        "top_logprobs": int(p["top_logprobs"]),
+                        "template": int(t),
+                    }
+                )
         return pd.DataFrame(rows)
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
@@ -129,23 +140,43 @@ class RagMIA(Attack):
             parsed = [parse_yes_no(x) for x in g["response_text"]]
             decision = [1 if v == 1 else 0 for v in parsed]
             no_answer = [v is None for v in parsed]
-            out.append(pd.DataFrame({
-                "doc_id": g["doc_id"], "variant": f"rag_mia/black/t{t}", "score": np.array(decision, float),
-                "decision": decision, "no_answer": no_answer,
-            }))
+            out.append(
+                pd.DataFrame(
+                    {
+                        "doc_id": g["doc_id"],
+                        "variant": f"rag_mia/black/t{t}",
+                        "score": np.array(decision, float),
+                        "decision": decision,
+                        "no_answer": no_answer,
+                    }
+                )
+            )
             feats = np.array([gray_features(x) for x in g["first_token_logprobs"]], dtype=float)
             if not np.isfinite(feats).all():
                 raise ValueError("gray-box RAG-MIA needs first-token log-probabilities in every response")
             py = np.exp(feats[:, 2])
-            out.append(pd.DataFrame({
-                "doc_id": g["doc_id"], "variant": f"rag_mia/gray-pyes/t{t}",
-                "score": py / (1.0 + py), "decision": pd.NA, "no_answer": no_answer,
-            }))
-            out.append(pd.DataFrame({
-                "doc_id": g["doc_id"], "variant": f"rag_mia/gray/t{t}",
-                "score": self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t)),
-                "decision": pd.NA, "no_answer": no_answer,
-            }))
+            out.append(
+                pd.DataFrame(
+                    {
+                        "doc_id": g["doc_id"],
+                        "variant": f"rag_mia/gray-pyes/t{t}",
+                        "score": py / (1.0 + py),
+                        "decision": pd.NA,
+                        "no_answer": no_answer,
+                    }
+                )
+            )
+            out.append(
+                pd.DataFrame(
+                    {
+                        "doc_id": g["doc_id"],
+                        "variant": f"rag_mia/gray/t{t}",
+                        "score": self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t)),
+                        "decision": pd.NA,
+                        "no_answer": no_answer,
+                    }
+                )
+            )
         return pd.concat(out, ignore_index=True)
 
     def _ensemble(self, doc_ids, feats, reference_labels, template: int) -> np.ndarray:

@@ -68,7 +68,7 @@ def split_halves(text: str) -> tuple[str, str]:
     if best is None:
         cut = len(t) // 2
         return t[:cut], t[cut:]
-    return t[: best[0]], t[best[1]:]
+    return t[: best[0]], t[best[1] :]
 
 
 def default_max_tokens(second_half: str, cap: int) -> int:
@@ -81,7 +81,7 @@ def extract_response(text: str) -> str:
     s = str(text or "").strip()
     m = _WRAPPER.match(s)
     if m:
-        s = s[m.end():].strip()
+        s = s[m.end() :].strip()
         if m.group(1) and s.endswith("}"):
             s = s[:-1].rstrip()
         if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
@@ -166,16 +166,18 @@ class S2MIA(Attack):
             mt = p["max_tokens"]
             if mt is None:
                 mt = default_max_tokens(second, int(p["max_tokens_cap"]))
-            rows.append({
-                "query_id": f"{doc_id}::s2",
-                "doc_id": doc_id,
-                "user_prompt": QUERY_TEMPLATE.format(first_half=first),
-                "max_tokens": int(mt),
-                "top_logprobs": int(p["top_logprobs"]),
-                "first_half": first,
-                "second_half": second,
-                "text": str(text),
-            })
+            rows.append(
+                {
+                    "query_id": f"{doc_id}::s2",
+                    "doc_id": doc_id,
+                    "user_prompt": QUERY_TEMPLATE.format(first_half=first),
+                    "max_tokens": int(mt),
+                    "top_logprobs": int(p["top_logprobs"]),
+                    "first_half": first,
+                    "second_half": second,
+                    "text": str(text),
+                }
+            )
         return pd.DataFrame(rows)
 
     # ----------------------------------------------------------------------------------------
@@ -189,8 +191,7 @@ class S2MIA(Attack):
         missing = np.isnan(ppl) & ~empty
         if missing.any():
             q = df.loc[missing, "query_id"].head(3).tolist()
-            raise ValueError(
-                f"S2MIA needs the target's token_logprobs (gray-box) for its perplexity; missing for {q}")
+            raise ValueError(f"S2MIA needs the target's token_logprobs (gray-box) for its perplexity; missing for {q}")
         nan = np.isnan(ppl)
         if nan.all():
             raise ValueError("S2MIA: every response is empty, no perplexity can be computed")
@@ -207,11 +208,18 @@ class S2MIA(Attack):
                 from xgboost import XGBClassifier
             except ImportError:
                 if kind == "xgboost":
-                    raise ConfigError("config key attacks.s2mia.classifier: xgboost is not installed "
-                                      "(pip install xgboost-cpu)") from None
+                    raise ConfigError(
+                        "config key attacks.s2mia.classifier: xgboost is not installed (pip install xgboost-cpu)"
+                    ) from None
             else:
-                return XGBClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed,
-                                     n_jobs=1, eval_metric="logloss")
+                return XGBClassifier(
+                    n_estimators=n_est,
+                    max_depth=depth,
+                    learning_rate=lr,
+                    random_state=seed,
+                    n_jobs=1,
+                    eval_metric="logloss",
+                )
         from sklearn.ensemble import GradientBoostingClassifier
 
         return GradientBoostingClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed)
@@ -253,12 +261,24 @@ class S2MIA(Attack):
         s, ppl = f["bleu"].to_numpy(), f["ppl"].to_numpy()
         ts, tp, _ = threshold_search(s[is_ref], ppl[is_ref], y_ref)
         dec = ((s >= ts) & (ppl <= tp)).astype(int)
-        out.append(pd.DataFrame({**base, "variant": "s2mia/T",
-                                 "score": min_margin(s, ppl, ts, tp, s[is_ref], ppl[is_ref]),
-                                 "decision": dec, "theta_sem": ts, "theta_ppl": tp}))
+        out.append(
+            pd.DataFrame(
+                {
+                    **base,
+                    "variant": "s2mia/T",
+                    "score": min_margin(s, ppl, ts, tp, s[is_ref], ppl[is_ref]),
+                    "decision": dec,
+                    "theta_sem": ts,
+                    "theta_ppl": tp,
+                }
+            )
+        )
         x = np.column_stack([s, ppl])
-        out.append(pd.DataFrame({**base, "variant": "s2mia/M", "score": self.model_scores(x, is_ref, y_ref),
-                                 "decision": pd.NA}))
+        out.append(
+            pd.DataFrame(
+                {**base, "variant": "s2mia/M", "score": self.model_scores(x, is_ref, y_ref), "decision": pd.NA}
+            )
+        )
         res = pd.concat(out, ignore_index=True)
         cols = ["doc_id", "variant", "score", "decision"]
         return res[cols + [c for c in res.columns if c not in cols]]

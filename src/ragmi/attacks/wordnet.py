@@ -26,7 +26,8 @@ WORDNET_DIRS = (
 
 # Function words that WordNet also lists as adjectives/adverbs with antonyms; swapping them breaks
 # the grammar rather than the meaning.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a an the this that these those all some any no none each every both either neither few many much
 more most less least other another such same own only
 in out on off up down over under above below into onto from to with without within by at for
@@ -35,7 +36,8 @@ outside near far here there then now again once twice
 i me my we us our you your he him his she her it its they them their
 am is are was were be been being have has had do does did will would shall should can could may
 might must not nor and or but if so yet as than too very also just even still ever never
-""".split())
+""".split()
+)
 
 _MARKER = re.compile(r"\([a-z]+\)$")  # adjective syntactic markers in data.adj: (a) (p) (ip)
 
@@ -68,9 +70,9 @@ def _parse_index(path: Path) -> dict[str, tuple[int, int, list[int]]]:
     for line in _data_lines(path):
         f = line.split()
         lemma, n_syn, p_cnt = f[0], int(f[2]), int(f[3])
-        rest = f[4 + p_cnt:]
+        rest = f[4 + p_cnt :]
         tagsense = int(rest[1])
-        out[lemma] = (n_syn, tagsense, [int(x) for x in rest[2:2 + n_syn]])
+        out[lemma] = (n_syn, tagsense, [int(x) for x in rest[2 : 2 + n_syn]])
     return out
 
 
@@ -85,7 +87,7 @@ def _parse_data(path: Path):
         p_cnt = int(f[i])
         ants = []
         for k in range(p_cnt):
-            sym, tgt, _pos, st = f[i + 1 + 4 * k: i + 5 + 4 * k]
+            sym, tgt, _pos, st = f[i + 1 + 4 * k : i + 5 + 4 * k]
             if sym == "!":
                 ants.append((int(st[:2], 16), int(tgt), int(st[2:], 16)))
         synsets[offset] = (words, ants)
@@ -95,10 +97,17 @@ def _parse_data(path: Path):
 # WordNet's morphy detachment rules (wndb's morph(7WN)), to see that e.g. "covered" is mostly a form
 # of the verb "cover" although WordNet also lists the adjective "covered" (antonym "uncovered").
 _DETACH = {
-    "noun": [("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
-             ("men", "man"), ("ies", "y")],
-    "verb": [("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"),
-             ("ing", "")],
+    "noun": [
+        ("s", ""),
+        ("ses", "s"),
+        ("xes", "x"),
+        ("zes", "z"),
+        ("ches", "ch"),
+        ("shes", "sh"),
+        ("men", "man"),
+        ("ies", "y"),
+    ],
+    "verb": [("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")],
 }
 
 
@@ -132,8 +141,10 @@ class WordNetAntonyms:
 
     def __init__(self, root: str | Path | None = None):
         self.root = find_wordnet_dir(str(root) if root else None)
-        idx = {p: _parse_index(self.root / f"index.{p}") if (self.root / f"index.{p}").is_file() else {}
-               for p in ("adj", "adv", "noun", "verb")}
+        idx = {
+            p: _parse_index(self.root / f"index.{p}") if (self.root / f"index.{p}").is_file() else {}
+            for p in ("adj", "adv", "noun", "verb")
+        }
         data = {p: _parse_data(self.root / f"data.{p}") for p in ("adj", "adv")}
         exc = {p: _parse_exc(self.root / f"{p}.exc") for p in ("noun", "verb")}
         self._table: dict[str, Candidate] = {}

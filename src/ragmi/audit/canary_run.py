@@ -29,10 +29,19 @@ def run_canary(spec: TargetSpec, corpus: pd.DataFrame, seed: int, max_tokens: in
         build_index(kb, RetrieverSpec.from_config(spec.retriever_name, spec.retriever), index, log=log)
         with rag_system(dataclasses.replace(spec, index_dir=str(index)), kb, log) as rag:
             q = exp.queries
-            answers = rag.answer(q["user_prompt"].tolist(), q["max_tokens"].tolist(), q["top_logprobs"].tolist(),
-                                 q["query_id"].tolist())
+            answers = rag.answer(
+                q["user_prompt"].tolist(), q["max_tokens"].tolist(), q["top_logprobs"].tolist(), q["query_id"].tolist()
+            )
     leaked = exp.leaked(a["response_text"] for a in answers)
     raw = exp.leaked(a["response_text_raw"] for a in answers)
-    return {"target": spec.name, "seed": int(seed), "n_canaries": len(exp.canaries), "n_queries": len(q),
-            "n_leaked": len(leaked), "leaked": sorted(leaked), "n_leaked_raw": len(raw), "leaked_raw": sorted(raw),
-            "n_refused": int(sum(bool(a["refused"]) for a in answers))}
+    return {
+        "target": spec.name,
+        "seed": int(seed),
+        "n_canaries": len(exp.canaries),
+        "n_queries": len(q),
+        "n_leaked": len(leaked),
+        "leaked": sorted(leaked),
+        "n_leaked_raw": len(raw),
+        "leaked_raw": sorted(raw),
+        "n_refused": int(sum(bool(a["refused"]) for a in answers)),
+    }

@@ -41,7 +41,8 @@ def run_leakage(queries: pd.DataFrame, responses: pd.DataFrame, documents: dict)
     mean reproduced fraction of retrieved documents, and a digest of the run's output texts (runs
     with identical outputs are collapsed before the bootstrap)."""
     df = queries[["query_id", "doc_id", "user_prompt", "variant"]].merge(
-        responses[["query_id", "response_text", "retrieved_ids"]], on="query_id", how="inner", validate="one_to_one")
+        responses[["query_id", "response_text", "retrieved_ids"]], on="query_id", how="inner", validate="one_to_one"
+    )
     rows = []
     for variant, g in df.groupby("variant", sort=True):
         counts: dict = {}

@@ -12,7 +12,7 @@ and documents its other spec keys (the Hub keys ``hf_id/config/split/revision/pa
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 
@@ -74,9 +74,7 @@ def normalize(df: pd.DataFrame, name: str = "corpus") -> tuple[pd.DataFrame, dic
 def _load_raw(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     source = spec.get("source")
     if not isinstance(source, str) or source not in REGISTRY:
-        raise ConfigError(
-            f"datasets.{name}.source is {source!r}, which is not one of: {', '.join(SOURCES)}."
-        )
+        raise ConfigError(f"datasets.{name}.source is {source!r}, which is not one of: {', '.join(SOURCES)}.")
     return REGISTRY[source](name, spec, seed)
 
 

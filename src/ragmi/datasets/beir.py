@@ -6,7 +6,7 @@ Hub: ``BeIR/<source>``, config ``corpus``, split ``corpus``, columns ``_id``, ``
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -17,7 +17,5 @@ CORPORA = ("trec-covid", "nfcorpus", "scidocs")
 
 
 def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
-    raw = load_hf_frame(
-        name, spec, hf_id=f"BeIR/{spec['source']}", config="corpus", split="corpus", columns=COLUMNS
-    )
+    raw = load_hf_frame(name, spec, hf_id=f"BeIR/{spec['source']}", config="corpus", split="corpus", columns=COLUMNS)
     return pd.DataFrame({"doc_id": raw["_id"], "text": raw["text"], "title": raw["title"]})

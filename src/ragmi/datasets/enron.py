@@ -9,7 +9,7 @@ Extra spec key: ``max_chars`` (positive int, schema default 1000).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

@@ -8,7 +8,7 @@ numbered by row as loaded (before de-duplication), title "".
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

@@ -15,7 +15,7 @@ only when the Hub is actually used, so offline runs with local copies do not nee
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 

@@ -17,8 +17,8 @@ its own types, a struct column comes back as ``dict``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pandas as pd
 

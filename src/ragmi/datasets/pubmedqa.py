@@ -8,7 +8,7 @@ A local copy must keep ``context`` nested (.parquet, .jsonl or .json; a CSV cann
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 from faker import Faker

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -88,9 +88,17 @@ class DefenseContext:
     """What the target hands its defenses: seeded randomness, its retriever, its documents, and
     the defender LLM (``chat``) for LLM-based defenses.  Attack code never sees this object."""
 
-    def __init__(self, seed: int, k: int, template=None, documents: Mapping[str, str] | None = None,
-                 search: Callable | None = None, all_scores: Callable | None = None,
-                 chat: Callable | None = None, log: Callable = print):
+    def __init__(
+        self,
+        seed: int,
+        k: int,
+        template=None,
+        documents: Mapping[str, str] | None = None,
+        search: Callable | None = None,
+        all_scores: Callable | None = None,
+        chat: Callable | None = None,
+        log: Callable = print,
+    ):
         self.seed = int(seed)
         self.k = int(k)
         self.template = template
@@ -146,9 +154,16 @@ class Defense:
 
     def record(self) -> dict:
         """What the run records about this defense (parameters, chosen where a paper is silent)."""
-        return {"name": self.name, "kind": self.kind, "hooks": list(self.hooks), "channels": list(self.channels),
-                "vocabulary": list(self.vocabulary), "logprobs": self.logprobs, "params": self.params,
-                "source": self.source}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "hooks": list(self.hooks),
+            "channels": list(self.channels),
+            "vocabulary": list(self.vocabulary),
+            "logprobs": self.logprobs,
+            "params": self.params,
+            "source": self.source,
+        }
 
     def on_query(self, states: list[QueryState], ctx: DefenseContext) -> None:
         raise NotImplementedError

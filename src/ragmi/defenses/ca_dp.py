@@ -10,10 +10,11 @@ on one candidate document and records it.  docs/provenance.md#ca_dp
 
 from __future__ import annotations
 
-from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, noisy_top_k
+from ._common import RETRIEVAL_DOWNSTREAM
+from .dp_retrieval import DpRetrieval
 
 
-class CaDp(CountingDefense):
+class CaDp(DpRetrieval):
     kind = "ca_dp"
     hooks = ("retrieval",)
     channels = RETRIEVAL_DOWNSTREAM
@@ -35,17 +36,5 @@ class CaDp(CountingDefense):
         r["per_turn_epsilon"] = self.per_turn_epsilon
         return r
 
-    def pool_size(self, k: int) -> int:
-        return max(k, self.params["pool"])
-
-    def on_retrieval(self, states, ctx):
-        for s in states:
-            noisy_top_k(
-                s,
-                ctx.k,
-                self.per_turn_epsilon,
-                self.params["sensitivity"],
-                self.params["pool"],
-                ctx.rng(self.name, s.query_id),
-            )
-            self.stats["queries"] += 1
+    def noise_epsilon(self) -> float:
+        return self.per_turn_epsilon

@@ -29,12 +29,16 @@ class DpRetrieval(CountingDefense):
     def pool_size(self, k: int) -> int:
         return max(k, self.params["pool"])
 
+    def noise_epsilon(self) -> float:
+        """The privacy budget each query's Laplace noise is drawn with."""
+        return self.params["epsilon"]
+
     def on_retrieval(self, states, ctx):
         for s in states:
             noisy_top_k(
                 s,
                 ctx.k,
-                self.params["epsilon"],
+                self.noise_epsilon(),
                 self.params["sensitivity"],
                 self.params["pool"],
                 ctx.rng(self.name, s.query_id),

@@ -11,11 +11,12 @@ docs/provenance.md#stub_fixture
 
 from __future__ import annotations
 
-from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, noisy_top_k
+from ._common import RETRIEVAL_DOWNSTREAM
 from .base import set_response_text
+from .dp_retrieval import DpRetrieval
 
 
-class StubFixture(CountingDefense):
+class StubFixture(DpRetrieval):  # its retrieval hook is DP-R's
     kind = "stub_fixture"
     test_only = True
     hooks = ("retrieval", "output")
@@ -27,21 +28,6 @@ class StubFixture(CountingDefense):
         "retrieval": "Laplace noise on the pool scores, top-k (as dp_retrieval)",
         "output": "deliberate pass-through: the response text is written back unchanged",
     }
-
-    def pool_size(self, k: int) -> int:
-        return max(k, self.params["pool"])
-
-    def on_retrieval(self, states, ctx):
-        for s in states:
-            noisy_top_k(
-                s,
-                ctx.k,
-                self.params["epsilon"],
-                self.params["sensitivity"],
-                self.params["pool"],
-                ctx.rng(self.name, s.query_id),
-            )
-            self.stats["queries"] += 1
 
     def on_output(self, states, ctx):
         # The inert generation hook under audit: it returns the response unmodified, by design.

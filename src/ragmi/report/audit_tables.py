@@ -38,8 +38,8 @@ def _hook_cell(rows: pd.DataFrame, hooks) -> str:
         return DASH
     cells = []
     for _, r in sub.iterrows():
-        rate = _pct(r["attack_fire_rate"]) if r["attack_n"] else "no attack queries"
-        cells.append(f"{r['hook']}: {r['status']} (probes {_pct(r['probe_fire_rate'])}, attacks {rate})")
+        rate = f"{_pct(r['attack_fire_rate'])} of {int(r['attack_n'])}" if r["attack_n"] else "none"
+        cells.append(f"{r['hook']}: {r['status']} (probes {_pct(r['probe_fire_rate'])}, attack queries {rate})")
     return "; ".join(cells)
 
 
@@ -48,12 +48,17 @@ def hook_inventory_frame(hooks: pd.DataFrame) -> pd.DataFrame:
     probe_fire_rate, attack_fire_rate, attack_n, status, defense_status)."""
     out = []
     for (dataset, target, defense), g in hooks.groupby(["dataset", "target", "defense"], sort=True):
-        out.append({
-            "dataset": dataset, "target": target, "defense": defense, "kind": g["kind"].iloc[0],
-            "retrieval-side hooks": _hook_cell(g, PRE_GENERATION),
-            "generation hook": _hook_cell(g, ("output",)),
-            "status": g["defense_status"].iloc[0],
-        })
+        out.append(
+            {
+                "dataset": dataset,
+                "target": target,
+                "defense": defense,
+                "kind": g["kind"].iloc[0],
+                "retrieval-side hooks": _hook_cell(g, PRE_GENERATION),
+                "generation hook": _hook_cell(g, ("output",)),
+                "status": g["defense_status"].iloc[0],
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -78,8 +83,9 @@ def _bootstrap_cell(values: list[float], n_boot: int, seed: int) -> tuple[str, f
     return format_ci(mean, lo, hi), mean, lo, hi
 
 
-def leakage_dashboard_frame(runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict, baselines: dict,
-                            n_boot: int, seed: int) -> pd.DataFrame:
+def leakage_dashboard_frame(
+    runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict, baselines: dict, n_boot: int, seed: int
+) -> pd.DataFrame:
     """``runs``: per-run leakage rows with dataset, target (``ragmi.audit.leakage.run_leakage``);
     ``mi``: the MI attack's headline metrics rows (dataset, target, variant, auc, auc_lo, auc_hi);
     ``statuses``: {target: "defense: status; …"}; ``baselines``: {target: undefended target or None}."""
@@ -87,8 +93,12 @@ def leakage_dashboard_frame(runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict
     base_means: dict = {}
     for (dataset, target), g in runs.groupby(["dataset", "target"], sort=True):
         g = g.drop_duplicates("outputs_digest")  # hash-identical runs count once (MtH §V)
-        row = {"dataset": dataset, "target": target, "hooks active": statuses.get(target, UNDEFENDED),
-               "runs (distinct)": len(g)}
+        row = {
+            "dataset": dataset,
+            "target": target,
+            "hooks active": statuses.get(target, UNDEFENDED),
+            "runs (distinct)": len(g),
+        }
         for col, label in (("EMAIL_REAL", "Email NEL/run"), ("PERSON_NAME", "Name NEL/run")):
             cell, mean, lo, hi = _bootstrap_cell(g[col].astype(float).tolist(), n_boot, seed)
             row[label] = cell
@@ -96,8 +106,11 @@ def leakage_dashboard_frame(runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict
             base_means[(dataset, target, col)] = mean
         row["verbatim reproduced"] = f"{100 * g['reproduced_fraction'].mean():.0f}%"
         m = mi[(mi["dataset"] == dataset) & (mi["target"] == target)]
-        row["MI AUC"] = (f"{format_ci(m['auc'].iloc[0], m['auc_lo'].iloc[0], m['auc_hi'].iloc[0])} "
-                         f"({m['variant'].iloc[0]})") if len(m) else DASH
+        row["MI AUC"] = (
+            (f"{format_ci(m['auc'].iloc[0], m['auc_lo'].iloc[0], m['auc_hi'].iloc[0])} ({m['variant'].iloc[0]})")
+            if len(m)
+            else DASH
+        )
         out.append(row)
     for row in out:
         base = baselines.get(row["target"])
@@ -109,8 +122,18 @@ def leakage_dashboard_frame(runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict
                 row[label] = f"{DASH} (baseline 0)"
             else:
                 row[label] = f"{100 * (b - row[f'{col}_mean']) / b:+.1f}%"
-    cols = ["dataset", "target", "hooks active", "runs (distinct)", "Email NEL/run", "Email change",
-            "Name NEL/run", "Name change", "verbatim reproduced", "MI AUC"]
+    cols = [
+        "dataset",
+        "target",
+        "hooks active",
+        "runs (distinct)",
+        "Email NEL/run",
+        "Email change",
+        "Name NEL/run",
+        "Name change",
+        "verbatim reproduced",
+        "MI AUC",
+    ]
     return pd.DataFrame(out)[cols] if out else pd.DataFrame(columns=cols)
 
 
@@ -139,8 +162,9 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def defense_effect_frame(metrics: pd.DataFrame, target_defenses: dict, defense_channels: dict,
-                         attack_channels, baselines: dict) -> pd.DataFrame:
+def defense_effect_frame(
+    metrics: pd.DataFrame, target_defenses: dict, defense_channels: dict, attack_channels, baselines: dict
+) -> pd.DataFrame:
     """Metrics rows of the headline variants of every attack on every target, with the columns
     ``defenses``, ``effect`` (ΔAUC and ΔTPR against the undefended target, or "indirect") and
     ``channels`` (what the attack reads ∩ what the defenses can change).
@@ -148,8 +172,14 @@ def defense_effect_frame(metrics: pd.DataFrame, target_defenses: dict, defense_c
     ``target_defenses``: {target: [defense names]}; ``defense_channels``: {(target, defense): set of
     effective channels}; ``attack_channels(attack, variant)`` → channels the variant reads."""
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
-    tpr_col = next((c for c in df.columns if c.startswith("tpr_at_fpr_") and not c.endswith(("_lo", "_hi"))
-                    and c != "tpr_at_fpr_0"), None)
+    tpr_col = next(
+        (
+            c
+            for c in df.columns
+            if c.startswith("tpr_at_fpr_") and not c.endswith(("_lo", "_hi")) and c != "tpr_at_fpr_0"
+        ),
+        None,
+    )
     effects, chans, names = [], [], []
     for _, r in df.iterrows():
         t = r["target"]
@@ -166,8 +196,11 @@ def defense_effect_frame(metrics: pd.DataFrame, target_defenses: dict, defense_c
         elif base is None:
             effects.append(f"{DASH} (no undefended target)")
         else:
-            b = metrics[(metrics["dataset"] == r["dataset"]) & (metrics["target"] == base)
-                        & (metrics["variant"] == r["variant"])]
+            b = metrics[
+                (metrics["dataset"] == r["dataset"])
+                & (metrics["target"] == base)
+                & (metrics["variant"] == r["variant"])
+            ]
             if b.empty:
                 effects.append(DASH)
                 continue
@@ -184,6 +217,7 @@ def defense_effect_frame(metrics: pd.DataFrame, target_defenses: dict, defense_c
 def baseline_targets(targets: dict) -> dict:
     """{target: its undefended counterpart} — the undefended target with the same retriever,
     generator, k and template; an undefended target maps to itself; None when there is none."""
+
     def setting(t):
         return (t["retriever"], t["generator"], t["k"], t["template"])
 

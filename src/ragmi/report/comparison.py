@@ -25,11 +25,30 @@ def load_published(path: str | Path) -> list[dict]:
     return yaml.safe_load(Path(path).read_text()) or []
 
 
-def published_cell(row: pd.Series, published: list[dict]) -> str:
-    """'0.89 AUC (RAG-MIA Tab. 2)' for the first published number of the same setting, else ''."""
-    hits = [p for p in published
-            if p["source"] == row.get("dataset_source") and p["model"] == row.get("generator_model")
-            and fnmatch.fnmatchcase(str(row["variant"]), p["variant"])]
+def defense_matches(entry: dict, defenses) -> bool:
+    """Whether a published entry's setting has the target's defenses: an entry without ``defense`` is
+    an undefended setting; one with ``defense: <kind>`` (and optional ``defense_params``) matches a
+    target with exactly that one defense and those parameter values."""
+    if "defense" not in entry:
+        return not defenses
+    if len(defenses) != 1:
+        return False
+    kind, params = defenses[0]
+    return kind == entry["defense"] and all(params.get(k) == v for k, v in entry.get("defense_params", {}).items())
+
+
+def published_cell(row: pd.Series, published: list[dict], defenses=()) -> str:
+    """'0.89 AUC (RAG-MIA Tab. 2)' for the published numbers of the same setting — dataset source,
+    generator model, variant and defenses ``[(kind, params)]`` of the row's target —, else ''."""
+    hits = [
+        p
+        for p in published
+        if "table" not in p  # entries with a table are the audit tables'
+        and p["source"] == row.get("dataset_source")
+        and p["model"] == row.get("generator_model")
+        and fnmatch.fnmatchcase(str(row["variant"]), p["variant"])
+        and defense_matches(p, defenses)
+    ]
     return "; ".join(f"{p['value']:.2f} {p['metric']} ({p['paper']})" for p in hits)
 
 
@@ -47,22 +66,45 @@ def diagnose(row: pd.Series) -> str:
         notes.append(f"{100 * na:.0f}% of answers unparseable")
     pf = row.get(PREPARE_FAILURE)
     if pd.notna(pf) and pf > 0:
-        notes.append(f"attacker LLM output incomplete (fewer questions / failed rewrites than asked) "
-                     f"for {100 * pf:.0f}% of candidates")
+        notes.append(
+            f"attacker LLM output incomplete (fewer questions / failed rewrites than asked) "
+            f"for {100 * pf:.0f}% of candidates"
+        )
     return "; ".join(notes)
 
 
-def comparison_frame(metrics: pd.DataFrame, published: list[dict]) -> pd.DataFrame:
+def target_defenses(config) -> dict:
+    """{target: [(defense kind, parameters), ...]} of a validated config."""
+    return {
+        t: [(config["defenses"][d]["kind"], config["defenses"][d]) for d in c["defenses"]]
+        for t, c in config["targets"].items()
+    }
+
+
+def audit_published(published: list[dict], table: str, defenses) -> str:
+    """The published cell of an audit table (entries with ``table:``) for a target's defense kinds;
+    ``none`` is the undefended setting."""
+    kinds = [k for k, _ in defenses] or ["none"]
+    return "; ".join(
+        f"{p['value']} ({p['paper']})" for p in published if p.get("table") == table and p["defense"] in kinds
+    )
+
+
+def comparison_frame(metrics: pd.DataFrame, published: list[dict], defenses: dict | None = None) -> pd.DataFrame:
+    """Headline variants with the published number of the same setting; ``defenses`` is
+    :func:`target_defenses` of the run (targets absent from it are undefended)."""
+    defenses = defenses or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
-    df["published"] = [published_cell(r, published) for _, r in df.iterrows()]
+    df["published"] = [published_cell(r, published, defenses.get(r["target"], ())) for _, r in df.iterrows()]
     df["note"] = [diagnose(r) for _, r in df.iterrows()]
     return df.reset_index(drop=True)
 
 
 def dcmi_ablation_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     df = metrics[metrics["attack"] == "dcmi"].copy()
-    keep = df["variant"].isin(["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]) | \
-        df["variant"].str.contains(r"dcmi/(theta|gamma)=", regex=True)
+    keep = df["variant"].isin(["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]) | df["variant"].str.contains(
+        r"dcmi/(theta|gamma)=", regex=True
+    )
     df = df[keep].copy()
 
     def sweep(v):

@@ -89,20 +89,29 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
             fpr = float(np.nanmean(dec[y == 0]))
             label = f"{v} (point: TPR {tpr:.2f}, FPR {fpr:.2f}; AUC {auc:.2f})"
             ax_lin.plot([fpr], [tpr], marker="o", ms=7, ls="none", color=color, label=label)
-            ax_log.plot([max(fpr, floor)], [max(tpr, floor)], marker="o", ms=7, ls="none",
-                        color=color)
+            ax_log.plot([max(fpr, floor)], [max(tpr, floor)], marker="o", ms=7, ls="none", color=color)
         else:
             fpr_c, tpr_c = roc_points(y, sub["score"].to_numpy(float))
             ls = _LINESTYLES[i % len(_LINESTYLES)]
             ax_lin.plot(fpr_c, tpr_c, color=color, ls=ls, lw=1.4, label=f"{v} (AUC {auc:.2f})")
-            ax_log.plot(np.maximum(fpr_c, floor), np.maximum(tpr_c, floor), color=color, ls=ls,
-                        lw=1.4)
+            ax_log.plot(np.maximum(fpr_c, floor), np.maximum(tpr_c, floor), color=color, ls=ls, lw=1.4)
 
-    ax_lin.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="false-positive rate",
-               ylabel="true-positive rate", title="ROC (evaluation set)")
-    ax_log.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1.05),
-               xlabel=f"false-positive rate (log; 0 drawn at {floor:.2g})",
-               ylabel="true-positive rate (log)", title="low-FPR region")
+    ax_lin.set(
+        xlim=(0, 1),
+        ylim=(0, 1.01),
+        xlabel="false-positive rate",
+        ylabel="true-positive rate",
+        title="ROC (evaluation set)",
+    )
+    ax_log.set(
+        xscale="log",
+        yscale="log",
+        xlim=(floor, 1),
+        ylim=(floor, 1.05),
+        xlabel=f"false-positive rate (log; 0 drawn at {floor:.2g})",
+        ylabel="true-positive rate (log)",
+        title="low-FPR region",
+    )
     for ax in (ax_lin, ax_log):
         ax.grid(True, which="major", lw=0.4, alpha=0.5)
     ax_lin.legend(loc="lower right", fontsize=7 if len(variants) <= 6 else 6, framealpha=0.9)
@@ -111,9 +120,7 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
     _save_atomic(fig, out_png)
 
 
-def plot_score_distributions(
-    scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str
-) -> None:
+def plot_score_distributions(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
     """One panel per variant: histograms of member vs non-member eval scores, shared bins."""
     df, variants = _eval_variants(scores_df)
     ncols = min(4, len(variants))
@@ -129,16 +136,14 @@ def plot_score_distributions(
         if hi <= lo:  # a constant score: one bin around it
             lo, hi = lo - 0.5, hi + 0.5
         bins = np.linspace(lo, hi, min(30, max(5, int(np.sqrt(s.size)) + 1)) + 1)
-        ax.hist(s[y == 0], bins=bins, alpha=0.55, color="tab:blue",
-                label=f"non-members (n={(y == 0).sum()})")
-        ax.hist(s[y == 1], bins=bins, alpha=0.55, color="tab:red",
-                label=f"members (n={(y == 1).sum()})")
+        ax.hist(s[y == 0], bins=bins, alpha=0.55, color="tab:blue", label=f"non-members (n={(y == 0).sum()})")
+        ax.hist(s[y == 1], bins=bins, alpha=0.55, color="tab:red", label=f"members (n={(y == 1).sum()})")
         ax.set_title(v, fontsize=8)
         ax.set_xlabel("score", fontsize=7)
         ax.set_ylabel("documents", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="upper right")
-    for ax in axes[len(variants):]:
+    for ax in axes[len(variants) :]:
         ax.set_visible(False)
     fig.suptitle(f"{title} (evaluation set)")
     fig.tight_layout()
@@ -146,7 +151,7 @@ def plot_score_distributions(
 
 
 def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
-    """AUC (with its 95% interval) against the number of questions per target, one line per
+    """AUC (with its 95% interval) against the number of questions per candidate, one line per
     (dataset, target, method) of :func:`ragmi.report.comparison.query_budget_frame`."""
     if budget_df.empty:
         raise ValueError("no query-budget variants to plot")
@@ -156,14 +161,21 @@ def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title
     for i, ((ds, tg, method), g) in enumerate(groups):
         g = g.sort_values("n_questions")
         err = [g["auc"] - g["auc_lo"], g["auc_hi"] - g["auc"]]
-        ax.errorbar(g["n_questions"], g["auc"], yerr=err, marker="o", capsize=3, color=_color(i, len(groups)),
-                    label=f"{method} ({ds} / {tg})")
+        ax.errorbar(
+            g["n_questions"],
+            g["auc"],
+            yerr=err,
+            marker="o",
+            capsize=3,
+            color=_color(i, len(groups)),
+            label=f"{method} ({ds} / {tg})",
+        )
     ax.axhline(0.5, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log")
     ticks = sorted(budget_df["n_questions"].unique())
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(t) for t in ticks])
-    ax.set_xlabel("questions per target")
+    ax.set_xlabel("questions per candidate")
     ax.set_ylabel("AUC (evaluation set, 95% CI)")
     ax.set_ylim(0, 1)
     ax.set_title(title, fontsize=10)

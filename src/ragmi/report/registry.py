@@ -19,9 +19,9 @@ the table reads; a table whose frame has no metric columns sets ``markdown`` to 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -33,7 +33,16 @@ from ..costs import COST_COLUMNS
 from ..errors import ConfigError
 from ..workflow import atomic_write_text
 from . import audit_tables
-from .comparison import comparison_frame, is_main_variant, dcmi_ablation_frame, load_published, query_budget_frame
+from .comparison import (
+    audit_published,
+    comparison_frame,
+    dcmi_ablation_frame,
+    is_main_variant,
+    load_published,
+    published_cell,
+    query_budget_frame,
+    target_defenses,
+)
 from .plots import plot_query_budget
 from .tables import markdown_table
 
@@ -94,7 +103,9 @@ class MetricsOf:
     def __call__(self, config: Mapping) -> dict[str, list[str]]:
         return {
             "metrics": [
-                f"results/metrics/{d}/{t}/{a}.csv" for d, t, a in runs(config) if self.attacks is None or a in self.attacks
+                f"results/metrics/{d}/{t}/{a}.csv"
+                for d, t, a in runs(config)
+                if self.attacks is None or a in self.attacks
             ]
         }
 
@@ -110,7 +121,11 @@ def read_metrics(paths: Sequence[str]) -> pd.DataFrame:
 
 
 def _comparison(files: Files, config: Mapping) -> pd.DataFrame:
-    df = comparison_frame(read_metrics(files["metrics"]), load_published(files["published"][0]))
+    df = comparison_frame(
+        read_metrics(files["metrics"]),
+        load_published(files["published"][0]),
+        target_defenses(config) if "defenses" in config else None,
+    )
     return df.fillna({"published": "", "note": ""})
 
 
@@ -188,6 +203,7 @@ _TABLES = [
     ),
 ]
 
+
 def _read_csvs(paths: Sequence[str]) -> pd.DataFrame:
     return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
 
@@ -200,21 +216,36 @@ def _defense_statuses(hooks: pd.DataFrame) -> dict:
     return {t: "; ".join(v) for t, v in out.items()}
 
 
+def _with_audit_published(df: pd.DataFrame, files: Files, config: Mapping, table: str) -> pd.DataFrame:
+    published, defenses = load_published(files["published"][0]), target_defenses(config)
+    df["published"] = [audit_published(published, table, defenses.get(t, ())) for t in df["target"]]
+    return df
+
+
 def _hook_inventory(files: Files, config: Mapping) -> pd.DataFrame:
-    return audit_tables.hook_inventory_frame(_read_csvs(files["hooks"]))
+    return _with_audit_published(
+        audit_tables.hook_inventory_frame(_read_csvs(files["hooks"])), files, config, "hook_inventory"
+    )
 
 
 def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
     mi = read_metrics(files["metrics"])
     mi = mi[mi["variant"].map(is_main_variant)].groupby(["dataset", "target"], sort=True).head(1)
-    return audit_tables.leakage_dashboard_frame(
-        _read_csvs(files["leakage"]), mi, _defense_statuses(_read_csvs(files["hooks"])),
-        audit_tables.baseline_targets(config["targets"]), n_boot=config["audit"]["n_boot"], seed=config["seed"])
+    df = audit_tables.leakage_dashboard_frame(
+        _read_csvs(files["leakage"]),
+        mi,
+        _defense_statuses(_read_csvs(files["hooks"])),
+        audit_tables.baseline_targets(config["targets"]),
+        n_boot=config["audit"]["n_boot"],
+        seed=config["seed"],
+    )
+    return _with_audit_published(df, files, config, "leakage_dashboard")
 
 
 def _canaries(files: Files, config: Mapping) -> pd.DataFrame:
     rows = [json.loads(Path(f).read_text()) for f in files["canaries"]]
-    return audit_tables.canaries_frame(pd.DataFrame(rows), audit_tables.baseline_targets(config["targets"]))
+    df = audit_tables.canaries_frame(pd.DataFrame(rows), audit_tables.baseline_targets(config["targets"]))
+    return _with_audit_published(df, files, config, "canaries")
 
 
 def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
@@ -223,9 +254,16 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
     for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
         active = g.loc[g["status"] != "inactive", "hook"].tolist()
         channels[(target, defense)] = effective_channels_of(g["logprobs"].iloc[0], active)
-    return audit_tables.defense_effect_frame(
-        read_metrics(files["metrics"]), {t: c["defenses"] for t, c in config["targets"].items()}, channels,
-        attack_channels, audit_tables.baseline_targets(config["targets"]))
+    df = audit_tables.defense_effect_frame(
+        read_metrics(files["metrics"]),
+        {t: c["defenses"] for t, c in config["targets"].items()},
+        channels,
+        attack_channels,
+        audit_tables.baseline_targets(config["targets"]),
+    )
+    published, defenses = load_published(files["published"][0]), target_defenses(config)
+    df["published"] = [published_cell(r, published, defenses.get(r["target"], ())) for _, r in df.iterrows()]
+    return df
 
 
 _TABLES += [
@@ -247,6 +285,7 @@ _TABLES += [
         inputs=lambda cfg: {"hooks": audit_plan.hooks_files(cfg)},
         build=_hook_inventory,
         markdown=audit_tables.plain_table,
+        published=True,
     ),
     Table(
         name="leakage_dashboard",
@@ -263,10 +302,14 @@ _TABLES += [
             "MI AUC: the headline variant of audit.mi_attack on the same target (evaluation set, stratified "
             "bootstrap CI).",
         ),
-        inputs=lambda cfg: {"leakage": audit_plan.leakage_files(cfg), "hooks": audit_plan.hooks_files(cfg),
-                            "metrics": audit_plan.mi_metrics_files(cfg)},
+        inputs=lambda cfg: {
+            "leakage": audit_plan.leakage_files(cfg),
+            "hooks": audit_plan.hooks_files(cfg),
+            "metrics": audit_plan.mi_metrics_files(cfg),
+        },
         build=_leakage_dashboard,
         markdown=audit_tables.plain_table,
+        published=True,
     ),
     Table(
         name="canaries",
@@ -284,6 +327,7 @@ _TABLES += [
         inputs=lambda cfg: {"canaries": audit_plan.canary_files(cfg)},
         build=_canaries,
         markdown=audit_tables.plain_table,
+        published=True,
     ),
     Table(
         name="defense_effect",
@@ -294,10 +338,13 @@ _TABLES += [
             "change (retrieval set, context, prompt, text, log-probabilities) and the channels the attack reads "
             "do not overlap — such a change is not an effect of the defense.",
         ),
-        inputs=lambda cfg: {"metrics": audit_plan.metrics_files(cfg) if audit_plan.audited(cfg) else [],
-                            "hooks": audit_plan.hooks_files(cfg)},
+        inputs=lambda cfg: {
+            "metrics": audit_plan.metrics_files(cfg) if audit_plan.audited(cfg) else [],
+            "hooks": audit_plan.hooks_files(cfg),
+        },
         build=_defense_effect,
-        extra_columns=("defenses", "channels", "effect"),
+        extra_columns=("defenses", "channels", "effect", "published"),
+        published=True,
     ),
 ]
 

@@ -7,16 +7,23 @@ code reads ``cfg["key"]`` and holds no defaults of its own.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
 from ..cache import ResponseCache
 from ..defenses import build_defense
 from ..models import is_packaged_gguf
-from .generators import NO_API_KEY, CachedGenerator, make_request, OpenAIGenerator, TransformersGenerator, api_key_from_env
+from .generators import (
+    NO_API_KEY,
+    CachedGenerator,
+    OpenAIGenerator,
+    TransformersGenerator,
+    api_key_from_env,
+    make_request,
+)
 from .index import Retriever, RetrieverSpec
 from .rag import RAGSystem
 from .templates import get_template
@@ -49,8 +56,9 @@ class ManagedGenerator:
         self.server = None
         self.inner = None
         if gen_cfg["backend"] == "vllm":
-            server = VLLMServer.from_config(gen_cfg, model_path(gen_cfg, model_dir), server_log, threads,
-                                            VLLM_CACHE_ROOT)
+            server = VLLMServer.from_config(
+                gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT
+            )
             self.server = SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
             self.server.hold()
 
@@ -58,14 +66,22 @@ class ManagedGenerator:
         c = self.cfg
         if c["backend"] == "transformers":
             dtype = "float32" if c["dtype"] == "auto" else c["dtype"]
-            return TransformersGenerator(model_path(c, self.model_dir), batch_size=c["batch_size"], dtype=dtype,
-                                         log=self.log)
+            return TransformersGenerator(
+                model_path(c, self.model_dir), batch_size=c["batch_size"], dtype=dtype, log=self.log
+            )
         if c["backend"] == "openai":
             base_url, api_key = c["base_url"], api_key_from_env(c.get("api_key_env"))
         else:
             base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
-        return OpenAIGenerator(base_url, c["model"], api_key, concurrency=c["concurrency"],
-                               timeout=c["timeout_s"], max_retries=c["max_retries"], log=self.log)
+        return OpenAIGenerator(
+            base_url,
+            c["model"],
+            api_key,
+            concurrency=c["concurrency"],
+            timeout=c["timeout_s"],
+            max_retries=c["max_retries"],
+            log=self.log,
+        )
 
     def generate(self, requests):
         if self.inner is None:
@@ -128,15 +144,28 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
     defenses = [build_defense(name, dict(entry)) for name, entry in spec.defenses]
     with contextlib.ExitStack() as stack:
         # The generator first: it holds a running shared server while the retriever loads.
-        gen = stack.enter_context(cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads,
-                                                   spec.server_log, log))
+        gen = stack.enter_context(
+            cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads, spec.server_log, log)
+        )
         chat = None
         if any(d.needs_llm for d in defenses):
-            dgen = stack.enter_context(cached_generator(spec.defender, spec.defender_model_dir, spec.cache_dir,
-                                                        spec.threads, spec.defender_server_log, log))
+            dgen = stack.enter_context(
+                cached_generator(
+                    spec.defender, spec.defender_model_dir, spec.cache_dir, spec.threads, spec.defender_server_log, log
+                )
+            )
             chat = defender_chat(dgen, spec.seed)
         retriever = Retriever(spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever))
         docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
-        yield RAGSystem(retriever=retriever, documents=docs, template=get_template(spec.target["template"]),
-                        generator=gen, k=spec.target["k"], seed=spec.seed, temperature=spec.temperature,
-                        defenses=defenses, defender=chat, log=log)
+        yield RAGSystem(
+            retriever=retriever,
+            documents=docs,
+            template=get_template(spec.target["template"]),
+            generator=gen,
+            k=spec.target["k"],
+            seed=spec.seed,
+            temperature=spec.temperature,
+            defenses=defenses,
+            defender=chat,
+            log=log,
+        )

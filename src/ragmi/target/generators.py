@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
@@ -38,8 +38,17 @@ def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) 
 
 
 class OpenAIGenerator:
-    def __init__(self, base_url: str, model: str, api_key: str, *, concurrency: int, timeout: float,
-                 max_retries: int, log: Callable = print):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str,
+        *,
+        concurrency: int,
+        timeout: float,
+        max_retries: int,
+        log: Callable = print,
+    ):
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
@@ -88,8 +97,10 @@ class OpenAIGenerator:
         sem = asyncio.Semaphore(self.concurrency)
         done = 0
         results = [None] * len(requests)
-        async with AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
-                               timeout=self.timeout, max_retries=self.max_retries) as client:
+        async with AsyncOpenAI(
+            base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
+        ) as client:
+
             async def run(i, req):
                 nonlocal done
                 results[i] = await self._one(client, sem, req)
@@ -152,8 +163,12 @@ class TransformersGenerator:
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.model.generate(
-                **enc, max_new_tokens=max_new, do_sample=False, output_scores=True,
-                return_dict_in_generate=True, pad_token_id=self.tok.pad_token_id,
+                **enc,
+                max_new_tokens=max_new,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.tok.pad_token_id,
             )
         latency = (time.perf_counter() - t0) / len(reqs)
         start = 0 if self.seq2seq else enc["input_ids"].shape[1]
@@ -175,23 +190,26 @@ class TransformersGenerator:
             if r["top_logprobs"] > 0:
                 vals, idx = torch.topk(logps[0][i], r["top_logprobs"])
                 first = [{"token": self.tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)]
-            results.append({
-                "response_text": self.tok.decode(ids, skip_special_tokens=True),
-                "first_token_logprobs": first,
-                "token_logprobs": token_lps,
-                "prompt_tokens": int(enc["attention_mask"][i].sum()),
-                "completion_tokens": len(ids),
-                "latency_s": latency,
-            })
+            results.append(
+                {
+                    "response_text": self.tok.decode(ids, skip_special_tokens=True),
+                    "first_token_logprobs": first,
+                    "token_logprobs": token_lps,
+                    "prompt_tokens": int(enc["attention_mask"][i].sum()),
+                    "completion_tokens": len(ids),
+                    "latency_s": latency,
+                }
+            )
         return results
 
     def generate(self, requests: list[dict]) -> list[dict]:
         # Batch requests of equal max_tokens together, longest prompts first (less padding).
-        order = sorted(range(len(requests)), key=lambda i: (requests[i]["max_tokens"],
-                                                             -len(str(requests[i]["messages"]))))
+        order = sorted(
+            range(len(requests)), key=lambda i: (requests[i]["max_tokens"], -len(str(requests[i]["messages"])))
+        )
         results = [None] * len(requests)
         for b in range(0, len(order), self.batch_size):
-            idx = order[b:b + self.batch_size]
+            idx = order[b : b + self.batch_size]
             for i, res in zip(idx, self._batch([requests[i] for i in idx])):
                 results[i] = res
             self.log(f"  generated {min(b + self.batch_size, len(order))}/{len(order)}")
@@ -244,4 +262,3 @@ def api_key_from_env(var: str | None) -> str:
     if not key:
         raise ConfigError(f"the generator's API key is read from the environment variable {var}, which is not set")
     return key
-

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import section_params
-from ..errors import ConfigError
 from ..embedder import Embedder
+from ..errors import ConfigError
 from ..io import atomic_dir
 
 
@@ -37,7 +37,7 @@ class RetrieverSpec:
     max_seq_length: int
 
     @classmethod
-    def from_config(cls, name: str, cfg: dict) -> "RetrieverSpec":
+    def from_config(cls, name: str, cfg: dict) -> RetrieverSpec:
         """Validate ``cfg`` (``retrievers.<name>``) against the schema, which also fills its defaults."""
         return cls(**section_params("retrievers", cfg, where=f"retrievers.{name}"))
 

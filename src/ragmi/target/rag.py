@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..defenses.base import HOOKS, DefenseContext, QueryState, hook_digest
 from .generators import make_request
@@ -22,8 +22,15 @@ from .templates import Template
 
 def refusal_response(text: str) -> dict:
     """What the target returns when a defense refuses a query: its text, no generation."""
-    return {"response_text": text, "first_token_logprobs": [], "token_logprobs": [], "prompt_tokens": 0,
-            "completion_tokens": 0, "latency_s": 0.0, "cached": False}
+    return {
+        "response_text": text,
+        "first_token_logprobs": [],
+        "token_logprobs": [],
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "latency_s": 0.0,
+        "cached": False,
+    }
 
 
 @dataclass
@@ -43,9 +50,14 @@ class RAGSystem:
         all_scores = getattr(self.retriever, "all_scores", None)
         order = getattr(self.retriever, "ids", None) or list(self.documents)
         return DefenseContext(
-            seed=self.seed, k=self.k, template=self.template,
+            seed=self.seed,
+            k=self.k,
+            template=self.template,
             documents={d: self.documents[d] for d in order},
-            search=self.retriever.search, all_scores=all_scores, chat=self.defender, log=self.log,
+            search=self.retriever.search,
+            all_scores=all_scores,
+            chat=self.defender,
+            log=self.log,
         )
 
     def run_hook(self, hook: str, states: list[QueryState], ctx: DefenseContext) -> None:
@@ -89,13 +101,13 @@ class RAGSystem:
             if s.refusal is None:
                 s.messages = self.template.messages(s.query, s.docs)
 
-    def prepare(self, states: list[QueryState], ctx: DefenseContext, until: str = "template",
-                run_last_hook: bool = True) -> float:
+    def prepare(
+        self, states: list[QueryState], ctx: DefenseContext, until: str = "template", run_last_hook: bool = True
+    ) -> float:
         """Run the pre-generation stages — each stage's own step, then its defenses' hook — up to
         ``until``; with ``run_last_hook=False`` the last stage's hook is left out (the audit's probes
         stop there).  Returns the retrieval seconds per query."""
-        steps = {"query": None, "retrieval": self.retrieve, "content": self._fill_docs,
-                 "template": self._fill_messages}
+        steps = {"query": None, "retrieval": self.retrieve, "content": self._fill_docs, "template": self._fill_messages}
         retrieval_s = 0.0
         for hook in HOOKS[: HOOKS.index(until) + 1]:
             step = steps[hook]
@@ -106,15 +118,21 @@ class RAGSystem:
                 self.run_hook(hook, states, ctx)
         return retrieval_s
 
-    def answer(self, user_prompts: list[str], max_tokens: list[int], top_logprobs: list[int],
-               query_ids: list[str] | None = None) -> list[dict]:
+    def answer(
+        self,
+        user_prompts: list[str],
+        max_tokens: list[int],
+        top_logprobs: list[int],
+        query_ids: list[str] | None = None,
+    ) -> list[dict]:
         query_ids = query_ids or [str(i) for i in range(len(user_prompts))]
         states = [QueryState(query_id=str(qid), query=str(q)) for qid, q in zip(query_ids, user_prompts)]
         ctx = self.context()
         retrieval_s = self.prepare(states, ctx, until="template")
         todo = [i for i, s in enumerate(states) if s.refusal is None]
-        requests = [make_request(states[i].messages, max_tokens[i], top_logprobs[i], self.temperature, self.seed)
-                    for i in todo]
+        requests = [
+            make_request(states[i].messages, max_tokens[i], top_logprobs[i], self.temperature, self.seed) for i in todo
+        ]
         for i, resp in zip(todo, self.generator.generate(requests) if requests else []):
             states[i].response = dict(resp)
         for s in states:

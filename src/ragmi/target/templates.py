@@ -86,6 +86,4 @@ def get_template(name: str) -> Template:
     try:
         return TEMPLATES[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown RAG template {name!r}; allowed: {', '.join(sorted(TEMPLATES))}"
-        ) from None
+        raise ConfigError(f"unknown RAG template {name!r}; allowed: {', '.join(sorted(TEMPLATES))}") from None

