@@ -67,12 +67,15 @@ def model_files(target):
 
 
 def target_files(wc):
-    """The files a target RAG system needs: its members, index and models."""
-    return {
-        "members": f"results/split/{wc.dataset}/members.parquet",
-        "index": f"results/index/{wc.dataset}/{retriever_name(wc)}",
-        **model_files(wc.target),
-    }
+    """The files a target RAG system needs: its database, index and models. A null-database control
+    target reads the database without any candidate document (rule null_database)."""
+    if target_cfg(wc)["database"] == "null_control":
+        db = {"members": f"results/split/{wc.dataset}/null_members.parquet",
+              "index": f"results/index_null/{wc.dataset}/{retriever_name(wc)}"}
+    else:
+        db = {"members": f"results/split/{wc.dataset}/members.parquet",
+              "index": f"results/index/{wc.dataset}/{retriever_name(wc)}"}
+    return {**db, **model_files(wc.target)}
 
 
 def target_spec_params(wc):

@@ -37,3 +37,21 @@ rule split:
         "benchmarks/out/split/{dataset}.tsv"
     script:
         "../workflow_scripts/split.py"
+
+
+rule null_database:
+    input:
+        members="results/split/{dataset}/members.parquet",
+        nonmembers="results/split/{dataset}/nonmembers.parquet",
+        candidates="results/split/{dataset}/candidates.parquet",
+    output:
+        members="results/split/{dataset}/null_members.parquet",
+    params:
+        name=lambda wc: wc.dataset,
+        seed=SEED,
+    log:
+        "logs/split/{dataset}.null.log",
+    benchmark:
+        "benchmarks/out/split/{dataset}.null.tsv"
+    script:
+        "../workflow_scripts/null_database.py"

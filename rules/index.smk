@@ -19,6 +19,17 @@ rule index:
         "../workflow_scripts/index.py"
 
 
+use rule index as index_null with:
+    input:
+        members="results/split/{dataset}/null_members.parquet",
+    output:
+        index=directory("results/index_null/{dataset}/{retriever}"),
+    log:
+        "logs/index/{dataset}/{retriever}.null.log",
+    benchmark:
+        "benchmarks/out/index/{dataset}/{retriever}.null.tsv"
+
+
 rule prepare_model:
     output:
         model=directory(f"{MODELS_DIR}/{{model}}"),

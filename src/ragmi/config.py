@@ -66,6 +66,7 @@ def _check_references(cfg: dict) -> None:
                     f"config key targets.{name}.{kind}: {t[kind]!r} is not defined under '{section}' "
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
+    _derive_controls(cfg)
     _check_defenses(cfg)
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] == "openai" and "base_url" not in g:
@@ -74,6 +75,29 @@ def _check_references(cfg: dict) -> None:
             raise ConfigError(
                 f"config key generators.{name}.base_url: only used with backend 'openai' (backend is {g['backend']!r})"
             )
+
+
+CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
+    ("null_database", "--null-db", {"database": "null_control", "control": "null_database"}),
+    ("no_retrieval", "--no-retrieval", {"k": 0, "control": "no_retrieval"}),
+)
+
+
+def _derive_controls(cfg: dict) -> None:
+    """Add the negative-control targets of every undefended target (``controls``)."""
+    controls = cfg["controls"]
+    for i, a in enumerate(controls["attacks"] or []):
+        if a not in cfg["attacks"]:
+            raise ConfigError(f"config key controls.attacks.{i}: {a!r} is not configured under 'attacks'")
+    for name, t in sorted(cfg["targets"].items()):
+        if t["defenses"] or t["control"] != "none" or t["database"] != "members":
+            continue
+        for flag, suffix, change in CONTROLS:
+            if controls[flag] and name + suffix not in cfg["targets"]:
+                derived = {**copy.deepcopy(t), **change}
+                if controls["attacks"] is not None:
+                    derived["attacks"] = list(controls["attacks"])
+                cfg["targets"][name + suffix] = derived
 
 
 def _check_defenses(cfg: dict) -> None:

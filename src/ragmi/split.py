@@ -73,3 +73,24 @@ def split_corpus(
         "seed": seed,
     }
     return members, nonmembers, candidates, info
+
+
+def null_database(
+    members: pd.DataFrame, nonmembers: pd.DataFrame, candidates: pd.DataFrame, seed: int, name: str = "dataset"
+) -> pd.DataFrame:
+    """The negative control's retrieval database: the members with every member *candidate* replaced
+    by a non-member that is not a candidate either, so the database has the same size and holds none
+    of the reference or evaluation documents.  An attack whose AUC on a target over this database
+    stays away from 0.5 learns something other than membership."""
+    tested = set(candidates["doc_id"])
+    keep = members[~members["doc_id"].isin(tested)]
+    spare = nonmembers[~nonmembers["doc_id"].isin(tested)]
+    need = len(members) - len(keep)
+    if len(spare) < need:
+        raise DataError(
+            f"dataset {name}: the null-database control needs {need} non-member documents outside the "
+            f"candidates to replace the member candidates, only {len(spare)} exist"
+        )
+    rng = np.random.default_rng([seed, 7])
+    fill = spare.iloc[np.sort(rng.permutation(len(spare))[:need])]
+    return pd.concat([keep, fill], ignore_index=True)

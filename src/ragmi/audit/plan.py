@@ -33,7 +33,11 @@ def canary_dataset(cfg: Mapping) -> str:
 
 def canary_targets(cfg: Mapping) -> list[str]:
     chosen = cfg["audit"]["canary_targets"]
-    return sorted(chosen) if chosen is not None else sorted(t for t in cfg["targets"] if target_attacks(cfg, t))
+    return (
+        sorted(chosen)
+        if chosen is not None
+        else sorted(t for t, c in cfg["targets"].items() if target_attacks(cfg, t) and c["control"] == "none")
+    )
 
 
 def mi_attack(cfg: Mapping) -> str | None:

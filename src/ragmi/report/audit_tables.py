@@ -219,13 +219,16 @@ def baseline_targets(targets: dict) -> dict:
     generator, k and template; an undefended target maps to itself; None when there is none."""
 
     def setting(t):
-        return (t["retriever"], t["generator"], t["k"], t["template"])
+        return (t["retriever"], t["generator"], t["k"], t["template"], t.get("database", "members"))
+
+    def plain(t):
+        return not t.get("defenses") and t.get("control", "none") == "none"
 
     out = {}
     for name, t in sorted(targets.items()):
         if not t.get("defenses"):
             out[name] = name
             continue
-        same = [n for n, u in sorted(targets.items()) if not u.get("defenses") and setting(u) == setting(t)]
+        same = [n for n, u in sorted(targets.items()) if plain(u) and setting(u) == setting(t)]
         out[name] = same[0] if same else None
     return out

@@ -100,6 +100,46 @@ def comparison_frame(metrics: pd.DataFrame, published: list[dict], defenses: dic
     return df.reset_index(drop=True)
 
 
+CONTROL_COLUMNS = {"null_database": "null-db control AUC", "no_retrieval": "k=0 control AUC"}
+
+
+def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
+    """Move the negative-control targets' AUCs beside their base target's rows (one column per
+    control) and drop the control rows; flag in ``note`` an attack whose null-database AUC interval
+    excludes 0.5 — it separates members from non-members that are not in the database, so it learns
+    something other than membership (corpus artefacts, label order, prompt effects)."""
+    from .tables import format_ci
+
+    control_of = {t: c["control"] for t, c in targets.items() if c.get("control", "none") != "none"}
+    if not control_of:
+        return df
+    df = df.copy()
+    suffix = {"null_database": "--null-db", "no_retrieval": "--no-retrieval"}
+    key = df.set_index(["dataset", "target", "variant"])
+    notes = list(df["note"]) if "note" in df else [""] * len(df)
+    for kind, column in CONTROL_COLUMNS.items():
+        if kind not in control_of.values():
+            continue
+        cells = []
+        for i, r in enumerate(df.itertuples()):
+            ctl = (r.dataset, r.target + suffix[kind], r.variant)
+            if r.target in control_of or ctl not in key.index:
+                cells.append("")
+                continue
+            c = key.loc[ctl]
+            cells.append(format_ci(c["auc"], c["auc_lo"], c["auc_hi"]))
+            if kind == "null_database" and (c["auc_lo"] > 0.5 or c["auc_hi"] < 0.5):
+                flag = (
+                    f"null-database control AUC [{c['auc_lo']:.2f}, {c['auc_hi']:.2f}] excludes 0.5: the attack "
+                    "separates candidates that are not in the database"
+                )
+                notes[i] = f"{notes[i]}; {flag}" if notes[i] else flag
+        df[column] = cells
+    if "note" in df:
+        df["note"] = notes
+    return df[~df["target"].isin(list(control_of))].reset_index(drop=True)
+
+
 def dcmi_ablation_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     df = metrics[metrics["attack"] == "dcmi"].copy()
     keep = df["variant"].isin(["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]) | df["variant"].str.contains(

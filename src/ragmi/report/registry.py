@@ -34,6 +34,8 @@ from ..errors import ConfigError
 from ..workflow import atomic_write_text
 from . import audit_tables
 from .comparison import (
+    CONTROL_COLUMNS,
+    attach_controls,
     audit_published,
     comparison_frame,
     dcmi_ablation_frame,
@@ -126,7 +128,8 @@ def _comparison(files: Files, config: Mapping) -> pd.DataFrame:
         load_published(files["published"][0]),
         target_defenses(config) if "defenses" in config else None,
     )
-    return df.fillna({"published": "", "note": ""})
+    df = df.fillna({"published": "", "note": ""})
+    return attach_controls(df, config["targets"]) if "defenses" in config else df
 
 
 def _rag_mia(files: Files, config: Mapping) -> pd.DataFrame:
@@ -254,8 +257,10 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
     for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
         active = g.loc[g["status"] != "inactive", "hook"].tolist()
         channels[(target, defense)] = effective_channels_of(g["logprobs"].iloc[0], active)
+    metrics = read_metrics(files["metrics"])
+    controls = [t for t, c in config["targets"].items() if c["control"] != "none"]
     df = audit_tables.defense_effect_frame(
-        read_metrics(files["metrics"]),
+        metrics[~metrics["target"].isin(controls)],
         {t: c["defenses"] for t, c in config["targets"].items()},
         channels,
         attack_channels,
@@ -383,7 +388,8 @@ def write_table(table: Table, files: Files, config: Mapping, out_csv: str, out_m
     """Build ``table``'s frame from ``files``; write it as a full-precision CSV (every column) and as
     Markdown, both atomically."""
     df = table.build(files, config)
-    extra = [c for c in COST_COLUMNS if c in df] + list(table.extra_columns)
+    extra = [c for c in COST_COLUMNS if c in df] + [c for c in CONTROL_COLUMNS.values() if c in df]
+    extra += list(table.extra_columns)
     md = table.markdown(df, table.title, extra_columns=extra, notes=list(table.notes))
     atomic_write_text(df.to_csv(index=False, lineterminator="\n"), out_csv)
     atomic_write_text(md, out_md)

@@ -79,7 +79,7 @@ class RAGSystem:
         scores; return the retrieval seconds per query."""
         live = [s for s in states if s.refusal is None]
         t0 = time.perf_counter()
-        if live:
+        if live and self.pool_size() > 0:  # k = 0: no retrieval (the control), an empty context
             ids, scores = self.retriever.search([s.query for s in live], self.pool_size())
             whole = None
             if any(d.needs_all_scores for d in self.defenses):

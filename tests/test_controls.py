@@ -1,0 +1,67 @@
+"""Negative controls: the null-database and k = 0 targets derived from every undefended target, the
+null database itself, and the comparison table's control columns and flag."""
+
+import copy
+
+import pandas as pd
+import pytest
+import yaml
+
+from ragmi.config import validate_config
+from ragmi.errors import ConfigError
+from ragmi.report.comparison import attach_controls
+from ragmi.split import null_database, split_corpus
+
+BASE = yaml.safe_load(open("config/config.yaml"))
+
+
+def test_control_targets_are_derived_for_undefended_targets_only():
+    c = copy.deepcopy(BASE)
+    c["controls"] = {"null_database": True, "no_retrieval": True, "attacks": ["rag_mia"]}
+    v = validate_config(c)
+    assert v["targets"]["smollm2-rag--null-db"]["database"] == "null_control"
+    assert v["targets"]["smollm2-rag--no-retrieval"]["k"] == 0
+    assert v["targets"]["smollm2-rag--no-retrieval"]["attacks"] == ["rag_mia"]
+    assert not any(t.startswith(("pad--", "lprag--", "probe-")) and "--" in t for t in v["targets"])
+    assert validate_config(v)["targets"].keys() == v["targets"].keys()  # idempotent
+
+
+def test_unknown_control_attack():
+    c = copy.deepcopy(BASE)
+    c["controls"] = {"null_database": True, "attacks": ["nope"]}
+    with pytest.raises(ConfigError, match="controls.attacks.0"):
+        validate_config(c)
+
+
+def test_null_database_holds_no_candidate_and_keeps_the_size():
+    corpus = pd.DataFrame(
+        {"doc_id": [f"d{i}" for i in range(100)], "text": [f"text {i}" for i in range(100)], "title": ""}
+    )
+    members, nonmembers, candidates, _ = split_corpus(corpus, 0.8, 3, 4, seed=1)
+    db = null_database(members, nonmembers, candidates, seed=1)
+    assert len(db) == len(members)
+    assert not set(db["doc_id"]) & set(candidates["doc_id"])
+    assert len(set(db["doc_id"]) & set(members["doc_id"])) == len(members) - 7  # 7 member candidates replaced
+    assert db["doc_id"].is_unique
+
+
+def row(target, auc, lo, hi):
+    return {"dataset": "d", "target": target, "variant": "v", "auc": auc, "auc_lo": lo, "auc_hi": hi, "note": ""}
+
+
+def test_attach_controls_moves_control_aucs_beside_their_base_and_flags():
+    df = pd.DataFrame(
+        [row("t", 0.8, 0.7, 0.9), row("t--null-db", 0.7, 0.6, 0.8), row("t--no-retrieval", 0.5, 0.4, 0.6)]
+    )
+    targets = {
+        "t": {"control": "none"},
+        "t--null-db": {"control": "null_database"},
+        "t--no-retrieval": {"control": "no_retrieval"},
+    }
+    out = attach_controls(df, targets)
+    assert out["target"].tolist() == ["t"]
+    assert out.loc[0, "null-db control AUC"] == "0.70 [0.60, 0.80]"
+    assert out.loc[0, "k=0 control AUC"] == "0.50 [0.40, 0.60]"
+    assert "excludes 0.5" in out.loc[0, "note"]
+    df.loc[1, ["auc_lo", "auc_hi"]] = [0.45, 0.8]
+    assert "excludes" not in attach_controls(df, targets).loc[0, "note"]
