@@ -30,7 +30,7 @@ for f in sorted((base / "results/tables").glob("*.csv")):
     ok &= same
     print(f"{f.name}: {'identical' if same else 'DIFFERENT'} ({len(a.splitlines())} lines)")
     if not same:
-        for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
+        for x, y in zip(a.splitlines(), b.splitlines()):
             if x != y:
                 print("  after :", x[:300])
                 print("  before:", y[:300])
@@ -38,10 +38,10 @@ for f in sorted((base / "results/tables").glob("*.csv")):
 for f in sorted((base / "results/tables").glob("*.md")):
     a = (after / "results/tables" / f.name).read_text().splitlines()
     b = f.read_text().splitlines()
-    rows_a = [l for l in a if l.startswith("| ") and not l.startswith("| dataset")]
-    rows_b = [l for l in b if l.startswith("| ") and not l.startswith("| dataset")]
+    rows_a = [line for line in a if line.startswith("| ") and not line.startswith("| dataset")]
+    rows_b = [line for line in b if line.startswith("| ") and not line.startswith("| dataset")]
     for old, new in RENAMES:
-        rows_b = [l.replace(old, new) for l in rows_b]
+        rows_b = [line.replace(old, new) for line in rows_b]
     print(
         f"{f.name}: table rows {'identical' if rows_a == rows_b else 'DIFFERENT'} ({len(rows_a)} rows); "
         f"{sum(x != y for x, y in zip(a, b))} of {len(a)} lines differ in all (headers/notes renamed)"
