@@ -49,13 +49,27 @@ def test_candidates_frame_is_pinned():
     members, _, candidates, _ = split_corpus(corpus(20), 0.5, 2, 2, seed=7)
     assert list(candidates.columns) == ["doc_id", "text", "title", "label", "role"]
     assert candidates[["doc_id", "label", "role"]].values.tolist() == [
-        ["d3", 1, "reference"],
-        ["d16", 1, "reference"],
-        ["d14", 1, "eval"],
-        ["d6", 1, "eval"],
         ["d2", 0, "reference"],
-        ["d4", 0, "reference"],
-        ["d18", 0, "eval"],
+        ["d14", 1, "eval"],
         ["d0", 0, "eval"],
+        ["d16", 1, "reference"],
+        ["d18", 0, "eval"],
+        ["d3", 1, "reference"],
+        ["d6", 1, "eval"],
+        ["d4", 0, "reference"],
     ]
     assert members["doc_id"].tolist() == ["d3", "d8", "d12", "d13", "d14", "d16", "d10", "d15", "d1", "d6"]
+
+
+def test_candidates_are_shuffled_not_sorted_by_label():
+    """Shards and batches of queries follow the candidates' order: members must not all come first."""
+    _, _, candidates, _ = split_corpus(corpus(400), 0.5, 20, 20, seed=11)
+    labels = candidates["label"].tolist()
+    half = len(labels) // 2
+    assert 0 < sum(labels[:half]) < half  # both classes in the first half
+    assert 0 < sum(labels[half:]) < half
+    # roles are mixed too, and the order is the seed's: same seed, same order; the class sizes hold
+    assert set(candidates["role"].iloc[:half]) == {"reference", "eval"}
+    again = split_corpus(corpus(400), 0.5, 20, 20, seed=11)[2]
+    pd.testing.assert_frame_equal(candidates, again)
+    assert candidates.groupby(["label", "role"]).size().tolist() == [20, 20, 20, 20]

@@ -33,7 +33,7 @@ def split_corpus(
     """Return (members, nonmembers, candidates, info).
 
     ``candidates`` has doc_id, text, title, label (1 member / 0 non-member) and role
-    ("reference" / "eval").
+    ("reference" / "eval"), in a seeded random order (never sorted by label or role).
     """
     n = len(corpus)
     if n < 8:
@@ -60,6 +60,9 @@ def split_corpus(
         chosen = chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev)
         parts.append(chosen)
     candidates = pd.concat(parts, ignore_index=True)[["doc_id", "text", "title", "label", "role"]]
+    # Seeded shuffle: queries, shards and generation batches follow the candidates' order, which must
+    # not sort them by label (members first) or by role.
+    candidates = candidates.iloc[rng.permutation(len(candidates))].reset_index(drop=True)
     info = {
         "n_docs": n,
         "n_members": len(members),
