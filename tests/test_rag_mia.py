@@ -103,3 +103,30 @@ def test_gray_box_never_sees_evaluation_labels():
     ga = a[a.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
     gb = b[b.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
     assert np.corrcoef(ga, gb)[0, 1] < 0
+
+
+def _dialogue_candidates():
+    return pd.DataFrame(
+        {
+            "doc_id": ["hcm", "enron"],
+            "text": ["Patient: my knee hurts\nDoctor: rest it", "E" * 1500],
+            "title": ["", ""],
+            "human_turn": ["my knee hurts", ""],
+        }
+    )
+
+
+def test_sample_is_the_human_turn_where_the_corpus_has_one():
+    """RAG-MIA §4: HealthCareMagic's sample is the human part of the dialogue; Enron's the first 1000
+    characters of the e-mail."""
+    q = RagMIA({}).build_queries(_dialogue_candidates())
+    hcm, enron = q.loc[0, "user_prompt"], q.loc[1, "user_prompt"]
+    assert "\u201cmy knee hurts\u201d" in hcm and "Doctor" not in hcm and "Patient" not in hcm
+    assert "\u201c" + "E" * 1000 + "\u201d" in enron
+    assert q["sample"].tolist() == ["human_turn", "full_text"]
+
+
+def test_sample_full_text_option_quotes_the_whole_document():
+    q = RagMIA({"sample": "full_text"}).build_queries(_dialogue_candidates())
+    assert "\u201cPatient: my knee hurts\nDoctor: rest it\u201d" in q.loc[0, "user_prompt"]
+    assert q["sample"].tolist() == ["full_text", "full_text"]

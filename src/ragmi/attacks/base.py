@@ -27,7 +27,9 @@ Life cycle, each step a Snakemake rule with parquet in between:
 
 Data frames exchanged
 ---------------------
-candidates   doc_id, text, title                      (one row per candidate document)
+candidates   doc_id, text, title, human_turn          (one row per candidate document; human_turn is
+                                                        the human part of a dialogue document, "" for
+                                                        other corpora: ragmi.datasets)
 materials    doc_id, ... attack-specific; rows written by the attacker LLM also keep ``prompt``,
              ``llm_model``, ``llm_max_tokens``, ``llm_temperature``, ``llm_prompt_tokens``,
              ``llm_completion_tokens`` (see :meth:`AttackerTools.chat`)
@@ -49,6 +51,7 @@ import pandas as pd
 
 from ..config import plugin_params
 
+CANDIDATE_COLUMNS = ["doc_id", "text", "title", "human_turn"]  # what an attack sees of a candidate
 QUERY_COLUMNS = ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]
 RESPONSE_COLUMNS = [
     "query_id",
@@ -111,6 +114,15 @@ class Attack(ABC):
         tools: AttackerTools | None = None,
     ) -> pd.DataFrame:
         """Turn the target's responses into one score per (document, variant)."""
+
+
+def attack_candidates(candidates: pd.DataFrame) -> pd.DataFrame:
+    """The candidates as an attack sees them: :data:`CANDIDATE_COLUMNS` only (labels and roles stay
+    hidden); a frame without one of them (written by an older ragmi) is refused."""
+    missing = [c for c in CANDIDATE_COLUMNS if c not in candidates.columns]
+    if missing:
+        raise ValueError(f"candidates frame lacks columns {missing}; rerun the split (results/split/)")
+    return candidates[CANDIDATE_COLUMNS].reset_index(drop=True)
 
 
 def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame, columns=None) -> pd.DataFrame:

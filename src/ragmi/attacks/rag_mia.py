@@ -1,8 +1,12 @@
 """RAG-MIA (Anderson et al., "Is my data in your retrieval database?").
 
-Query: one of the paper's five attack prompts (:data:`PROMPTS`) around the candidate sample (its text
-cut to ``max_chars`` characters); the RAG system retrieves with it and answers whether the sample
-appears in its context.
+Query: one of the paper's five attack prompts (:data:`PROMPTS`) around the candidate sample; the RAG
+system retrieves with it and answers whether the sample appears in its context.  The sample
+(:meth:`RagMIA.sample`, column ``sample`` of the queries) follows RAG-MIA §4: with ``sample:
+human_turn`` (default) the human part of a dialogue document (the candidates' ``human_turn``, the
+patient's message of HealthCareMagic) whole, and for a document without one (Enron) its text cut to
+``max_chars`` characters; ``sample: full_text`` always quotes the text cut to ``max_chars``.  The
+retrieval database holds the full documents either way.
 
 Variants, per template ``t``:
 
@@ -114,11 +118,19 @@ class RagMIA(Attack):
         # black: the Yes/No of the answer text; gray and gray-pyes: the first token's log-probabilities
         return ("first_token_logprobs",) if "/gray" in variant else ("text",)
 
+    def sample(self, text, human_turn) -> tuple[str, str]:
+        """(the quoted sample, its kind ``"human_turn"`` or ``"full_text"``) of one candidate."""
+        turn = "" if human_turn is None or pd.isna(human_turn) else str(human_turn).strip()
+        if self.params["sample"] == "human_turn" and turn:
+            return turn, "human_turn"
+        return str(text)[: self.params["max_chars"]], "full_text"
+
     def build_queries(self, candidates: pd.DataFrame, materials=None) -> pd.DataFrame:
         p = self.params
+        turns = candidates["human_turn"] if "human_turn" in candidates else [""] * len(candidates)
         rows = []
-        for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
-            sample = str(text)[: p["max_chars"]]
+        for doc_id, text, turn in zip(candidates["doc_id"], candidates["text"], turns):
+            sample, kind = self.sample(text, turn)
             for t in p["templates"]:
                 rows.append(
                     {
@@ -128,6 +140,7 @@ class RagMIA(Attack):
                         "max_tokens": int(p["max_tokens"]),
                         "top_logprobs": int(p["top_logprobs"]),
                         "template": int(t),
+                        "sample": kind,
                     }
                 )
         return pd.DataFrame(rows)
