@@ -75,6 +75,10 @@ def test_score_black_and_gray_box():
         assert pyes[r["doc_id"]] == pytest.approx(r["p"])  # P(Yes)/(P(Yes)+P(No)) with P(No) = 1-p
     gray = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"]
     assert gray.between(0, 1).all()
+    # the ensemble's decision rule: mean member probability > 0.5 (soft voting, the predicted class)
+    gdec = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")["decision"]
+    assert (gdec.astype(int) == (gray > 0.5).astype(int)).all() and 0 < gdec.astype(int).sum() < len(gdec)
+    assert s.loc[s.variant == "rag_mia/gray-pyes/t2", "decision"].isna().all()  # no rule: a bare score
     members = [r["doc_id"] for r in rows if r["doc_id"].startswith("m")]
     nonmembers = [r["doc_id"] for r in rows if r["doc_id"].startswith("n")]
     assert gray[members].mean() > gray[nonmembers].mean() + 0.3

@@ -16,7 +16,10 @@ Variants, per template ``t``:
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
   bootstrap sample of the reference documents.  Reference documents get out-of-fold scores
-  (``cv_folds``), the others the scores of an ensemble trained on all reference documents.
+  (``cv_folds``), the others the scores of an ensemble trained on all reference documents.  Its
+  decision rule is the ensemble's predicted class: member iff the mean probability > 0.5 (soft
+  voting; what a trained attack model decides, and what DCMI Table 2's accuracy of the RAG-MIA-gray
+  baseline measures).  ``gray-pyes`` is a bare score without a rule.
 
 Provenance: docs/provenance.md#rag_mia.
 """
@@ -179,13 +182,14 @@ class RagMIA(Attack):
                     }
                 )
             )
+            ens = self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t))
             out.append(
                 pd.DataFrame(
                     {
                         "doc_id": g["doc_id"],
                         "variant": f"rag_mia/gray/t{t}",
-                        "score": self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t)),
-                        "decision": pd.NA,
+                        "score": ens,
+                        "decision": (ens > 0.5).astype(int),
                         "no_answer": no_answer,
                     }
                 )

@@ -164,9 +164,11 @@ _TABLES = [
         name="rag_mia",
         title="RAG-MIA (Anderson et al.): black- and gray-box membership inference",
         notes=(
-            "black = Yes/No parsed from the answer text (single ROC point; TPR/FPR columns); "
+            "black = Yes/No parsed from the answer text: its decision rule gives the Rule TPR / Rule FPR columns, "
+            "the paper's 'Black-Box TPR / FPR' (Table 2), and its AUC is the single-point AUC (1 + TPR − FPR) / 2; "
             "gray = ensemble of attack models on first-token Yes/No logits (RAG-MIA §3), trained on the reference "
-            "set with out-of-fold reference scores; gray-pyes = P(Yes)/(P(Yes)+P(No)) without training.",
+            "set with out-of-fold reference scores, its rule the ensemble's predicted class (mean probability "
+            "> 0.5); gray-pyes = P(Yes)/(P(Yes)+P(No)) without training and without a rule.",
             "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
             "Appendix C); candidate_retrieved_rate = share of member candidates whose own document was retrieved "
             "(RAG-MIA Appendix B).",
@@ -182,10 +184,10 @@ _TABLES = [
         notes=(
             "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set), dcmi/adv2 (θ = 0.06, "
             "threshold = Q3 of reference non-members) and dcmi/calibration=none (P(Yes) of the original query).",
-            "theta=…: calibrated score at that perturbation magnitude; its hard decision uses the γ chosen on the "
-            "reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ, shown in the BB TPR / "
-            "BB FPR columns (AUC and the accuracy column are threshold-free / reference-thresholded, so they do "
-            "not move with γ).",
+            "theta=…: calibrated score at that perturbation magnitude; its decision C > γ uses the γ chosen on "
+            "the reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ: Accuracy (decision "
+            "rule) and Rule TPR / FPR are that decision's (DCMI Fig. 9c); AUC and the best-threshold accuracy do "
+            "not depend on γ.",
         ),
         inputs=MetricsOf(frozenset({"dcmi"})),
         build=_dcmi_ablation,
