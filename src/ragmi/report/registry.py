@@ -149,9 +149,11 @@ _TABLES = [
             "One row per attack's headline variant; sweeps and ablations are in dcmi_ablation and query_budget.",
             "menta/similarity is MEntA's similarity ablation (cosine ≥ 0.7 with the embedder), not its NLI "
             "entailment scorer: no NLI model installs offline here; menta/nli appears when configured.",
-            "published = the paper's number for the same dataset, generator model and variant "
-            "(config/published.yaml); note = where the numbers show the attack carries no information in this "
-            "setting.",
+            "published = the paper's number for the same dataset source, generator model, variant and defense "
+            "(config/published.yaml), each printed as '<metric>: paper <value>, ours <value [CI]>' beside the same "
+            "metric of ours, with the paper's caveat where it left the setting open; numbers that are not the "
+            "quantity ragmi computes (RAG-MIA's black-box AUC) are not shown (docs/provenance.md#published). "
+            "note = where the numbers show the attack carries no information in this setting.",
             "Costs are per candidate document: queries sent to the target, prompt and output tokens of those "
             "queries, and attacker-LLM tokens spent once in offline query generation.",
         ),
