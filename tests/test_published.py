@@ -81,3 +81,10 @@ def test_every_published_entry_names_a_metric_of_ours_and_says_if_it_is_comparab
             if p["metric"] == metric
         }
         assert keys <= have, metric
+
+
+def test_the_comparison_note_flags_p_yes_read_at_the_floor():
+    from ragmi.report.comparison import diagnose
+
+    assert "P(Yes) read at the floor for 25% of answers" in diagnose(row("rag_mia/gray/t2", no_yes_no_rate=0.25))
+    assert "floor" not in diagnose(row("rag_mia/gray/t2", no_yes_no_rate=0.0))

@@ -34,8 +34,9 @@ materials    doc_id, ... attack-specific; rows written by the attacker LLM also 
              ``llm_model``, ``llm_max_tokens``, ``llm_temperature``, ``llm_prompt_tokens``,
              ``llm_completion_tokens`` (see :meth:`AttackerTools.chat`)
 queries      query_id, doc_id, user_prompt, max_tokens, top_logprobs, [attack-specific columns]
-responses    query_id, response_text, first_token_logprobs, token_logprobs,
-             prompt_tokens, completion_tokens         (one row per query)
+responses    query_id, response_text, first_token_logprobs, token_logprobs, token_top_logprobs,
+             prompt_tokens, completion_tokens         (one row per query; token_top_logprobs: the
+                                                        top-K alternatives of every generated token)
 scores       doc_id, variant, score [, decision]      (higher score = more likely member;
                                                         ``decision`` in {0,1} for point attacks;
                                                         extra per-row columns allowed, e.g. no_answer)
@@ -58,6 +59,7 @@ RESPONSE_COLUMNS = [
     "response_text",
     "first_token_logprobs",  # list of {"token": str, "logprob": float}, top-K of the 1st token
     "token_logprobs",  # list of float: log-prob of each generated token
+    "token_top_logprobs",  # list per generated token of its top-K {"token", "logprob"} ([] without K)
     "prompt_tokens",
     "completion_tokens",
 ]
@@ -123,6 +125,16 @@ def attack_candidates(candidates: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"candidates frame lacks columns {missing}; rerun the split (results/split/)")
     return candidates[CANDIDATE_COLUMNS].reset_index(drop=True)
+
+
+def attack_responses(responses: pd.DataFrame) -> pd.DataFrame:
+    """The responses as an attack sees them: :data:`RESPONSE_COLUMNS` only (never the retrieved ids,
+    the raw pre-defense text or the hook trace); responses written by an older ragmi, without one of
+    them, are refused."""
+    missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
+    if missing:
+        raise ValueError(f"responses lack columns {missing}; regenerate them (results/responses/)")
+    return responses[RESPONSE_COLUMNS]
 
 
 def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame, columns=None) -> pd.DataFrame:

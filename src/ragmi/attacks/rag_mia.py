@@ -12,7 +12,12 @@ Variants, per template ``t``:
 
 * ``rag_mia/black/t{t}``: Yes -> member, No or neither -> non-member (:func:`parse_yes_no`); the
   "neither" answers are flagged ``no_answer``.
-* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) of the first generated token.
+* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) at the first generated position whose top-K
+  alternatives hold a Yes or No token (:func:`~ragmi.attacks.answers.yes_no_at_first_position`, read
+  from the responses' ``token_top_logprobs``; a chat model may open with a space, "Sure" or "**").  The
+  position is kept in column ``yes_no_position``; an answer with no Yes/No among the top tokens of
+  any position (-1) is flagged ``no_yes_no`` (the cost column ``no_yes_no_rate``) and reads the
+  floor probabilities of token 0.
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
   bootstrap sample of the reference documents.  Reference documents get out-of-fold scores
@@ -33,7 +38,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .answers import parse_yes_no, yes_no_probabilities
+from .answers import parse_yes_no, yes_no_at_first_position
 from .base import Attack, merge_responses
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
@@ -51,8 +56,8 @@ def _logit(p: float, eps: float = 1e-12) -> float:
     return math.log(p) - math.log1p(-p)
 
 
-def gray_features(top: list) -> list[float]:
-    py, pn = yes_no_probabilities(top)
+def gray_features(py: float, pn: float) -> list[float]:
+    """logit(P(Yes)), logit(P(No)) and the class-scaled logit log P(Yes) - log P(No)."""
     return [_logit(py), _logit(pn), math.log(max(py, 1e-300)) - math.log(max(pn, 1e-300))]
 
 
@@ -118,7 +123,8 @@ class RagMIA(Attack):
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:
-        # black: the Yes/No of the answer text; gray and gray-pyes: the first token's log-probabilities
+        # black: the Yes/No of the answer text; gray and gray-pyes: the top-K log-probabilities of the
+        # generated positions (the channel first_token_logprobs, ragmi.audit.inventory)
         return ("first_token_logprobs",) if "/gray" in variant else ("text",)
 
     def sample(self, text, human_turn) -> tuple[str, str]:
@@ -150,6 +156,10 @@ class RagMIA(Attack):
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         df = merge_responses(queries, responses)
+        if "token_top_logprobs" not in df.columns:
+            raise ValueError(
+                "gray-box RAG-MIA needs the responses' token_top_logprobs (top-K of every generated position)"
+            )
         out = []
         for t, g in df.groupby("template", sort=True):
             g = g.reset_index(drop=True)
@@ -164,12 +174,17 @@ class RagMIA(Attack):
                         "score": np.array(decision, float),
                         "decision": decision,
                         "no_answer": no_answer,
+                        "yes_no_position": pd.NA,
+                        "no_yes_no": pd.NA,
                     }
                 )
             )
-            feats = np.array([gray_features(x) for x in g["first_token_logprobs"]], dtype=float)
+            reads = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
+            feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
             if not np.isfinite(feats).all():
-                raise ValueError("gray-box RAG-MIA needs first-token log-probabilities in every response")
+                raise ValueError("gray-box RAG-MIA needs top-K log-probabilities in every response")
+            position = np.array([pos for _, _, pos in reads], dtype=int)
+            read = {"yes_no_position": position, "no_yes_no": position < 0}
             py = np.exp(feats[:, 2])
             out.append(
                 pd.DataFrame(
@@ -179,6 +194,7 @@ class RagMIA(Attack):
                         "score": py / (1.0 + py),
                         "decision": pd.NA,
                         "no_answer": no_answer,
+                        **read,
                     }
                 )
             )
@@ -191,6 +207,7 @@ class RagMIA(Attack):
                         "score": ens,
                         "decision": (ens > 0.5).astype(int),
                         "no_answer": no_answer,
+                        **read,
                     }
                 )
             )

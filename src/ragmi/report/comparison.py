@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..costs import BUDGET_VARIANT, NO_ANSWER, PREPARE_FAILURE
+from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from .tables import format_ci
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
@@ -93,6 +93,11 @@ def diagnose(row: pd.Series) -> str:
     na = row.get(NO_ANSWER)
     if pd.notna(na) and na >= 0.5:
         notes.append(f"{100 * na:.0f}% of answers unparseable")
+    nyn = row.get(NO_YES_NO)
+    if pd.notna(nyn) and nyn > 0:
+        notes.append(
+            f"P(Yes) read at the floor for {100 * nyn:.0f}% of answers (no Yes/No among the top-K tokens of any position)"
+        )
     pf = row.get(PREPARE_FAILURE)
     if pd.notna(pf) and pf > 0:
         notes.append(
