@@ -41,6 +41,7 @@ wildcard_constraints:
     attack="|".join(map(re.escape, ATTACKS)),
     table="|".join(map(re.escape, TABLES)),
     retriever="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    titles="titled|untitled",
     shard=r"\d+",
 
 
@@ -66,11 +67,17 @@ def model_files(target):
     return files
 
 
+def index_dir(dataset, target):
+    """A target's index: its retriever over the members, with titles or without (targets.<t>.with_titles)."""
+    t = config["targets"][target]
+    return f"results/index/{dataset}/{'titled' if t['with_titles'] else 'untitled'}/{t['retriever']}"
+
+
 def target_files(wc):
     """The files a target RAG system needs: its members, index and models."""
     return {
         "members": f"results/split/{wc.dataset}/members.parquet",
-        "index": f"results/index/{wc.dataset}/{retriever_name(wc)}",
+        "index": index_dir(wc.dataset, wc.target),
         **model_files(wc.target),
     }
 
