@@ -172,8 +172,10 @@ _TABLES = [
             "set with out-of-fold reference scores, its rule the ensemble's predicted class (mean probability "
             "> 0.5); gray-pyes = P(Yes)/(P(Yes)+P(No)) without training and without a rule.",
             "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
-            "Appendix C); candidate_retrieved_rate = share of member candidates whose own document was retrieved "
-            "(RAG-MIA Appendix B).",
+            "Appendix C); no_yes_no_rate = share of evaluation answers with no Yes/No among the top-K tokens of any "
+            "generated position (gray box: P(Yes) read at the floor of token 0; elsewhere P(Yes) is read at the first "
+            "position that has one); candidate_retrieved_rate = share of member candidates whose own document was "
+            "retrieved (RAG-MIA Appendix B).",
         ),
         inputs=MetricsOf(frozenset({"rag_mia"})),
         build=_rag_mia,
