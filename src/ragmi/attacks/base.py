@@ -2,13 +2,15 @@
 
 Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack sees only
 
-* the candidate documents it wants to test (``doc_id``, ``text``, ``title``), without their labels,
+* the candidate documents it wants to test (``doc_id``, ``text``, ``title``, ``human_turn``), without
+  their labels (:func:`attack_candidates`),
 * the labels of the *reference* documents (the adversary's own calibration data),
 * its own tools: an *attacker LLM* (any OpenAI-compatible endpoint, the local served model by
   default) for offline query generation, and local models of its own (:mod:`ragmi.attacks.models`:
   proxy LM, embedder, NLI), and
 * the target's answers to the queries the attack wrote: ``response_text``, and in gray-box
-  settings ``first_token_logprobs`` / ``token_logprobs``.
+  settings ``first_token_logprobs`` / ``token_top_logprobs`` (top-K alternatives of the first /
+  every generated token) and ``token_logprobs`` (:data:`RESPONSE_COLUMNS`, :func:`attack_responses`).
 
 Attack modules never import ``ragmi.target`` (retriever, index, generator, defenses).
 
