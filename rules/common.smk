@@ -41,6 +41,7 @@ wildcard_constraints:
     attack="|".join(map(re.escape, ATTACKS)),
     table="|".join(map(re.escape, TABLES)),
     retriever="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    titles="titled|untitled",
     shard=r"\d+",
 
 
@@ -66,16 +67,23 @@ def model_files(target):
     return files
 
 
+def index_dir(dataset, target):
+    """A target's index: its retriever over its database (the members, or the null control's), with
+    titles or without (targets.<t>.with_titles)."""
+    t = config["targets"][target]
+    root = "index_null" if t["database"] == "null_control" else "index"
+    return f"results/{root}/{dataset}/{'titled' if t['with_titles'] else 'untitled'}/{t['retriever']}"
+
+
 def target_files(wc):
     """The files a target RAG system needs: its database, index and models. A null-database control
     target reads the database without any candidate document (rule null_database)."""
-    if target_cfg(wc)["database"] == "null_control":
-        db = {"members": f"results/split/{wc.dataset}/null_members.parquet",
-              "index": f"results/index_null/{wc.dataset}/{retriever_name(wc)}"}
-    else:
-        db = {"members": f"results/split/{wc.dataset}/members.parquet",
-              "index": f"results/index/{wc.dataset}/{retriever_name(wc)}"}
-    return {**db, **model_files(wc.target)}
+    null = target_cfg(wc)["database"] == "null_control"
+    return {
+        "members": f"results/split/{wc.dataset}/{'null_members' if null else 'members'}.parquet",
+        "index": index_dir(wc.dataset, wc.target),
+        **model_files(wc.target),
+    }
 
 
 def target_spec_params(wc):

@@ -1,20 +1,22 @@
-# Retrieval index over the members, and the generator model folder.
+# Retrieval index over the members (documents with their titles, or the texts alone: the target's
+# with_titles, see index_dir in common.smk), and the generator model folder.
 
 
 rule index:
     input:
         members="results/split/{dataset}/members.parquet",
     output:
-        index=directory("results/index/{dataset}/{retriever}"),
+        index=directory("results/index/{dataset}/{titles}/{retriever}"),
     params:
         retriever=lambda wc: config["retrievers"][wc.retriever],
+        with_titles=lambda wc: wc.titles == "titled",
     threads: config["generation"]["threads"]
     resources:
         mem_mb=4000,
     log:
-        "logs/index/{dataset}/{retriever}.log",
+        "logs/index/{dataset}/{titles}/{retriever}.log",
     benchmark:
-        "benchmarks/out/index/{dataset}/{retriever}.tsv"
+        "benchmarks/out/index/{dataset}/{titles}/{retriever}.tsv"
     script:
         "../workflow_scripts/index.py"
 
@@ -23,11 +25,11 @@ use rule index as index_null with:
     input:
         members="results/split/{dataset}/null_members.parquet",
     output:
-        index=directory("results/index_null/{dataset}/{retriever}"),
+        index=directory("results/index_null/{dataset}/{titles}/{retriever}"),
     log:
-        "logs/index/{dataset}/{retriever}.null.log",
+        "logs/index/{dataset}/{titles}/{retriever}.null.log",
     benchmark:
-        "benchmarks/out/index/{dataset}/{retriever}.null.tsv"
+        "benchmarks/out/index/{dataset}/{titles}/{retriever}.null.tsv"
 
 
 rule prepare_model:

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from ragmi.attacks.answers import IDK_RE, parse_yes_no, parse_yes_no_idk, yes_no_probabilities
+from ragmi.attacks.answers import (
+    IDK_RE,
+    parse_yes_no,
+    parse_yes_no_idk,
+    yes_no_at_first_position,
+    yes_no_probabilities,
+)
 
 
 @pytest.mark.parametrize(
@@ -87,3 +93,43 @@ def test_yes_no_probabilities_without_top_list():
     for top in (None, []):
         py, pn = yes_no_probabilities(top)
         assert math.isnan(py) and math.isnan(pn)
+
+
+# ------------------------------------------------------------------ P(Yes) at the first Yes/No position
+
+
+def _pos(*alternatives):
+    """One generated position: its top-K alternatives as (token, probability) pairs."""
+    return [{"token": t, "logprob": math.log(p)} for t, p in alternatives]
+
+
+def test_yes_no_read_where_the_answer_says_it_not_at_token_zero():
+    # " Yes": the answer's first token already is Yes
+    space_yes = [_pos((" Yes", 0.7), (" No", 0.2), (" The", 0.1)), _pos((".", 0.9), ("!", 0.1))]
+    assert yes_no_at_first_position(space_yes) == (pytest.approx(0.7), pytest.approx(0.2), 0)
+    # "Sure, yes": token 0 is "Sure" (neither Yes nor No among its top tokens), then ",", then " yes"
+    sure_yes = [
+        _pos(("Sure", 0.8), ("Based", 0.15), ("I", 0.05)),
+        _pos((",", 0.95), ("!", 0.05)),
+        _pos((" yes", 0.6), (" no", 0.3), (" it", 0.1)),
+    ]
+    assert yes_no_at_first_position(sure_yes) == (pytest.approx(0.6), pytest.approx(0.3), 2)
+    # "**Yes**": markdown bold first; "Yes" (and "**No" with its markup) come at token 1
+    bold_yes = [
+        _pos(("**", 0.9), ("The", 0.1)),
+        _pos(("Yes", 0.55), ("**No", 0.4), ("Maybe", 0.05)),
+        _pos(("**", 0.99), ("*", 0.01)),
+    ]
+    assert yes_no_at_first_position(bold_yes) == (pytest.approx(0.55), pytest.approx(0.4), 1)
+    # the first token alone (what the attacks read before) gives the floor for both
+    assert yes_no_probabilities(bold_yes[0]) == (pytest.approx(0.1), pytest.approx(0.1))
+
+
+def test_yes_no_absent_at_every_position_is_flagged():
+    answer = [_pos(("Based", 0.6), ("The", 0.4)), _pos((" on", 0.9), (" the", 0.1))]
+    py, pn, pos = yes_no_at_first_position(answer)
+    assert pos == -1  # flagged: no Yes/No among the top tokens of any position
+    assert (py, pn) == (pytest.approx(0.4), pytest.approx(0.4))  # the floor of token 0, as before
+    assert math.isnan(yes_no_at_first_position([])[0]) and yes_no_at_first_position([])[2] == -1
+    # words that only start like Yes/No never count
+    assert yes_no_at_first_position([_pos(("Nothing", 0.5), ("Yesterday", 0.5))])[2] == -1

@@ -13,6 +13,7 @@ from ragmi.costs import (
     COST_LABELS,
     costs_by_variant,
     no_answer_rate,
+    no_yes_no_rate,
     offline_costs,
     query_costs,
     variant_queries,
@@ -147,3 +148,25 @@ def test_cost_columns_are_labelled_once():
     assert COST_LABELS["queries_per_candidate"] == "queries/candidate"
     assert COST_LABELS["candidate_retrieved_rate"] == "candidate retrieved"
     assert not [c for c in COST_COLUMNS if "target" in c]  # target = the RAG system, not a document
+
+
+def test_no_yes_no_rate_counts_eval_answers_without_a_yes_no_token():
+    """Share of evaluation answers with no Yes/No among the top-K tokens of any position (P(Yes) read
+    at the floor); variants that read no log-probabilities (all missing) get no such column."""
+    g = pd.DataFrame(
+        {"role": ["eval", "eval", "eval", "eval", "reference"], "no_yes_no": [True, False, False, False, True]}
+    )
+    assert no_yes_no_rate(g) == {"no_yes_no_rate": 1 / 4}
+    assert no_yes_no_rate(g.assign(no_yes_no=[None] * 5)) == {}  # e.g. rag_mia/black after parquet
+    assert no_yes_no_rate(g.assign(no_yes_no=[pd.NA] * 5)) == {}
+    assert no_yes_no_rate(g.drop(columns="no_yes_no")) == {}
+    assert COST_LABELS["no_yes_no_rate"] == "no Yes/No in top-K"
+    scores = g.assign(variant="rag_mia/gray/t2", doc_id=["c1", "c2", "c3", "c4", "c1"])
+    costs = costs_by_variant(
+        scores,
+        pd.DataFrame(columns=["query_id", "doc_id"]),
+        pd.DataFrame(columns=["query_id", "prompt_tokens", "completion_tokens", "retrieved_ids"]),
+        None,
+        LABELS,
+    )
+    assert costs["rag_mia/gray/t2"]["no_yes_no_rate"] == 1 / 4

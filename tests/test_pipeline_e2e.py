@@ -16,7 +16,7 @@ import pytest
 import yaml
 from sklearn.metrics import roc_auc_score
 
-from ragmi.attacks.answers import parse_yes_no, yes_no_probabilities
+from ragmi.attacks.answers import parse_yes_no, yes_no_at_first_position
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -78,6 +78,11 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert len(resp) == 32
     # vLLM returned first-token alternatives for every query (gray-box input)
     assert all(len(x) == 20 for x in resp["first_token_logprobs"])
+    # ... and the top-K of every generated position, the first of which is first_token_logprobs
+    assert all(len(t) == c for t, c in zip(resp["token_top_logprobs"], resp["completion_tokens"]))
+    assert all(
+        len(t) == 0 or list(t[0]) == list(f) for t, f in zip(resp["token_top_logprobs"], resp["first_token_logprobs"])
+    )
     table = pd.read_csv(work / "results/tables/rag_mia.csv").set_index("variant")
     ev = resp[resp.role == "eval"]
     decisions = np.array([1 if parse_yes_no(t) == 1 else 0 for t in ev["response_text"]])
@@ -87,11 +92,12 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert black["bb_tpr"] == pytest.approx(decisions[labels == 1].mean())
     assert black["bb_fpr"] == pytest.approx(decisions[labels == 0].mean())
     pyes = []
-    for top in ev["first_token_logprobs"]:
-        py, pn = yes_no_probabilities(list(top))
+    for tops in ev["token_top_logprobs"]:
+        py, pn, _ = yes_no_at_first_position([list(t) for t in tops])
         pyes.append(py / (py + pn))
     assert table.loc["rag_mia/gray-pyes/t2", "auc"] == pytest.approx(roc_auc_score(labels, pyes))
-    # members were retrieved by their own full-text query (RAG-MIA Appendix B), non-members never can be
+    # members were retrieved by the query quoting their patient turn (RAG-MIA Appendix B), non-members
+    # never can be
     mem = resp[resp.label == 1]
     rate = np.mean([d in set(r) for d, r in zip(mem["doc_id"], mem["retrieved_ids"])])
     assert table.loc["rag_mia/black/t2", "candidate_retrieved_rate"] == pytest.approx(rate)

@@ -59,6 +59,10 @@ def test_score_black_and_gray_box():
                 [{"token": "Yes", "logprob": math.log(r["p"])}, {"token": "No", "logprob": math.log(1 - r["p"])}]
                 for r in rows
             ],
+            "token_top_logprobs": [
+                [[{"token": "Yes", "logprob": math.log(r["p"])}, {"token": "No", "logprob": math.log(1 - r["p"])}]]
+                for r in rows
+            ],
             "token_logprobs": [[] for _ in rows],
             "prompt_tokens": 1,
             "completion_tokens": 1,
@@ -75,6 +79,10 @@ def test_score_black_and_gray_box():
         assert pyes[r["doc_id"]] == pytest.approx(r["p"])  # P(Yes)/(P(Yes)+P(No)) with P(No) = 1-p
     gray = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"]
     assert gray.between(0, 1).all()
+    # the ensemble's decision rule: mean member probability > 0.5 (soft voting, the predicted class)
+    gdec = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")["decision"]
+    assert (gdec.astype(int) == (gray > 0.5).astype(int)).all() and 0 < gdec.astype(int).sum() < len(gdec)
+    assert s.loc[s.variant == "rag_mia/gray-pyes/t2", "decision"].isna().all()  # no rule: a bare score
     members = [r["doc_id"] for r in rows if r["doc_id"].startswith("m")]
     nonmembers = [r["doc_id"] for r in rows if r["doc_id"].startswith("n")]
     assert gray[members].mean() > gray[nonmembers].mean() + 0.3
@@ -90,6 +98,7 @@ def test_gray_box_never_sees_evaluation_labels():
             "query_id": q["query_id"],
             "response_text": [r["text"] for r in rows],
             "first_token_logprobs": [[{"token": "Yes", "logprob": math.log(r["p"])}] for r in rows],
+            "token_top_logprobs": [[[{"token": "Yes", "logprob": math.log(r["p"])}]] for r in rows],
             "token_logprobs": [[] for _ in rows],
             "prompt_tokens": 1,
             "completion_tokens": 1,
@@ -103,3 +112,91 @@ def test_gray_box_never_sees_evaluation_labels():
     ga = a[a.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
     gb = b[b.variant == "rag_mia/gray/t2"].set_index("doc_id")["score"][ev]
     assert np.corrcoef(ga, gb)[0, 1] < 0
+
+
+def _dialogue_candidates():
+    return pd.DataFrame(
+        {
+            "doc_id": ["hcm", "enron"],
+            "text": ["Patient: my knee hurts\nDoctor: rest it", "E" * 1500],
+            "title": ["", ""],
+            "human_turn": ["my knee hurts", ""],
+        }
+    )
+
+
+def test_sample_is_the_human_turn_where_the_corpus_has_one():
+    """RAG-MIA §4: HealthCareMagic's sample is the human part of the dialogue; Enron's the first 1000
+    characters of the e-mail."""
+    q = RagMIA({}).build_queries(_dialogue_candidates())
+    hcm, enron = q.loc[0, "user_prompt"], q.loc[1, "user_prompt"]
+    assert "\u201cmy knee hurts\u201d" in hcm and "Doctor" not in hcm and "Patient" not in hcm
+    assert "\u201c" + "E" * 1000 + "\u201d" in enron
+    assert q["sample"].tolist() == ["human_turn", "full_text"]
+
+
+def test_sample_full_text_option_quotes_the_whole_document():
+    q = RagMIA({"sample": "full_text"}).build_queries(_dialogue_candidates())
+    assert "\u201cPatient: my knee hurts\nDoctor: rest it\u201d" in q.loc[0, "user_prompt"]
+    assert q["sample"].tolist() == ["full_text", "full_text"]
+
+
+def _pos(*alternatives):
+    return [{"token": t, "logprob": math.log(p)} for t, p in alternatives]
+
+
+def test_gray_box_reads_p_yes_where_the_answer_says_yes_or_no():
+    """A chat model that opens with a space, "Sure" or "**" has no Yes/No among its first token's top
+    alternatives; P(Yes) is read at the first position that has one, and that position is recorded."""
+    answers = {  # doc: (answer text, top-K per generated position)
+        "m0": (" Yes", [_pos((" Yes", 0.9), (" No", 0.05), (" The", 0.05))]),
+        "m1": (
+            "Sure, yes",
+            [_pos(("Sure", 0.9), ("I", 0.1)), _pos((",", 0.99), ("!", 0.01)), _pos((" yes", 0.8), (" no", 0.2))],
+        ),
+        "m2": (
+            "**Yes**",
+            [_pos(("**", 0.95), ("The", 0.05)), _pos(("Yes", 0.7), ("No", 0.3)), _pos(("**", 0.99), ("*", 0.01))],
+        ),
+        "n0": (
+            "**No**",
+            [_pos(("**", 0.95), ("The", 0.05)), _pos(("No", 0.9), ("Yes", 0.1)), _pos(("**", 0.99), ("*", 0.01))],
+        ),
+        "n1": ("Based on the context", [_pos(("Based", 0.6), ("The", 0.4)), _pos((" on", 0.99), (" upon", 0.01))]),
+        "n2": ("No", [_pos(("No", 0.6), ("Yes", 0.4))]),
+    }
+    ids = list(answers)
+    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2, "seed": 0})
+    q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": [answers[d][0] for d in ids],
+            "first_token_logprobs": [answers[d][1][0] for d in ids],  # token 0 only, as generated before
+            "token_top_logprobs": [answers[d][1] for d in ids],
+            "token_logprobs": [[] for _ in ids],
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+        }
+    )
+    s = attack.score(q, resp, {"m0": 1, "m1": 1, "n0": 0, "n1": 0})
+    pyes = s[s.variant == "rag_mia/gray-pyes/t2"].set_index("doc_id")
+    assert pyes["score"].to_dict() == pytest.approx(
+        {"m0": 0.9 / 0.95, "m1": 0.8, "m2": 0.7, "n0": 0.1, "n1": 0.5, "n2": 0.4}
+    )
+    assert pyes["yes_no_position"].to_dict() == {"m0": 0, "m1": 2, "m2": 1, "n0": 1, "n1": -1, "n2": 0}
+    assert pyes["no_yes_no"].to_dict() == {d: d == "n1" for d in ids}  # flagged, for the cost column
+    gray = s[s.variant == "rag_mia/gray/t2"].set_index("doc_id")
+    assert gray["yes_no_position"].to_dict() == pyes["yes_no_position"].to_dict()
+    assert s.loc[s.variant == "rag_mia/black/t2", "no_yes_no"].isna().all()  # the text variant reads no log-probs
+
+
+def test_attacks_see_only_the_response_columns_and_refuse_old_responses():
+    from ragmi.attacks.base import RESPONSE_COLUMNS, attack_responses
+
+    full = pd.DataFrame(
+        {c: [[]] for c in RESPONSE_COLUMNS} | {"query_id": ["q"], "retrieved_ids": [["d"]], "hook_trace": ["[]"]}
+    )
+    assert list(attack_responses(full).columns) == RESPONSE_COLUMNS and "token_top_logprobs" in RESPONSE_COLUMNS
+    with pytest.raises(ValueError, match="token_top_logprobs"):
+        attack_responses(full.drop(columns="token_top_logprobs"))

@@ -28,9 +28,9 @@ def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra)
         auc=auc[0],
         auc_lo=auc[1],
         auc_hi=auc[2],
-        accuracy=0.7,
-        accuracy_lo=0.61,
-        accuracy_hi=0.79,
+        threshold_accuracy=0.66,
+        threshold_accuracy_lo=0.57,
+        threshold_accuracy_hi=0.75,
         tpr_at_fpr_0=0.02,
         tpr_at_fpr_0_lo=0.0,
         tpr_at_fpr_0_hi=0.06,
@@ -45,8 +45,9 @@ def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra)
         tpr_at_fpr_5_hi=0.44,
         fpr_realized_5=0.06,
     )
-    if bb is not None:
+    if bb is not None:  # a decision rule: its accuracy and rates
         row.update(bb_tpr=bb[0], bb_tpr_lo=bb[1], bb_tpr_hi=bb[2], bb_fpr=bb[3], bb_fpr_lo=bb[4], bb_fpr_hi=bb[5])
+        row.update(accuracy=0.7, accuracy_lo=0.61, accuracy_hi=0.79)
     row.update(attack=attack, dataset="nq", **extra)
     return row
 
@@ -115,7 +116,9 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     header = next(line for line in lines if line.startswith("| dataset"))
     assert header.startswith("| dataset | attack | variant | n eval (m/nm) | n ref (m/nm) | AUC |")
     assert "TPR@0%FPR" in header and "TPR@0.5%FPR" in header and "TPR@5%FPR" in header
-    assert "BB TPR" in header and "queries/candidate" in header and "candidate retrieved" in header
+    assert "Rule TPR" in header and "queries/candidate" in header and "candidate retrieved" in header
+    # the papers' accuracy (the decision rule's) and ragmi's best-threshold accuracy, labelled apart
+    assert "| AUC | Accuracy (decision rule) |" in header and "Best-threshold acc. (ragmi)" in header
     rows = [line for line in lines if line.startswith("| nq")]
     assert len(rows) == 2
     # sorted by attack: rag_mia before s2mia
@@ -123,11 +126,12 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     bb_row = [c.strip() for c in rows[0].strip("|").split("|")]
     sc_row = [c.strip() for c in rows[1].strip("|").split("|")]
     assert bb_row[3:7] == ["50/50", "40/40", "0.81 [0.75, 0.86]", "0.70 [0.61, 0.79]"]
-    assert sc_row[5] == "0.60 [0.50, 0.70]"
+    assert sc_row[5:7] == ["0.60 [0.50, 0.70]", "–"]  # no decision rule: no accuracy
+    assert "0.66 [0.57, 0.75]" in bb_row and "0.66 [0.57, 0.75]" in sc_row
     assert "0.30 [0.18, 0.44] (eval FPR 6.0%)" in sc_row
     assert "0.04 [0.00, 0.10] (eval FPR 2.0%)" in sc_row
     assert "0.90 [0.81, 0.97]" in bb_row and "0.20 [0.10, 0.31]" in bb_row
-    assert sc_row.count("–") == 2  # no black-box cells for the score attack
+    assert sc_row.count("–") == 3  # no accuracy and no rule rates for the score attack
     assert sc_row[-4:] == ["1", "1,234", "95.4%", "0.0%"]
     assert bb_row[-4:] == ["3", "812", "50.0%", "–"]
     assert "reference set" in md and "evaluation set" in md
@@ -149,7 +153,7 @@ def test_csv_keeps_every_column_at_full_precision(metrics_df, tmp_path):
 def test_table_without_black_box_has_no_bb_columns(metrics_df, tmp_path):
     write_tables(metrics_df.iloc[:1], tmp_path / "m.csv", tmp_path / "m.md", "t")
     md = (tmp_path / "m.md").read_text()
-    assert "BB TPR" not in md and "| 0.60 [0.50, 0.70] |" in md
+    assert "Rule TPR" not in md and "| 0.60 [0.50, 0.70] |" in md
 
 
 def test_table_from_evaluate_output(tmp_path):

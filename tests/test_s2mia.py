@@ -240,6 +240,10 @@ def test_M_reference_scores_are_out_of_fold(monkeypatch):
     assert (m[ids[:n_ref]] == 0.5).all()
     # the eval documents are scored by a model trained on all reference documents
     assert m["e0"] == 1.0 and m["e1"] == 0.0
+    # the classifier's own decision rule (its predicted class, p > 0.5) is the variant's decision:
+    # the memoriser's 0.5 predicts non-member, as predict() does on a tie
+    dec = out[out["variant"] == "s2mia/M"].set_index("doc_id")["decision"]
+    assert dec.astype(int).to_dict() == {**{i: 0 for i in ids[:n_ref]}, "e0": 1, "e1": 0}
 
 
 @pytest.mark.parametrize("classifier", ["xgboost", "gbdt"])

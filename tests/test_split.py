@@ -7,7 +7,12 @@ from ragmi.split import split_corpus
 
 def corpus(n):
     return pd.DataFrame(
-        {"doc_id": [f"d{i}" for i in range(n)], "text": [f"text number {i}" for i in range(n)], "title": [""] * n}
+        {
+            "doc_id": [f"d{i}" for i in range(n)],
+            "text": [f"text number {i}" for i in range(n)],
+            "title": [""] * n,
+            "human_turn": [""] * n,
+        }
     )
 
 
@@ -47,15 +52,54 @@ def test_same_text_in_both_sets_is_an_error():
 def test_candidates_frame_is_pinned():
     """The split of a fixed corpus and seed never changes (results on disk stay valid)."""
     members, _, candidates, _ = split_corpus(corpus(20), 0.5, 2, 2, seed=7)
-    assert list(candidates.columns) == ["doc_id", "text", "title", "label", "role"]
+    assert list(candidates.columns) == ["doc_id", "text", "title", "human_turn", "label", "role"]
     assert candidates[["doc_id", "label", "role"]].values.tolist() == [
-        ["d3", 1, "reference"],
-        ["d16", 1, "reference"],
-        ["d14", 1, "eval"],
-        ["d6", 1, "eval"],
         ["d2", 0, "reference"],
-        ["d4", 0, "reference"],
-        ["d18", 0, "eval"],
+        ["d14", 1, "eval"],
         ["d0", 0, "eval"],
+        ["d16", 1, "reference"],
+        ["d18", 0, "eval"],
+        ["d3", 1, "reference"],
+        ["d6", 1, "eval"],
+        ["d4", 0, "reference"],
     ]
     assert members["doc_id"].tolist() == ["d3", "d8", "d12", "d13", "d14", "d16", "d10", "d15", "d1", "d6"]
+
+
+def test_candidates_are_shuffled_not_sorted_by_label():
+    """Shards and batches of queries follow the candidates' order: members must not all come first."""
+    _, _, candidates, _ = split_corpus(corpus(400), 0.5, 20, 20, seed=11)
+    labels = candidates["label"].tolist()
+    half = len(labels) // 2
+    assert 0 < sum(labels[:half]) < half  # both classes in the first half
+    assert 0 < sum(labels[half:]) < half
+    # roles are mixed too, and the order is the seed's: same seed, same order; the class sizes hold
+    assert set(candidates["role"].iloc[:half]) == {"reference", "eval"}
+    again = split_corpus(corpus(400), 0.5, 20, 20, seed=11)[2]
+    pd.testing.assert_frame_equal(candidates, again)
+    assert candidates.groupby(["label", "role"]).size().tolist() == [20, 20, 20, 20]
+
+
+def test_candidates_carry_the_human_turn():
+    df = corpus(40).assign(human_turn=[f"patient {i}" for i in range(40)])
+    members, nonmembers, candidates, _ = split_corpus(df, 0.5, 3, 3, seed=2)
+    assert list(candidates.columns) == ["doc_id", "text", "title", "human_turn", "label", "role"]
+    assert (candidates["human_turn"] == "patient " + candidates["doc_id"].str[1:]).all()
+    assert "human_turn" in members and "human_turn" in nonmembers
+
+
+def test_a_corpus_without_the_corpus_columns_is_refused():
+    with pytest.raises(DataError, match="human_turn"):
+        split_corpus(corpus(40).drop(columns="human_turn"), 0.5, 3, 3, seed=2, name="old")
+
+
+def test_attacks_see_the_candidates_without_labels_and_with_the_human_turn():
+    from ragmi.attacks.base import attack_candidates
+
+    df = corpus(40).assign(human_turn="turn")
+    candidates = split_corpus(df, 0.5, 3, 3, seed=2)[2]
+    seen = attack_candidates(candidates)
+    assert list(seen.columns) == ["doc_id", "text", "title", "human_turn"]
+    assert (seen["human_turn"] == "turn").all()
+    with pytest.raises(ValueError, match="human_turn"):
+        attack_candidates(candidates.drop(columns="human_turn"))

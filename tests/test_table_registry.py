@@ -132,7 +132,12 @@ def test_comparison_tables(tmp_path):
     }
     df = write_table(TABLES["attack_comparison"], files, {}, tmp_path / "c.csv", tmp_path / "c.md")
     assert list(df["variant"]) == ["rag_mia/gray/t2", "ia/paper"]  # headline variants, metrics order
-    assert df.loc[0, "published"] == "0.99 auc (RAG-MIA Tab. 2)" and df.loc[1, "published"] == ""
+    ours = df.loc[0]  # each published number beside the same metric of ours
+    assert df.loc[0, "published"] == (
+        f"TPR@0%FPR: paper 0.83, ours {ours.tpr_at_fpr_0:.2f} [{ours.tpr_at_fpr_0_lo:.2f}, {ours.tpr_at_fpr_0_hi:.2f}] "
+        f"(RAG-MIA Tab. 7); AUC: paper 0.99, ours {ours.auc:.2f} [{ours.auc_lo:.2f}, {ours.auc_hi:.2f}] (RAG-MIA Tab. 7)"
+    )
+    assert df.loc[1, "published"] == ""
     md = (tmp_path / "c.md").read_text()
     header = next(line for line in md.splitlines() if line.startswith("| dataset"))
     # cost columns in registry order (queries before retrieved), then the entry's extra columns

@@ -39,6 +39,7 @@ class CountingBackend:
                 "response_text": f"r{len(self.seen)}-{i}",
                 "first_token_logprobs": [],
                 "token_logprobs": [],
+                "token_top_logprobs": [],
                 "prompt_tokens": 1,
                 "completion_tokens": 1,
                 "latency_s": 0.0,
@@ -128,3 +129,37 @@ def test_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch):
         cache.put("cd" + "1" * 62, {"response_text": "x"})
     assert list((tmp_path / "cd").iterdir()) == []
     assert cache.get("cd" + "1" * 62) is None
+
+
+def test_a_response_cached_before_token_top_logprobs_is_regenerated_under_the_same_key(tmp_path):
+    """Entries written before responses carried the top-K of every position lack token_top_logprobs: a
+    request that asks for alternatives regenerates once (greedy, same text) and the entry is replaced
+    under its unchanged key; a request that asks for none is served from the cache as it is."""
+    yes = [{"token": " yes", "logprob": -0.2}]
+    old = {
+        "response_text": "Sure, yes",
+        "first_token_logprobs": [{"token": "Sure", "logprob": -0.1}],
+        "token_logprobs": [-0.1, -0.01, -0.2],
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "latency_s": 0.0,
+    }
+    req_top = make_request([{"role": "user", "content": "Is it?"}], 4, 5)
+    req_none = make_request([{"role": "user", "content": "Say it."}], 4, 0)
+    cache = ResponseCache(tmp_path)
+    cache.put(request_key("m", req_top), old)
+    cache.put(request_key("m", req_none), old)
+
+    class Fresh(CountingBackend):
+        def generate(self, reqs):
+            self.seen += reqs
+            return [dict(old, token_top_logprobs=[[{"token": "Sure", "logprob": -0.1}], [], yes]) for _ in reqs]
+
+    backend = Fresh()
+    out = CachedGenerator("m", lambda: backend, cache, log=lambda m: None).generate([req_top, req_none])
+    assert backend.seen == [req_top]
+    assert out[0]["token_top_logprobs"][2] == yes and not out[0]["cached"]
+    assert out[1]["token_top_logprobs"] == [] and out[1]["cached"] and out[1]["response_text"] == "Sure, yes"
+    assert ResponseCache(tmp_path).get(request_key("m", req_top))["token_top_logprobs"][2] == yes
+    again = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=lambda m: None).generate([req_top])
+    assert len(backend.seen) == 1 and again[0]["cached"]

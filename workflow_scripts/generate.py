@@ -11,6 +11,7 @@ KEEP = [
     "response_text",
     "first_token_logprobs",
     "token_logprobs",
+    "token_top_logprobs",
     "prompt_tokens",
     "completion_tokens",
     "latency_s",

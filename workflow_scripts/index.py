@@ -1,4 +1,4 @@
-"""Rule index: embed / tokenise the members into the retriever's index."""
+"""Rule index: embed / tokenise the members into the retriever's index (titled or untitled documents)."""
 
 import pandas as pd
 
@@ -9,7 +9,7 @@ from ragmi.workflow import run_step
 def main(smk, log):
     spec = RetrieverSpec.from_config(smk.wildcards.retriever, dict(smk.params.retriever))
     members = pd.read_parquet(smk.input.members)
-    meta = build_index(members, spec, smk.output.index, log=log)
+    meta = build_index(members, spec, smk.output.index, with_titles=bool(smk.params.with_titles), log=log)
     log(f"index built: {meta}")
 
 

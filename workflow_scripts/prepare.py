@@ -4,13 +4,14 @@ import pandas as pd
 
 from ragmi.attacker_tools import attacker_tools
 from ragmi.attacks import get_attack
+from ragmi.attacks.base import attack_candidates
 from ragmi.io import atomic_write_parquet
 from ragmi.workflow import run_step
 
 
 def main(smk, log):
     p = smk.params
-    candidates = pd.read_parquet(smk.input.candidates)[["doc_id", "text", "title"]]  # labels stay hidden
+    candidates = attack_candidates(pd.read_parquet(smk.input.candidates))  # labels stay hidden
     attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
     model_dir = smk.input.model if "model" in smk.input.keys() else None
     with attacker_tools(

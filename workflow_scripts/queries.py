@@ -5,13 +5,13 @@ import os
 import pandas as pd
 
 from ragmi.attacks import get_attack
-from ragmi.attacks.base import check_queries
+from ragmi.attacks.base import attack_candidates, check_queries
 from ragmi.io import atomic_write_parquet
 from ragmi.workflow import run_step
 
 
 def main(smk, log):
-    candidates = pd.read_parquet(smk.input.candidates)[["doc_id", "text", "title"]]  # labels stay hidden
+    candidates = attack_candidates(pd.read_parquet(smk.input.candidates))  # labels stay hidden
     attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     queries = check_queries(attack.build_queries(candidates, materials))

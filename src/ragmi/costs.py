@@ -23,6 +23,7 @@ OUTPUT_TOKENS = "output_tokens_per_candidate"
 ATTACKER_LLM_TOKENS = "attacker_llm_tokens_per_candidate"
 CANDIDATE_RETRIEVED = "candidate_retrieved_rate"
 NO_ANSWER = "no_answer_rate"
+NO_YES_NO = "no_yes_no_rate"
 PREPARE_FAILURE = "prepare_failure_rate"
 
 # The cost columns a table shows (when the metrics have them), in this order, with their headers.
@@ -34,6 +35,7 @@ COST_LABELS = {
     ATTACKER_LLM_TOKENS: "attacker-LLM tokens/candidate",
     CANDIDATE_RETRIEVED: "candidate retrieved",
     NO_ANSWER: "no answer",
+    NO_YES_NO: "no Yes/No in top-K",
 }
 COST_COLUMNS = tuple(COST_LABELS)
 
@@ -106,6 +108,23 @@ def no_answer_rate(variant_scores: pd.DataFrame) -> dict:
     return {NO_ANSWER: float(ev.astype(float).mean())}
 
 
+def _as_float(values: pd.Series) -> np.ndarray:
+    """Booleans with missing values (None, NA, NaN) as 1.0 / 0.0 / NaN."""
+    return np.array([np.nan if v is None or v is pd.NA or v != v else float(v) for v in values], dtype=float)
+
+
+def no_yes_no_rate(variant_scores: pd.DataFrame) -> dict:
+    """Share of evaluation answers of one variant that have no Yes or No among the top-K tokens of any
+    generated position (column ``no_yes_no``): there the gray-box attacks read P(Yes) and P(No) at
+    the floor of token 0.  Empty for a variant that reads no log-probabilities (all missing)."""
+    if "no_yes_no" not in variant_scores:
+        return {}
+    ev = _as_float(variant_scores.loc[variant_scores["role"] == "eval", "no_yes_no"])
+    if np.isnan(ev).all():
+        return {}
+    return {NO_YES_NO: float(np.nanmean(ev))}
+
+
 def costs_by_variant(
     scores: pd.DataFrame,
     queries: pd.DataFrame,
@@ -121,6 +140,11 @@ def costs_by_variant(
     """
     offline = offline_costs(materials, len(labels))
     return {
-        v: {**query_costs(variant_queries(queries, v), responses, labels), **no_answer_rate(g), **offline}
+        v: {
+            **query_costs(variant_queries(queries, v), responses, labels),
+            **no_answer_rate(g),
+            **no_yes_no_rate(g),
+            **offline,
+        }
         for v, g in scores.groupby("variant")
     }

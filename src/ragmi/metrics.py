@@ -6,7 +6,8 @@ Input is a long *scores* frame, one row per (document, variant):
 doc_id     document identifier (str)
 variant    attack variant, e.g. ``"rag_mia/gray/t2"`` (str)
 score      float, higher = more likely a member; must be finite
-decision   0/1 hard Yes/No of black-box point attacks, else NA (column optional)
+decision   0/1 verdict of the variant's own decision rule (RAG-MIA's Yes/No, DCMI's C > γ, MBA's γ,
+           S2MIA's T, a trained attack model's predicted class), else NA (column optional)
 label      1 member, 0 non-member
 role       ``"reference"`` (the adversary's calibration documents) or ``"eval"``
 =========  =====================================================================================
@@ -18,6 +19,12 @@ Protocol (the project's standards)
 * Thresholds are never fitted on the data they are scored on: every threshold is chosen on the
   ``reference`` rows of a variant and applied, unchanged, to its ``eval`` rows.
 * AUC is computed on the eval rows.
+* Accuracy is the papers' accuracy: that of the variant's own decision rule (its ``decision``
+  column: DCMI Eq. 9/11/13, RAG-MIA's black-box Yes/No, MBA's γ, S2MIA's T, an attack model's
+  predicted class), with the rule's TPR and FPR (``bb_tpr`` / ``bb_fpr``).  A variant without a
+  rule has no accuracy (NaN).  The accuracy of the reference-set accuracy-maximising threshold on
+  the score is reported apart as ``threshold_accuracy``: it is ragmi's, not a paper's, and is never
+  compared with a published accuracy (docs/provenance.md#metrics).
 * Every number carries its n (members / non-members, for reference and eval) and a 95% confidence
   interval from a stratified bootstrap of the eval set (members and non-members are resampled
   separately, with replacement; the reference thresholds stay fixed; percentiles 2.5 / 97.5).
@@ -142,10 +149,13 @@ def metric_columns(fprs: Iterable[float] = DEFAULT_FPRS) -> list[str]:
         "auc",
         "auc_lo",
         "auc_hi",
-        "threshold_acc",
         "accuracy",
         "accuracy_lo",
         "accuracy_hi",
+        "threshold_acc",
+        "threshold_accuracy",
+        "threshold_accuracy_lo",
+        "threshold_accuracy_hi",
     ]
     for f in fprs:
         k = fpr_key(f)
@@ -292,10 +302,11 @@ def evaluate_variant(
     """All metrics of one variant; see the module docstring for the protocol.
 
     Returns a dict with the keys of :func:`metric_columns` (``bb_*`` keys only when the variant
-    has hard decisions).  ``threshold_acc`` / ``threshold_fpr_{k}`` are the reference-set
-    thresholds; ``accuracy`` and ``tpr_at_fpr_{k}`` are their eval-set results and
-    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``.  ``bb_tpr`` / ``bb_fpr`` are the
-    eval TPR / FPR of the hard decisions (no threshold involved).
+    has a decision rule).  ``accuracy`` is the eval accuracy of the variant's own decision rule
+    (NaN without one) and ``bb_tpr`` / ``bb_fpr`` its eval TPR / FPR (no threshold of ragmi's
+    involved).  ``threshold_acc`` / ``threshold_fpr_{k}`` are the reference-set thresholds on the
+    score; ``threshold_accuracy`` and ``tpr_at_fpr_{k}`` are their eval-set results and
+    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``.
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
@@ -329,9 +340,10 @@ def evaluate_variant(
     t_acc = threshold_max_accuracy(np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n])
     hit_m = (m >= t_acc).astype(float)
     miss_n = (n < t_acc).astype(float)
+    row["accuracy"] = row["accuracy_lo"] = row["accuracy_hi"] = float("nan")  # filled when there is a rule
     row["threshold_acc"] = t_acc
-    row["accuracy"] = float((hit_m.sum() + miss_n.sum()) / n_eval)
-    row["accuracy_lo"], row["accuracy_hi"] = _ci((cm @ hit_m + cn @ miss_n) / n_eval)
+    row["threshold_accuracy"] = float((hit_m.sum() + miss_n.sum()) / n_eval)
+    row["threshold_accuracy_lo"], row["threshold_accuracy_hi"] = _ci((cm @ hit_m + cn @ miss_n) / n_eval)
 
     for f in fprs:
         k = fpr_key(f)
@@ -348,6 +360,8 @@ def evaluate_variant(
     if has.any():
         if not has.all():
             raise ValueError(f"variant {variant!r}: decision is given for some eval rows but not for all")
+        row["accuracy"] = float((dec_m.sum() + (1 - dec_n).sum()) / n_eval)
+        row["accuracy_lo"], row["accuracy_hi"] = _ci((cm @ dec_m + cn @ (1 - dec_n)) / n_eval)
         row["bb_tpr"] = float(dec_m.mean())
         row["bb_tpr_lo"], row["bb_tpr_hi"] = _ci(cm @ dec_m / m.size)
         row["bb_fpr"] = float(dec_n.mean())

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .datasets import COLUMNS as CORPUS_COLUMNS
 from .errors import DataError
 
 
@@ -32,9 +33,15 @@ def split_corpus(
 ):
     """Return (members, nonmembers, candidates, info).
 
-    ``candidates`` has doc_id, text, title, label (1 member / 0 non-member) and role
-    ("reference" / "eval").
+    ``candidates`` has doc_id, text, title, human_turn, label (1 member / 0 non-member) and role
+    ("reference" / "eval"), in a seeded random order (never sorted by label or role).
     """
+    lacking = [c for c in CORPUS_COLUMNS if c not in corpus.columns]
+    if lacking:
+        raise DataError(
+            f"dataset {name}: the corpus lacks columns {lacking} (written by an older ragmi?); "
+            f"delete results/corpus/{name}.parquet and rerun"
+        )
     n = len(corpus)
     if n < 8:
         raise DataError(f"dataset {name}: only {n} documents after cleaning; at least 8 are needed to split")
@@ -59,7 +66,10 @@ def split_corpus(
         chosen = frame.iloc[pick].reset_index(drop=True)
         chosen = chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev)
         parts.append(chosen)
-    candidates = pd.concat(parts, ignore_index=True)[["doc_id", "text", "title", "label", "role"]]
+    candidates = pd.concat(parts, ignore_index=True)[CORPUS_COLUMNS + ["label", "role"]]
+    # Seeded shuffle: queries, shards and generation batches follow the candidates' order, which must
+    # not sort them by label (members first) or by role.
+    candidates = candidates.iloc[rng.permutation(len(candidates))].reset_index(drop=True)
     info = {
         "n_docs": n,
         "n_members": len(members),

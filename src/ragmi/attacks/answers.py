@@ -1,5 +1,6 @@
-"""Parsers of the target's short answers: Yes / No / "I don't know", and P(Yes), P(No) of the first
-token.  Every attack that reads such answers (RAG-MIA, DCMI, IA, MEntA's IDK check) uses these.
+"""Parsers of the target's short answers: Yes / No / "I don't know", and P(Yes), P(No) at the first
+generated position whose top-K alternatives hold a Yes or No token.  Every attack that reads such
+answers (RAG-MIA, DCMI, IA, MEntA's IDK check) uses these.
 
 Word boundaries everywhere, so "know", "not" or "Nothing" never read as No.  Provenance:
 docs/provenance.md#answers.
@@ -48,11 +49,22 @@ def parse_yes_no_idk(text: str) -> str:
     return "other"
 
 
-def yes_no_probabilities(top: list) -> tuple[float, float]:
-    """(P(Yes), P(No)) of the first token from its top-K list of {"token", "logprob"}.
+# Markup a chat model wraps its answer in ("**Yes**", "`No`", "\"Yes\""), stripped from a token's ends.
+MARKUP = "*_`#~\"'\u201c\u201d\u2018\u2019\u00ab\u00bb"
 
-    Top-K entries whose stripped, case-folded text is "yes" (or "no") are summed; a label absent from
-    the top-K gets the smallest listed probability (an upper bound of its true value).  NaN, NaN
+
+def yes_no_key(token) -> str | None:
+    """``"yes"`` / ``"no"`` when a token reads Yes / No once whitespace and markup are stripped from its
+    ends and case is folded (" Yes", "**No", "YES"), else None ("No.", "Nothing", "**" are not)."""
+    key = str(token).strip().strip(MARKUP).strip().casefold()
+    return key if key in ("yes", "no") else None
+
+
+def yes_no_probabilities(top: list) -> tuple[float, float]:
+    """(P(Yes), P(No)) at one generated position from its top-K list of {"token", "logprob"}.
+
+    Top-K entries that read Yes (or No) by :func:`yes_no_key` are summed; a label absent from the
+    top-K gets the smallest listed probability (an upper bound of its true value).  NaN, NaN
     without a top-K list.
     """
     if top is None or len(top) == 0:
@@ -62,7 +74,26 @@ def yes_no_probabilities(top: list) -> tuple[float, float]:
     for entry in top:
         lp = float(entry["logprob"])
         floor = min(floor, math.exp(lp))
-        key = str(entry["token"]).strip().casefold()
-        if key in probs:
+        key = yes_no_key(entry["token"])
+        if key is not None:
             probs[key] += math.exp(lp)
     return (probs["yes"] or floor), (probs["no"] or floor)
+
+
+def yes_no_at_first_position(top_per_position) -> tuple[float, float, int]:
+    """(P(Yes), P(No), position) at the first generated position whose top-K alternatives hold a
+    token reading Yes or No (:func:`yes_no_key`).
+
+    ``top_per_position`` is the response's ``token_top_logprobs``: one top-K list per generated token.  A
+    chat model often opens with a space, "Sure", "Based" or "**" and says Yes or No a few tokens later;
+    reading token 0 only would then give both labels the floor probability.  When no position has a
+    Yes or No among its top tokens the position is -1 (the caller flags it) and the probabilities are
+    those of token 0 (the floor for both); NaN, NaN, -1 without any top-K list.
+    """
+    positions = [] if top_per_position is None else list(top_per_position)
+    for i, top in enumerate(positions):
+        if top is not None and any(yes_no_key(e["token"]) for e in top):
+            py, pn = yes_no_probabilities(top)
+            return py, pn, i
+    py, pn = yes_no_probabilities(positions[0] if positions else None)
+    return py, pn, -1

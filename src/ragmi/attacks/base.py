@@ -2,13 +2,15 @@
 
 Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack sees only
 
-* the candidate documents it wants to test (``doc_id``, ``text``, ``title``), without their labels,
+* the candidate documents it wants to test (``doc_id``, ``text``, ``title``, ``human_turn``), without
+  their labels (:func:`attack_candidates`),
 * the labels of the *reference* documents (the adversary's own calibration data),
 * its own tools: an *attacker LLM* (any OpenAI-compatible endpoint, the local served model by
   default) for offline query generation, and local models of its own (:mod:`ragmi.attacks.models`:
   proxy LM, embedder, NLI), and
 * the target's answers to the queries the attack wrote: ``response_text``, and in gray-box
-  settings ``first_token_logprobs`` / ``token_logprobs``.
+  settings ``first_token_logprobs`` / ``token_top_logprobs`` (top-K alternatives of the first /
+  every generated token) and ``token_logprobs`` (:data:`RESPONSE_COLUMNS`, :func:`attack_responses`).
 
 Attack modules never import ``ragmi.target`` (retriever, index, generator, defenses).
 
@@ -27,13 +29,16 @@ Life cycle, each step a Snakemake rule with parquet in between:
 
 Data frames exchanged
 ---------------------
-candidates   doc_id, text, title                      (one row per candidate document)
+candidates   doc_id, text, title, human_turn          (one row per candidate document; human_turn is
+                                                        the human part of a dialogue document, "" for
+                                                        other corpora: ragmi.datasets)
 materials    doc_id, ... attack-specific; rows written by the attacker LLM also keep ``prompt``,
              ``llm_model``, ``llm_max_tokens``, ``llm_temperature``, ``llm_prompt_tokens``,
              ``llm_completion_tokens`` (see :meth:`AttackerTools.chat`)
 queries      query_id, doc_id, user_prompt, max_tokens, top_logprobs, [attack-specific columns]
-responses    query_id, response_text, first_token_logprobs, token_logprobs,
-             prompt_tokens, completion_tokens         (one row per query)
+responses    query_id, response_text, first_token_logprobs, token_logprobs, token_top_logprobs,
+             prompt_tokens, completion_tokens         (one row per query; token_top_logprobs: the
+                                                        top-K alternatives of every generated token)
 scores       doc_id, variant, score [, decision]      (higher score = more likely member;
                                                         ``decision`` in {0,1} for point attacks;
                                                         extra per-row columns allowed, e.g. no_answer)
@@ -49,12 +54,14 @@ import pandas as pd
 
 from ..config import plugin_params
 
+CANDIDATE_COLUMNS = ["doc_id", "text", "title", "human_turn"]  # what an attack sees of a candidate
 QUERY_COLUMNS = ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]
 RESPONSE_COLUMNS = [
     "query_id",
     "response_text",
     "first_token_logprobs",  # list of {"token": str, "logprob": float}, top-K of the 1st token
     "token_logprobs",  # list of float: log-prob of each generated token
+    "token_top_logprobs",  # list per generated token of its top-K {"token", "logprob"} ([] without K)
     "prompt_tokens",
     "completion_tokens",
 ]
@@ -111,6 +118,25 @@ class Attack(ABC):
         tools: AttackerTools | None = None,
     ) -> pd.DataFrame:
         """Turn the target's responses into one score per (document, variant)."""
+
+
+def attack_candidates(candidates: pd.DataFrame) -> pd.DataFrame:
+    """The candidates as an attack sees them: :data:`CANDIDATE_COLUMNS` only (labels and roles stay
+    hidden); a frame without one of them (written by an older ragmi) is refused."""
+    missing = [c for c in CANDIDATE_COLUMNS if c not in candidates.columns]
+    if missing:
+        raise ValueError(f"candidates frame lacks columns {missing}; rerun the split (results/split/)")
+    return candidates[CANDIDATE_COLUMNS].reset_index(drop=True)
+
+
+def attack_responses(responses: pd.DataFrame) -> pd.DataFrame:
+    """The responses as an attack sees them: :data:`RESPONSE_COLUMNS` only (never the retrieved ids,
+    the raw pre-defense text or the hook trace); responses written by an older ragmi, without one of
+    them, are refused."""
+    missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
+    if missing:
+        raise ValueError(f"responses lack columns {missing}; regenerate them (results/responses/)")
+    return responses[RESPONSE_COLUMNS]
 
 
 def merge_responses(queries: pd.DataFrame, responses: pd.DataFrame, columns=None) -> pd.DataFrame:

@@ -6,13 +6,16 @@ characters) and around perturbed copies ``x'_θ`` in which a fraction θ of the 
 adverbs) is swapped for antonyms (``prepare``, :mod:`ragmi.attacks.perturb`), one per θ in
 ``thetas ∪ {theta_adv2}``.
 
-Scores (``P(Yes | q)``: first-token probability of "Yes", :func:`ragmi.attacks.answers.yes_no_probabilities`;
+Scores (``P(Yes | q)``: the probability of "Yes" at the first generated position whose top-K
+alternatives hold a Yes or No token, :func:`ragmi.attacks.answers.yes_no_at_first_position`, read
+from the responses' ``token_top_logprobs`` -- token 0 for a model that answers "Yes" at once, a later
+one after "Sure," or "**" (the authors' code also reads P(Yes) at the first Yes/No token);
 ``C_θ(x) = P(Yes | q) − P(Yes | q'_θ)``, the calibrated score):
 
 * black box (:meth:`DCMI.black_box_scores`), no reference data:
   ``dcmi/adv3``: score = ``f(q) − f(q'_θ)`` with ``f`` = 1 for a Yes answer, else 0, θ =
   ``theta_adv2``; decision = score == 1.
-* gray box (:meth:`DCMI.gray_box_scores`), only when the responses carry first-token log-probabilities:
+* gray box (:meth:`DCMI.gray_box_scores`), only when the responses carry top-K log-probabilities:
   ``dcmi/adv1``: (θ, γ) from ``thetas`` × ``gammas`` maximising the reference accuracy of
   ``C_θ > γ`` (ties: first in grid order); ``dcmi/adv2``: θ = ``theta_adv2``, τ = 75th percentile of
   ``C_θ`` over the reference non-members, decision ``C_θ > τ``; ``dcmi/calibration=none``: score =
@@ -20,7 +23,10 @@ Scores (``P(Yes | q)``: first-token probability of "Yes", :func:`ragmi.attacks.a
   ``dcmi/gamma={γ:.1f}``: θ = ``theta_adv2``, decision ``C_θ > γ``.
 
 Thresholds are fitted on reference documents only and applied to all.  Extra columns: ``theta``,
-``threshold`` and ``no_answer`` (the original or the perturbed answer has neither Yes nor No).
+``threshold``, ``no_answer`` (the original or the perturbed answer has neither Yes nor No) and, for
+the gray-box variants, ``yes_no_position`` (where P(Yes | q) of the original query was read) and
+``no_yes_no`` (no Yes/No among the top tokens of any position of the original or the perturbed
+answer: P(Yes) there is the floor of token 0; the cost column ``no_yes_no_rate``).
 Provenance: docs/provenance.md#dcmi.
 """
 
@@ -32,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from .answers import parse_yes_no, yes_no_probabilities
+from .answers import parse_yes_no, yes_no_at_first_position
 from .base import Attack, merge_responses
 from .perturb import LLMPerturber, WordNetPerturber
 
@@ -65,7 +71,9 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray, gammas) -> tuple[floa
     return float(gammas[i]), correct[i]
 
 
-def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer) -> pd.DataFrame:
+def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, read=None) -> pd.DataFrame:
+    """One variant's rows; ``read`` = (yes_no_position, no_yes_no) of a gray-box variant."""
+    position, missing = read if read is not None else (pd.NA, pd.NA)
     return pd.DataFrame(
         {
             "doc_id": docs,
@@ -75,6 +83,8 @@ def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer) 
             "theta": theta,
             "threshold": threshold,
             "no_answer": no_answer,
+            "yes_no_position": position,
+            "no_yes_no": missing,
         }
     )
 
@@ -85,7 +95,8 @@ class DCMI(Attack):
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:
-        # adversary 3 reverses the Yes/No of the text; every other variant reads P(Yes) at the first token
+        # adversary 3 reverses the Yes/No of the text; every other variant reads P(Yes) from the top-K
+        # log-probabilities of the generated positions (the channel first_token_logprobs)
         return ("text",) if variant == "dcmi/adv3" else ("first_token_logprobs",)
 
     def __init__(self, params=None):
@@ -201,9 +212,11 @@ class DCMI(Attack):
         orig = df[df["kind"] == "orig"].drop_duplicates("doc_id").set_index("doc_id")
         docs = orig.index.tolist()
         pq = df[df["kind"] == "pert"]
+        if "token_top_logprobs" not in df.columns:
+            raise ValueError("dcmi needs the responses' token_top_logprobs column (empty lists for a black box)")
         pert = {
             (d, _key(th)): (text, tp)
-            for d, th, text, tp in zip(pq["doc_id"], pq["theta"], pq["response_text"], pq["first_token_logprobs"])
+            for d, th, text, tp in zip(pq["doc_id"], pq["theta"], pq["response_text"], pq["token_top_logprobs"])
         }
         thetas = self.all_thetas()
         for th in thetas:
@@ -220,7 +233,7 @@ class DCMI(Attack):
 
         black = self.black_box_scores(docs, ans_o, ans_p, no_answer)
         gray = self.gray_box_scores(
-            docs, list(orig["first_token_logprobs"]), tops_p, reference_labels, na_o, no_answer, tools
+            docs, list(orig["token_top_logprobs"]), tops_p, reference_labels, na_o, no_answer, tools
         )
         res = pd.concat([black] if gray is None else [black, gray], ignore_index=True)
         if not np.isfinite(res["score"]).all():
@@ -246,19 +259,30 @@ class DCMI(Attack):
         no_answer: dict,
         tools=None,
     ) -> pd.DataFrame | None:
-        """The variants read from first-token log-probabilities (``tops_o``: top-K list of each original
-        query, ``tops_p``: θ -> those of the perturbed queries), thresholds fitted on the reference
-        documents; None when no response has log-probabilities (a black-box target)."""
+        """The variants read from top-K log-probabilities (``tops_o``: the per-position top-K lists of
+        each original query's answer, ``tops_p``: θ -> those of the perturbed queries), thresholds
+        fitted on the reference documents; None when no response has log-probabilities (a black-box
+        target)."""
         have = [_has_top(x) for x in tops_o] + [_has_top(x) for v in tops_p.values() for x in v]
         if not any(have):
             if tools is not None and hasattr(tools, "log"):
-                tools.log("dcmi: no first-token log-probabilities; gray-box variants skipped (black box)")
+                tools.log("dcmi: no top-K log-probabilities; gray-box variants skipped (black box)")
             return None
         if not all(have):
-            raise ValueError("gray-box DCMI needs first-token log-probabilities in every response")
+            raise ValueError("gray-box DCMI needs top-K log-probabilities in every response")
 
-        p_o = np.array([yes_no_probabilities(x)[0] for x in tops_o])
-        cal = {th: p_o - np.array([yes_no_probabilities(x)[0] for x in tops_p[th]]) for th in tops_p}
+        read_o = [yes_no_at_first_position(x) for x in tops_o]
+        read_p = {th: [yes_no_at_first_position(x) for x in tops_p[th]] for th in tops_p}
+        p_o = np.array([r[0] for r in read_o])
+        cal = {th: p_o - np.array([r[0] for r in read_p[th]]) for th in tops_p}
+        pos_o = np.array([r[2] for r in read_o], dtype=int)
+        missing_o = pos_o < 0
+
+        def read(th=None):
+            """(yes_no_position, no_yes_no) of a variant reading the original query (and θ's)."""
+            if th is None:
+                return pos_o, missing_o
+            return pos_o, missing_o | (np.array([r[2] for r in read_p[th]], dtype=int) < 0)
 
         is_ref = np.array([d in reference_labels for d in docs])
         y_ref = np.array([int(reference_labels[d]) for d in np.array(docs, dtype=object)[is_ref]], dtype=int)
@@ -278,25 +302,33 @@ class DCMI(Attack):
             if best is None or n_ok > best[2]:
                 best = (th, g, n_ok)
         th1, g1, _ = best
-        out.append(_variant_frame(docs, "dcmi/adv1", cal[th1], (cal[th1] > g1).astype(int), th1, g1, no_answer[th1]))
+        out.append(
+            _variant_frame(docs, "dcmi/adv1", cal[th1], (cal[th1] > g1).astype(int), th1, g1, no_answer[th1], read(th1))
+        )
 
         # Adversary 2: τ = Q3 of the reference non-members' calibrated scores
         tau = float(np.percentile(cal[t2][is_ref][y_ref == 0], 75))
-        out.append(_variant_frame(docs, "dcmi/adv2", cal[t2], (cal[t2] > tau).astype(int), t2, tau, no_answer[t2]))
+        out.append(
+            _variant_frame(docs, "dcmi/adv2", cal[t2], (cal[t2] > tau).astype(int), t2, tau, no_answer[t2], read(t2))
+        )
 
         # ablation: no calibration
-        out.append(_variant_frame(docs, "dcmi/calibration=none", p_o, None, float("nan"), float("nan"), na_o))
+        out.append(_variant_frame(docs, "dcmi/calibration=none", p_o, None, float("nan"), float("nan"), na_o, read()))
 
         # each θ, γ chosen on the reference set
         for th in self.thetas:
             g = per_theta[th]
             out.append(
-                _variant_frame(docs, f"dcmi/theta={th:.2f}", cal[th], (cal[th] > g).astype(int), th, g, no_answer[th])
+                _variant_frame(
+                    docs, f"dcmi/theta={th:.2f}", cal[th], (cal[th] > g).astype(int), th, g, no_answer[th], read(th)
+                )
             )
 
         # each γ at theta_adv2
         for g in self.gammas:
             out.append(
-                _variant_frame(docs, f"dcmi/gamma={g:.1f}", cal[t2], (cal[t2] > g).astype(int), t2, g, no_answer[t2])
+                _variant_frame(
+                    docs, f"dcmi/gamma={g:.1f}", cal[t2], (cal[t2] > g).astype(int), t2, g, no_answer[t2], read(t2)
+                )
             )
         return pd.concat(out, ignore_index=True)

@@ -6,7 +6,10 @@
 2. ``build_queries``: ``summary + " " + question`` (or the bare question).
 3. ``score``: every answer is split into sentences (claims, :func:`ragmi.attacks.questions.split_text`
    with ``min_claim_length``); each claim is checked against the sentence units of the candidate
-   document (:func:`document_units`).  Per query: IDK if any claim is an abstention, else hit = 1 if
+   document (:func:`document_units`).  The NLI premise is therefore one *sentence unit* of the
+   document, as in the authors' code (``compute_entailment.py``), not the whole document D of the
+   paper (§5.5: "premise D", a long-context NLI model "comparing atomic claims against full target
+   documents"); the best-supporting unit counts.  Per query: IDK if any claim is an abstention, else hit = 1 if
    at least one claim is supported; a query without claims contributes 0.
    ``score = (1/n) * sum_q [hit_q - lambda_idk * idk_q]`` over the n queries asked.
 

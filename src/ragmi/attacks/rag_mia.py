@@ -1,18 +1,30 @@
 """RAG-MIA (Anderson et al., "Is my data in your retrieval database?").
 
-Query: one of the paper's five attack prompts (:data:`PROMPTS`) around the candidate sample (its text
-cut to ``max_chars`` characters); the RAG system retrieves with it and answers whether the sample
-appears in its context.
+Query: one of the paper's five attack prompts (:data:`PROMPTS`) around the candidate sample; the RAG
+system retrieves with it and answers whether the sample appears in its context.  The sample
+(:meth:`RagMIA.sample`, column ``sample`` of the queries) follows RAG-MIA §4: with ``sample:
+human_turn`` (default) the human part of a dialogue document (the candidates' ``human_turn``, the
+patient's message of HealthCareMagic) whole, and for a document without one (Enron) its text cut to
+``max_chars`` characters; ``sample: full_text`` always quotes the text cut to ``max_chars``.  The
+retrieval database holds the full documents either way.
 
 Variants, per template ``t``:
 
 * ``rag_mia/black/t{t}``: Yes -> member, No or neither -> non-member (:func:`parse_yes_no`); the
   "neither" answers are flagged ``no_answer``.
-* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) of the first generated token.
+* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) at the first generated position whose top-K
+  alternatives hold a Yes or No token (:func:`~ragmi.attacks.answers.yes_no_at_first_position`, read
+  from the responses' ``token_top_logprobs``; a chat model may open with a space, "Sure" or "**").  The
+  position is kept in column ``yes_no_position``; an answer with no Yes/No among the top tokens of
+  any position (-1) is flagged ``no_yes_no`` (the cost column ``no_yes_no_rate``) and reads the
+  floor probabilities of token 0.
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
   bootstrap sample of the reference documents.  Reference documents get out-of-fold scores
-  (``cv_folds``), the others the scores of an ensemble trained on all reference documents.
+  (``cv_folds``), the others the scores of an ensemble trained on all reference documents.  Its
+  decision rule is the ensemble's predicted class: member iff the mean probability > 0.5 (soft
+  voting; what a trained attack model decides, and what DCMI Table 2's accuracy of the RAG-MIA-gray
+  baseline measures).  ``gray-pyes`` is a bare score without a rule.
 
 Provenance: docs/provenance.md#rag_mia.
 """
@@ -26,7 +38,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .answers import parse_yes_no, yes_no_probabilities
+from .answers import parse_yes_no, yes_no_at_first_position
 from .base import Attack, merge_responses
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
@@ -44,8 +56,8 @@ def _logit(p: float, eps: float = 1e-12) -> float:
     return math.log(p) - math.log1p(-p)
 
 
-def gray_features(top: list) -> list[float]:
-    py, pn = yes_no_probabilities(top)
+def gray_features(py: float, pn: float) -> list[float]:
+    """logit(P(Yes)), logit(P(No)) and the class-scaled logit log P(Yes) - log P(No)."""
     return [_logit(py), _logit(pn), math.log(max(py, 1e-300)) - math.log(max(pn, 1e-300))]
 
 
@@ -111,14 +123,23 @@ class RagMIA(Attack):
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:
-        # black: the Yes/No of the answer text; gray and gray-pyes: the first token's log-probabilities
+        # black: the Yes/No of the answer text; gray and gray-pyes: the top-K log-probabilities of the
+        # generated positions (the channel first_token_logprobs, ragmi.audit.inventory)
         return ("first_token_logprobs",) if "/gray" in variant else ("text",)
+
+    def sample(self, text, human_turn) -> tuple[str, str]:
+        """(the quoted sample, its kind ``"human_turn"`` or ``"full_text"``) of one candidate."""
+        turn = "" if human_turn is None or pd.isna(human_turn) else str(human_turn).strip()
+        if self.params["sample"] == "human_turn" and turn:
+            return turn, "human_turn"
+        return str(text)[: self.params["max_chars"]], "full_text"
 
     def build_queries(self, candidates: pd.DataFrame, materials=None) -> pd.DataFrame:
         p = self.params
+        turns = candidates["human_turn"] if "human_turn" in candidates else [""] * len(candidates)
         rows = []
-        for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
-            sample = str(text)[: p["max_chars"]]
+        for doc_id, text, turn in zip(candidates["doc_id"], candidates["text"], turns):
+            sample, kind = self.sample(text, turn)
             for t in p["templates"]:
                 rows.append(
                     {
@@ -128,12 +149,17 @@ class RagMIA(Attack):
                         "max_tokens": int(p["max_tokens"]),
                         "top_logprobs": int(p["top_logprobs"]),
                         "template": int(t),
+                        "sample": kind,
                     }
                 )
         return pd.DataFrame(rows)
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         df = merge_responses(queries, responses)
+        if "token_top_logprobs" not in df.columns:
+            raise ValueError(
+                "gray-box RAG-MIA needs the responses' token_top_logprobs (top-K of every generated position)"
+            )
         out = []
         for t, g in df.groupby("template", sort=True):
             g = g.reset_index(drop=True)
@@ -148,12 +174,17 @@ class RagMIA(Attack):
                         "score": np.array(decision, float),
                         "decision": decision,
                         "no_answer": no_answer,
+                        "yes_no_position": pd.NA,
+                        "no_yes_no": pd.NA,
                     }
                 )
             )
-            feats = np.array([gray_features(x) for x in g["first_token_logprobs"]], dtype=float)
+            reads = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
+            feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
             if not np.isfinite(feats).all():
-                raise ValueError("gray-box RAG-MIA needs first-token log-probabilities in every response")
+                raise ValueError("gray-box RAG-MIA needs top-K log-probabilities in every response")
+            position = np.array([pos for _, _, pos in reads], dtype=int)
+            read = {"yes_no_position": position, "no_yes_no": position < 0}
             py = np.exp(feats[:, 2])
             out.append(
                 pd.DataFrame(
@@ -163,17 +194,20 @@ class RagMIA(Attack):
                         "score": py / (1.0 + py),
                         "decision": pd.NA,
                         "no_answer": no_answer,
+                        **read,
                     }
                 )
             )
+            ens = self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t))
             out.append(
                 pd.DataFrame(
                     {
                         "doc_id": g["doc_id"],
                         "variant": f"rag_mia/gray/t{t}",
-                        "score": self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t)),
-                        "decision": pd.NA,
+                        "score": ens,
+                        "decision": (ens > 0.5).astype(int),
                         "no_answer": no_answer,
+                        **read,
                     }
                 )
             )

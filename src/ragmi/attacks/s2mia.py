@@ -25,7 +25,8 @@ Variants:
   (:func:`min_margin`), >= 0 exactly when the decision is 1.  Columns ``theta_sem``, ``theta_ppl``.
 * ``s2mia/M``: member probability of a classifier on (S, PPL) trained on the reference documents
   (``classifier``: xgboost when importable (auto) or scikit-learn gradient boosting); reference
-  documents get out-of-fold predictions (``cv_folds``).
+  documents get out-of-fold predictions (``cv_folds``).  Decision: the classifier's predicted class
+  (member probability > 0.5, as ``predict`` decides).
 
 Provenance: docs/provenance.md#s2mia.
 """
@@ -274,11 +275,8 @@ class S2MIA(Attack):
             )
         )
         x = np.column_stack([s, ppl])
-        out.append(
-            pd.DataFrame(
-                {**base, "variant": "s2mia/M", "score": self.model_scores(x, is_ref, y_ref), "decision": pd.NA}
-            )
-        )
+        prob = self.model_scores(x, is_ref, y_ref)
+        out.append(pd.DataFrame({**base, "variant": "s2mia/M", "score": prob, "decision": (prob > 0.5).astype(int)}))
         res = pd.concat(out, ignore_index=True)
         cols = ["doc_id", "variant", "score", "decision"]
         return res[cols + [c for c in res.columns if c not in cols]]

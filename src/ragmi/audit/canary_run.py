@@ -26,7 +26,8 @@ def run_canary(spec: TargetSpec, corpus: pd.DataFrame, seed: int, max_tokens: in
     Path(workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = Path(tmp) / "index"
-        build_index(kb, RetrieverSpec.from_config(spec.retriever_name, spec.retriever), index, log=log)
+        retriever = RetrieverSpec.from_config(spec.retriever_name, spec.retriever)
+        build_index(kb, retriever, index, with_titles=bool(spec.target["with_titles"]), log=log)
         with rag_system(dataclasses.replace(spec, index_dir=str(index)), kb, log) as rag:
             q = exp.queries
             answers = rag.answer(

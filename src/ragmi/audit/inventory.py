@@ -89,6 +89,7 @@ def _probe_response(text: str) -> dict:
         "response_text": text,
         "first_token_logprobs": [{"token": "Yes", "logprob": -0.4}, {"token": "No", "logprob": -1.2}],
         "token_logprobs": [-0.5] * n,
+        "token_top_logprobs": [[{"token": "Yes", "logprob": -0.4}, {"token": "No", "logprob": -1.2}]] * n,
         "prompt_tokens": 100,
         "completion_tokens": n,
         "latency_s": 0.0,

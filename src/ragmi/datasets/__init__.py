@@ -1,4 +1,10 @@
-"""Corpora: every source becomes a frame with exactly ``doc_id``, ``text``, ``title`` (all ``str``).
+"""Corpora: every source becomes a frame with exactly ``doc_id``, ``text``, ``title``, ``human_turn``
+(all ``str``).
+
+``text`` is the document as the retrieval database holds it; ``human_turn`` is the human (patient)
+part of a dialogue document, kept apart so that an attack can quote the part its paper used as the
+sample (RAG-MIA §4: "In the HealthCareMagic dataset, the human part of the dialogue is used as the
+sample"); it is "" for corpora that are not dialogues.
 
 Public API::
 
@@ -12,6 +18,7 @@ and documents its other spec keys (the Hub keys ``hf_id/config/split/revision/pa
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 
 import pandas as pd
@@ -19,7 +26,7 @@ import pandas as pd
 from ragmi.datasets import beir, enron, healthcaremagic, local, pubmedqa, synthetic
 from ragmi.errors import ConfigError, DataError
 
-COLUMNS = ["doc_id", "text", "title"]
+COLUMNS = ["doc_id", "text", "title", "human_turn"]
 
 # load(name, spec, seed) -> the raw frame of dataset ``name``; ``seed`` matters to seeded sources only.
 Loader = Callable[[str, Mapping, int], pd.DataFrame]
@@ -38,7 +45,8 @@ SOURCES = tuple(REGISTRY)
 def normalize(df: pd.DataFrame, name: str = "corpus") -> tuple[pd.DataFrame, dict]:
     """Clean a loader's frame into the canonical corpus.
 
-    Keeps ``doc_id, text, title`` (missing values become ""), casts them to ``str`` and strips them;
+    Keeps ``doc_id, text, title, human_turn`` (missing values and missing columns become ""), casts
+    them to ``str`` and strips them;
     drops rows whose text is empty; drops later copies of a text that is identical to an earlier one
     once whitespace runs are collapsed and case is folded (the first occurrence is kept, its text
     unchanged); then requires non-empty, unique ``doc_id`` -- colliding source ids are a
@@ -78,13 +86,31 @@ def _load_raw(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     return REGISTRY[source](name, spec, seed)
 
 
+def with_schema_defaults(spec: Mapping) -> dict:
+    """``spec`` with the defaults that ``config/schema.yaml`` gives its source (``allOf`` rules of a
+    ``datasets`` entry) filled in where absent; nothing is validated here (the loaders check their
+    keys and name them in their errors)."""
+    from ragmi.config import load_schema
+
+    entry = load_schema()["properties"]["datasets"]["additionalProperties"]
+    out = dict(spec)
+    for rule in entry.get("allOf", []):
+        cond = rule["if"]["properties"]["source"]
+        allowed = [cond["const"]] if "const" in cond else list(cond["enum"])
+        if out.get("source") in allowed:
+            for key, sub in rule["then"]["properties"].items():
+                out.setdefault(key, copy.deepcopy(sub["default"]))
+    return out
+
+
 def load_corpus(name: str, spec: Mapping, seed: int) -> tuple[pd.DataFrame, dict]:
     """Load dataset ``name`` described by ``spec`` (``config['datasets'][name]``) and normalise it.
 
-    ``seed`` only matters for seeded sources (``synthetic``).  Raises :class:`ConfigError` for a bad
-    spec and :class:`DataError` for missing/unreadable data, each with one sentence naming the key
-    or file.
+    ``seed`` only matters for seeded sources (``synthetic``).  The schema's defaults of the source are
+    filled in (:func:`with_schema_defaults`), so a spec that did not go through the config validation
+    loads the same.  Raises :class:`ConfigError` for a bad spec and :class:`DataError` for
+    missing/unreadable data, each with one sentence naming the key or file.
     """
     if not isinstance(spec, Mapping):
         raise ConfigError(f"datasets.{name} must be a mapping with at least a 'source' key.")
-    return normalize(_load_raw(name, spec, seed), name)
+    return normalize(_load_raw(name, with_schema_defaults(spec), seed), name)

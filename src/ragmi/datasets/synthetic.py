@@ -8,7 +8,7 @@
   metrics look for).
 
 Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, 85-130 words (mean ~110), title "",
-``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed)`` and faker version -> identical frame.
+``human_turn`` = the patient turn (as for HealthCareMagic), ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed)`` and faker version -> identical frame.
 
 Spec keys: ``n_docs`` (schema default 1000), ``seed`` (optional, overrides the run seed).
 """
@@ -105,7 +105,8 @@ _CLOSE = ("Hope this helps.", "Take care.", "Wishing you good health.")
 _D0, _D1 = dt.date(2017, 1, 1), dt.date(2023, 12, 31)
 
 
-def _conversation(c: dict, rng: random.Random, fake: Faker) -> str:
+def _conversation(c: dict, rng: random.Random, fake: Faker) -> tuple[str, str]:
+    """(document text, patient turn)."""
     woman = rng.random() < 0.5
     first = fake.first_name_female() if woman else fake.first_name_male()
     s1, s2, s3 = rng.sample(c["symptoms"], 3)
@@ -130,7 +131,7 @@ def _conversation(c: dict, rng: random.Random, fake: Faker) -> str:
         f"{rng.choice(c['tests'])}. Start {med} {dose} {rng.choice(_FREQ)} for {rng.randint(3, 14)} "
         f"days, {a1} and {a2}. {rng.choice(_CLOSE)} Dr. {fake.last_name()}"
     )
-    return f"Patient: {patient}\nDoctor: {doctor}"
+    return f"Patient: {patient}\nDoctor: {doctor}", patient
 
 
 def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -139,13 +140,16 @@ def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
     fake = Faker("en_US")
     fake.seed_instance(seed)
     texts: list[str] = []
+    patients: list[str] = []
     seen: set[str] = set()
     while len(texts) < n_docs:
-        text = _conversation(rng.choice(CLUSTERS), rng, fake)
+        text, patient = _conversation(rng.choice(CLUSTERS), rng, fake)
         if text.casefold() not in seen:  # astronomically rare, but keeps n_docs exact after normalize
             seen.add(text.casefold())
             texts.append(text)
-    return pd.DataFrame({"doc_id": [f"syn-{i:06d}" for i in range(n_docs)], "text": texts, "title": ""})
+            patients.append(patient)
+    ids = [f"syn-{i:06d}" for i in range(n_docs)]
+    return pd.DataFrame({"doc_id": ids, "text": texts, "title": "", "human_turn": patients})
 
 
 def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 HOOKS = ("query", "retrieval", "content", "template", "output")
+# "first_token_logprobs" is the channel of the top-K alternatives' log-probabilities: the response
+# fields first_token_logprobs and token_top_logprobs (the top-K of every generated position).
 CHANNELS = ("retrieval_set", "context", "prompt", "text", "first_token_logprobs", "token_logprobs")
 REFUSAL = "I don't know."
 
@@ -76,7 +78,12 @@ def hook_view(state: QueryState, hook: str):
         return state.messages
     if hook == "output":
         r = state.response or {}
-        return [r.get("response_text"), r.get("first_token_logprobs"), r.get("token_logprobs")]
+        return [
+            r.get("response_text"),
+            r.get("first_token_logprobs"),
+            r.get("token_logprobs"),
+            r.get("token_top_logprobs"),
+        ]
     raise ValueError(f"unknown hook {hook!r}")
 
 
@@ -193,4 +200,5 @@ def set_response_text(state: QueryState, text: str, drop_logprobs: bool = False)
     if drop_logprobs:
         r["first_token_logprobs"] = []
         r["token_logprobs"] = []
+        r["token_top_logprobs"] = []
     state.response = r

@@ -14,7 +14,18 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..costs import BUDGET_VARIANT, NO_ANSWER, PREPARE_FAILURE
+from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
+from .tables import format_ci
+
+# The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
+# is a column of ragmi.metrics, so the paper's number is always shown beside the same quantity of ours.
+PUBLISHED_METRICS = {
+    "auc": "AUC",
+    "accuracy": "accuracy (rule)",
+    "bb_tpr": "rule TPR",
+    "bb_fpr": "rule FPR",
+    "tpr_at_fpr_0": "TPR@0%FPR",
+}
 
 
 def is_main_variant(variant: str) -> bool:
@@ -37,19 +48,37 @@ def defense_matches(entry: dict, defenses) -> bool:
     return kind == entry["defense"] and all(params.get(k) == v for k, v in entry.get("defense_params", {}).items())
 
 
+def _paper_number(value: float) -> str:
+    """A published number as printed: at least two decimals, up to four (DCMI prints 0.7945)."""
+    whole, frac = f"{float(value):.4f}".rstrip("0").split(".")
+    return f"{whole}.{frac.ljust(2, '0')}"
+
+
 def published_cell(row: pd.Series, published: list[dict], defenses=()) -> str:
-    """'0.89 AUC (RAG-MIA Tab. 2)' for the published numbers of the same setting — dataset source,
-    generator model, variant and defenses ``[(kind, params)]`` of the row's target —, else ''."""
+    """The published numbers of the same setting — dataset source, generator model, variant and
+    defenses ``[(kind, params)]`` of the row's target —, each beside the same metric of ours:
+    ``"rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (RAG-MIA Tab. 7)"`` (the entry's ``note`` after
+    its source); '' when there is none.  Entries marked ``comparable: false`` are never shown: they
+    are not the quantity ragmi computes (docs/provenance.md#published)."""
     hits = [
         p
         for p in published
         if "table" not in p  # entries with a table are the audit tables'
+        and p.get("comparable", True)
         and p["source"] == row.get("dataset_source")
         and p["model"] == row.get("generator_model")
         and fnmatch.fnmatchcase(str(row["variant"]), p["variant"])
         and defense_matches(p, defenses)
     ]
-    return "; ".join(f"{p['value']:.2f} {p['metric']} ({p['paper']})" for p in hits)
+    cells = []
+    for p in hits:
+        m = p["metric"]
+        if m not in PUBLISHED_METRICS:
+            raise ValueError(f"published entry {p} names metric {m!r}; allowed: {', '.join(PUBLISHED_METRICS)}")
+        ours = format_ci(row.get(m), row.get(f"{m}_lo"), row.get(f"{m}_hi"))
+        where = p["paper"] + (f"; {p['note']}" if p.get("note") else "")
+        cells.append(f"{PUBLISHED_METRICS[m]}: paper {_paper_number(p['value'])}, ours {ours} ({where})")
+    return "; ".join(cells)
 
 
 def diagnose(row: pd.Series) -> str:
@@ -64,6 +93,11 @@ def diagnose(row: pd.Series) -> str:
     na = row.get(NO_ANSWER)
     if pd.notna(na) and na >= 0.5:
         notes.append(f"{100 * na:.0f}% of answers unparseable")
+    nyn = row.get(NO_YES_NO)
+    if pd.notna(nyn) and nyn > 0:
+        notes.append(
+            f"P(Yes) read at the floor for {100 * nyn:.0f}% of answers (no Yes/No among the top-K tokens of any position)"
+        )
     pf = row.get(PREPARE_FAILURE)
     if pd.notna(pf) and pf > 0:
         notes.append(

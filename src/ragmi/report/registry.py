@@ -152,9 +152,11 @@ _TABLES = [
             "One row per attack's headline variant; sweeps and ablations are in dcmi_ablation and query_budget.",
             "menta/similarity is MEntA's similarity ablation (cosine ≥ 0.7 with the embedder), not its NLI "
             "entailment scorer: no NLI model installs offline here; menta/nli appears when configured.",
-            "published = the paper's number for the same dataset, generator model and variant "
-            "(config/published.yaml); note = where the numbers show the attack carries no information in this "
-            "setting.",
+            "published = the paper's number for the same dataset source, generator model, variant and defense "
+            "(config/published.yaml), each printed as '<metric>: paper <value>, ours <value [CI]>' beside the same "
+            "metric of ours, with the paper's caveat where it left the setting open; numbers that are not the "
+            "quantity ragmi computes (RAG-MIA's black-box AUC) are not shown (docs/provenance.md#published). "
+            "note = where the numbers show the attack carries no information in this setting.",
             "Costs are per candidate document: queries sent to the target, prompt and output tokens of those "
             "queries, and attacker-LLM tokens spent once in offline query generation.",
         ),
@@ -167,12 +169,16 @@ _TABLES = [
         name="rag_mia",
         title="RAG-MIA (Anderson et al.): black- and gray-box membership inference",
         notes=(
-            "black = Yes/No parsed from the answer text (single ROC point; TPR/FPR columns); "
+            "black = Yes/No parsed from the answer text: its decision rule gives the Rule TPR / Rule FPR columns, "
+            "the paper's 'Black-Box TPR / FPR' (Table 2), and its AUC is the single-point AUC (1 + TPR − FPR) / 2; "
             "gray = ensemble of attack models on first-token Yes/No logits (RAG-MIA §3), trained on the reference "
-            "set with out-of-fold reference scores; gray-pyes = P(Yes)/(P(Yes)+P(No)) without training.",
+            "set with out-of-fold reference scores, its rule the ensemble's predicted class (mean probability "
+            "> 0.5); gray-pyes = P(Yes)/(P(Yes)+P(No)) without training and without a rule.",
             "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
-            "Appendix C); candidate_retrieved_rate = share of member candidates whose own document was retrieved "
-            "(RAG-MIA Appendix B).",
+            "Appendix C); no_yes_no_rate = share of evaluation answers with no Yes/No among the top-K tokens of any "
+            "generated position (gray box: P(Yes) read at the floor of token 0; elsewhere P(Yes) is read at the first "
+            "position that has one); candidate_retrieved_rate = share of member candidates whose own document was "
+            "retrieved (RAG-MIA Appendix B).",
         ),
         inputs=MetricsOf(frozenset({"rag_mia"})),
         build=_rag_mia,
@@ -185,10 +191,10 @@ _TABLES = [
         notes=(
             "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set), dcmi/adv2 (θ = 0.06, "
             "threshold = Q3 of reference non-members) and dcmi/calibration=none (P(Yes) of the original query).",
-            "theta=…: calibrated score at that perturbation magnitude; its hard decision uses the γ chosen on the "
-            "reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ, shown in the BB TPR / "
-            "BB FPR columns (AUC and the accuracy column are threshold-free / reference-thresholded, so they do "
-            "not move with γ).",
+            "theta=…: calibrated score at that perturbation magnitude; its decision C > γ uses the γ chosen on "
+            "the reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ: Accuracy (decision "
+            "rule) and Rule TPR / FPR are that decision's (DCMI Fig. 9c); AUC and the best-threshold accuracy do "
+            "not depend on γ.",
         ),
         inputs=MetricsOf(frozenset({"dcmi"})),
         build=_dcmi_ablation,

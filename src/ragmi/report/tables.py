@@ -2,10 +2,12 @@
 
 The Markdown table has one row per (``dataset``, ``target``, ``attack``, ``variant``) — whichever of
 these grouping columns the metrics frame has, in that order — and cells such as
-``0.81 [0.75, 0.86]`` (point estimate and 95% bootstrap CI, 2 decimals).  A footnote states the
-protocol: thresholds chosen on the reference set and applied to the evaluation set, stratified
-bootstrap CIs, and the meaning of TPR@FPR (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA
-§5).
+``0.81 [0.75, 0.86]`` (point estimate and 95% bootstrap CI, 2 decimals).  "Accuracy (decision
+rule)" and "Rule TPR / FPR" are those of the variant's own decision rule (the papers' accuracy);
+"Best-threshold acc. (ragmi)" is the accuracy of ragmi's reference-set threshold on the score, labelled
+apart and never compared with a paper.  A footnote states the protocol: thresholds chosen on the
+reference set and applied to the evaluation set, stratified bootstrap CIs, and the meaning of TPR@FPR
+(TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).
 """
 
 from __future__ import annotations
@@ -103,12 +105,15 @@ def markdown_table(
     groups = [c for c in GROUP_COLUMNS if c in metrics_df.columns]
     keys = _fpr_keys(metrics_df.columns)
     has_bb = "bb_tpr" in metrics_df.columns and metrics_df["bb_tpr"].notna().any()
+    has_thr = "threshold_accuracy" in metrics_df.columns
     df = metrics_df.sort_values(groups, kind="stable") if groups else metrics_df
 
-    header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy"]
+    header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy (decision rule)"]
     header += [f"TPR@{k}%FPR" for k in keys]
     if has_bb:
-        header += ["BB TPR", "BB FPR"]
+        header += ["Rule TPR", "Rule FPR"]
+    if has_thr:
+        header += ["Best-threshold acc. (ragmi)"]
     header += [COST_LABELS.get(c, c) for c in extra]  # other extra columns keep their names
 
     lines = [f"# {title}", "", "| " + " | ".join(header) + " |"]
@@ -129,6 +134,8 @@ def markdown_table(
         if has_bb:
             cells.append(format_ci(g("bb_tpr"), g("bb_tpr_lo"), g("bb_tpr_hi")))
             cells.append(format_ci(g("bb_fpr"), g("bb_fpr_lo"), g("bb_fpr_hi")))
+        if has_thr:
+            cells.append(format_ci(g("threshold_accuracy"), g("threshold_accuracy_lo"), g("threshold_accuracy_hi")))
         cells += [_escape(format_extra(c, r[c])) for c in extra]
         lines.append("| " + " | ".join(cells) + " |")
 
@@ -148,7 +155,12 @@ def markdown_table(
         "- TPR@x%FPR: true-positive rate on the evaluation set at the threshold whose false-positive "
         "rate on the reference non-members is at most x% (TPR at low FPR, Carlini et al. 2022, as "
         "used in RAG-MIA §5); 'eval FPR' is the false-positive rate that threshold actually gives "
-        "on the evaluation set. Accuracy uses the reference-set accuracy-maximising threshold.",
+        "on the evaluation set.",
+        "- Accuracy (decision rule): the accuracy of the variant's own decision rule on the evaluation set "
+        "(RAG-MIA's Yes/No, DCMI's C > γ, MBA's γ, S2MIA's T, an attack model's predicted class), the "
+        f"accuracy the papers report; {DASH} for a variant without a rule. Best-threshold acc. (ragmi): the "
+        "evaluation accuracy of the score threshold that maximises accuracy on the reference set; it is "
+        "ragmi's, not a paper's, and is never compared with a published accuracy.",
     ]
     if "n_ref_nonmembers" in metrics_df.columns and metrics_df["n_ref_nonmembers"].notna().any():
         n_ref = int(metrics_df["n_ref_nonmembers"].min())
@@ -161,9 +173,9 @@ def markdown_table(
             )
     if has_bb:
         lines.append(
-            "- BB TPR / BB FPR: true- and false-positive rates of the hard Yes/No decision of "
-            f"black-box point attacks on the evaluation set (no threshold); {DASH} for attacks "
-            "without a hard decision."
+            "- Rule TPR / Rule FPR (bb_tpr / bb_fpr in the CSV): true- and false-positive rates of the "
+            "variant's decision rule on the evaluation set (for RAG-MIA's black box, the paper's "
+            f"'Black-Box TPR / FPR'); {DASH} for variants without a rule."
         )
     lines += [f"- {note}" for note in (notes or [])]
     return "\n".join(lines) + "\n"

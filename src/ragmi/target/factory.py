@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..cache import ResponseCache
 from ..defenses import build_defense
+from ..errors import ConfigError
 from ..models import is_packaged_gguf
 from .generators import (
     NO_API_KEY,
@@ -24,7 +25,7 @@ from .generators import (
     api_key_from_env,
     make_request,
 )
-from .index import Retriever, RetrieverSpec
+from .index import Retriever, RetrieverSpec, database_documents
 from .rag import RAGSystem
 from .templates import get_template
 from .vllm_server import SharedVLLMServer, VLLMServer
@@ -156,7 +157,14 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
             )
             chat = defender_chat(dgen, spec.seed)
         retriever = Retriever(spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever))
-        docs = dict(zip(members["doc_id"].astype(str), members["text"].astype(str)))
+        with_titles = bool(spec.target["with_titles"])
+        if retriever.with_titles != with_titles:
+            raise ConfigError(
+                f"target {spec.name}: the index {spec.index_dir} was built with_titles={retriever.with_titles}, "
+                f"the target has with_titles={with_titles}; rebuild the index"
+            )
+        # the context holds the documents as the index does: "<title>\n<text>" with titles
+        docs = database_documents(members, with_titles)
         yield RAGSystem(
             retriever=retriever,
             documents=docs,

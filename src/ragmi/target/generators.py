@@ -1,10 +1,12 @@
 """Generators behind the target RAG system (and behind the attacker LLM of offline query generation).
 
 Every backend answers a batch of requests (:func:`make_request`) with dicts ``{"response_text",
-"first_token_logprobs", "token_logprobs", "prompt_tokens", "completion_tokens", "latency_s"}``:
-``first_token_logprobs`` are the top-K alternatives of the first generated token as
-``[{"token", "logprob"}]`` (K = ``top_logprobs``, what a gray-box attack reads); ``token_logprobs``
-the log-probability of every generated token (response perplexity).
+"first_token_logprobs", "token_logprobs", "token_top_logprobs", "prompt_tokens", "completion_tokens",
+"latency_s"}``: ``token_top_logprobs`` are the top-K alternatives of every generated token, one list
+``[{"token", "logprob"}]`` per position (K = ``top_logprobs``; ``[]`` when K = 0), what a gray-box
+attack reads to find where the answer says Yes or No; ``first_token_logprobs`` is its first list
+(kept as it was, so responses cached before ``token_top_logprobs`` existed stay readable);
+``token_logprobs`` the log-probability of every generated token (response perplexity).
 
 * :class:`OpenAIGenerator`: any OpenAI-compatible endpoint (the shared vLLM server of the ``vllm``
   backend, or an external ``base_url``), with bounded concurrency, a per-request timeout and retries.
@@ -75,16 +77,21 @@ class OpenAIGenerator:
             resp = await client.chat.completions.create(**kwargs)
             latency = time.perf_counter() - t0
         choice = resp.choices[0]
-        first, token_lps = [], []
+        first, token_lps, tops = [], [], []
         content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
         if content:
-            first = [{"token": t.token, "logprob": float(t.logprob)} for t in (content[0].top_logprobs or [])]
             token_lps = [float(t.logprob) for t in content]
+            if req["top_logprobs"] > 0:
+                tops = [
+                    [{"token": a.token, "logprob": float(a.logprob)} for a in (t.top_logprobs or [])] for t in content
+                ]
+                first = tops[0]
         usage = resp.usage
         return {
             "response_text": choice.message.content or "",
             "first_token_logprobs": first,
             "token_logprobs": token_lps,
+            "token_top_logprobs": tops,
             "prompt_tokens": int(usage.prompt_tokens) if usage else 0,
             "completion_tokens": int(usage.completion_tokens) if usage else 0,
             "latency_s": latency,
@@ -186,15 +193,20 @@ class TransformersGenerator:
                     break
                 ids.append(tid)
             token_lps = [float(logps[t][i, tid]) for t, tid in enumerate(ids)]
-            first = []
+            first, tops = [], []
             if r["top_logprobs"] > 0:
-                vals, idx = torch.topk(logps[0][i], r["top_logprobs"])
-                first = [{"token": self.tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)]
+                # the top-K of token 0 even when nothing was generated (an immediate end of sequence)
+                for t in range(max(1, len(ids))):
+                    vals, idx = torch.topk(logps[t][i], r["top_logprobs"])
+                    tops.append([{"token": self.tok.decode([int(j)]), "logprob": float(v)} for v, j in zip(vals, idx)])
+                first = tops[0]
+                tops = tops[: len(ids)]
             results.append(
                 {
                     "response_text": self.tok.decode(ids, skip_special_tokens=True),
                     "first_token_logprobs": first,
                     "token_logprobs": token_lps,
+                    "token_top_logprobs": tops,
                     "prompt_tokens": int(enc["attention_mask"][i].sum()),
                     "completion_tokens": len(ids),
                     "latency_s": latency,
@@ -219,6 +231,20 @@ class TransformersGenerator:
         pass
 
 
+def upgrade_cached(response: dict | None, request: dict) -> dict | None:
+    """A cached response as the current code returns it, or None when it must be regenerated.
+
+    Responses cached before ``token_top_logprobs`` existed lack it: for a request without top-K
+    alternatives (``top_logprobs`` 0) it is ``[]`` and the entry is complete; a request that asks for
+    them is regenerated once (greedy decoding gives the same text) and its entry replaced under the
+    same key.  Cache keys never change."""
+    if response is None or "token_top_logprobs" in response:
+        return response
+    if request["top_logprobs"] > 0:
+        return None
+    return dict(response, token_top_logprobs=[])
+
+
 class CachedGenerator:
     """Cache in front of a lazily created backend: no backend, no server, when everything hits."""
 
@@ -232,7 +258,7 @@ class CachedGenerator:
 
     def generate(self, requests: list[dict]) -> list[dict]:
         keys = [request_key(self.model_id, r) for r in requests]
-        results = [self.cache.get(k) for k in keys]
+        results = [upgrade_cached(self.cache.get(k), r) for k, r in zip(keys, requests)]
         todo = [i for i, r in enumerate(results) if r is None]
         self.log(f"{len(requests)} requests: {len(requests) - len(todo)} from cache, {len(todo)} to generate")
         if todo:

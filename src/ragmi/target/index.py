@@ -5,14 +5,20 @@
   product on normalised vectors, built with one thread so the graph is identical run to run).
 * Sparse: BM25 via ``bm25s``.
 
+A document's database text (:func:`document_text`) is ``"<title>\\n<text>"`` when the corpus gives it
+a title and the target indexes titles (``targets.<name>.with_titles``), else its text; the RAG context
+holds the same text (``ragmi.target.factory``).  Dense retrievers with an E5 embedder encode
+``"passage: "`` + document and ``"query: "`` + query (:func:`text_prefixes`).
+
 Choices and their sources: docs/provenance.md#retrievers.  An index directory holds the index
-file(s), ``ids.parquet`` (row -> doc_id) and ``meta.json``.
+file(s), ``ids.parquet`` (row -> doc_id) and ``meta.json`` (with ``with_titles`` and the prefixes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +41,7 @@ class RetrieverSpec:
     hnsw_m: int
     hnsw_ef_search: int
     max_seq_length: int
+    text_prefixes: str  # "auto" | "e5" | "none"
 
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> RetrieverSpec:
@@ -42,11 +49,56 @@ class RetrieverSpec:
         return cls(**section_params("retrievers", cfg, where=f"retrievers.{name}"))
 
 
-def build_index(docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathLike, log=print) -> dict:
-    """Index ``docs`` (doc_id, text) into ``out_dir`` atomically; return its meta."""
+# An E5 model by name: intfloat/e5-base-v2, intfloat/multilingual-e5-large, e5-small, ...
+E5_NAME = re.compile(r"(^|[/_-])(multilingual-)?e5([-_.]|$)", re.IGNORECASE)
+
+
+def text_prefixes(spec: RetrieverSpec) -> tuple[str, str]:
+    """(query prefix, passage prefix) of the retriever: E5's ``"query: "`` / ``"passage: "`` for a dense
+    retriever whose embedder is an E5 model (``text_prefixes: auto``) or is declared one (``e5``),
+    else none.  E5 was trained with these prefixes; without them its similarities degrade."""
+    if spec.kind != "dense" or spec.text_prefixes == "none":
+        return "", ""
+    if spec.text_prefixes == "e5" or E5_NAME.search(spec.embedder):
+        return "query: ", "passage: "
+    return "", ""
+
+
+def document_text(title, text, with_titles: bool) -> str:
+    """A document as the retrieval database holds it: ``"<title>\\n<text>"`` when ``with_titles`` and
+    the document has a title, else its text."""
+    title = "" if title is None or title is pd.NA or title != title else str(title).strip()
+    return f"{title}\n{text}" if with_titles and title else str(text)
+
+
+def database_texts(docs: pd.DataFrame, with_titles: bool) -> list[str]:
+    """:func:`document_text` of every row of ``docs`` (doc_id, text[, title])."""
+    titles = docs["title"] if "title" in docs.columns else [""] * len(docs)
+    return [document_text(t, x, with_titles) for t, x in zip(titles, docs["text"])]
+
+
+def database_documents(docs: pd.DataFrame, with_titles: bool) -> dict:
+    """{doc_id: database text} of ``docs``: what the target puts in the RAG context, the same text
+    the index holds."""
+    return dict(zip(docs["doc_id"].astype(str), database_texts(docs, with_titles)))
+
+
+def build_index(
+    docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathLike, *, with_titles: bool, log=print
+) -> dict:
+    """Index ``docs`` (doc_id, text, title) into ``out_dir`` atomically; return its meta.
+
+    ``with_titles``: index ``"<title>\\n<text>"`` for documents with a title (:func:`document_text`)."""
     ids = docs["doc_id"].astype(str).tolist()
-    texts = docs["text"].astype(str).tolist()
-    meta = {"kind": spec.kind, "n": len(ids)}
+    texts = database_texts(docs, with_titles)
+    query_prefix, passage_prefix = text_prefixes(spec)
+    meta = {
+        "kind": spec.kind,
+        "n": len(ids),
+        "with_titles": bool(with_titles),
+        "query_prefix": query_prefix,
+        "passage_prefix": passage_prefix,
+    }
     with atomic_dir(out_dir) as tmp:
         if spec.kind == "dense":
             import faiss
@@ -54,7 +106,7 @@ def build_index(docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathL
             emb = Embedder(spec.embedder, max_seq_length=spec.max_seq_length)
             log(f"embedding {len(texts)} member documents with {spec.embedder}")
             normalize = spec.index != "flat_l2"
-            vecs = emb.encode(texts, normalize=normalize, progress=False)
+            vecs = emb.encode([passage_prefix + t for t in texts], normalize=normalize, progress=False)
             d = vecs.shape[1]
             if spec.index == "flat_ip":
                 index = faiss.IndexFlatIP(d)
@@ -97,11 +149,14 @@ class Retriever:
             import bm25s
 
             self.bm25 = bm25s.BM25.load(str(d / "bm25"))
+        # an index built before prefixes and titles were recorded was built without prefixes, untitled
+        self.query_prefix = self.meta.get("query_prefix", "")
+        self.with_titles = bool(self.meta.get("with_titles", False))
 
     def search(self, queries: list[str], k: int) -> tuple[list[list[str]], list[list[float]]]:
         k = min(k, len(self.ids))
         if self.meta["kind"] == "dense":
-            q = self.embedder.encode(queries, normalize=self.meta["normalized"])
+            q = self.embedder.encode([self.query_prefix + x for x in queries], normalize=self.meta["normalized"])
             scores, rows = self.index.search(q, k)
             if self.meta["index"] == "flat_l2":
                 scores = -scores  # higher = closer, whatever the metric
@@ -125,7 +180,7 @@ class Retriever:
             )
         if not hasattr(self, "_matrix"):
             self._matrix = self.index.reconstruct_n(0, self.index.ntotal)
-        q = self.embedder.encode(queries, normalize=self.meta["normalized"])
+        q = self.embedder.encode([self.query_prefix + x for x in queries], normalize=self.meta["normalized"])
         if self.meta["index"] == "flat_ip":
             s = q @ self._matrix.T
         else:

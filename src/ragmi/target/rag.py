@@ -26,6 +26,7 @@ def refusal_response(text: str) -> dict:
         "response_text": text,
         "first_token_logprobs": [],
         "token_logprobs": [],
+        "token_top_logprobs": [],
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "latency_s": 0.0,
