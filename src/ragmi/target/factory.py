@@ -83,10 +83,10 @@ class ManagedGenerator:
             log=self.log,
         )
 
-    def generate(self, requests):
+    def generate(self, requests, on_result=None):
         if self.inner is None:
             self.inner = self._create()
-        return self.inner.generate(requests)
+        return self.inner.generate(requests, on_result=on_result)
 
     def close(self):
         if self.server is not None:
@@ -101,6 +101,8 @@ def cached_generator(gen_cfg: Mapping, model_dir, cache_dir, threads: int, serve
     try:
         yield gen
     finally:
+        if gen.stats["requests"]:
+            log(gen.summary())
         managed.close()
 
 

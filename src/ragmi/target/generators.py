@@ -13,6 +13,12 @@ the log-probability of every generated token (response perplexity).
 * :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
   created (and its server started) only when a request misses the cache.
 
+``generate(requests, on_result=None)`` of every backend calls ``on_result(i, result)`` as soon as the
+answer to ``requests[i]`` exists (the OpenAI backend as each request finishes, the transformers backend
+after each batch), before it returns the whole list.  :class:`CachedGenerator` stores each answer in
+the cache right there, so a job killed midway (``kill -9``, out of memory, a pre-empted cluster job)
+loses only the requests in flight: its rerun finds every earlier answer cached.
+
 Settings come from a validated ``generators`` entry (``ragmi.target.factory``); no defaults here.
 """
 
@@ -90,7 +96,7 @@ class OpenAIGenerator:
             "latency_s": latency,
         }
 
-    async def _run(self, requests):
+    async def _run(self, requests, on_result=None):
         import openai
         from openai import AsyncOpenAI
 
@@ -104,6 +110,8 @@ class OpenAIGenerator:
             async def run(i, req):
                 nonlocal done
                 results[i] = await self._one(client, sem, req)
+                if on_result is not None:
+                    on_result(i, results[i])
                 done += 1
                 if done % max(1, len(requests) // 10) == 0 or done == len(requests):
                     self.log(f"  generated {done}/{len(requests)}")
@@ -120,10 +128,10 @@ class OpenAIGenerator:
                 ) from None
         return results
 
-    def generate(self, requests: list[dict]) -> list[dict]:
+    def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         if not requests:
             return []
-        return asyncio.run(self._run(requests))
+        return asyncio.run(self._run(requests, on_result))
 
     def close(self):
         pass
@@ -202,7 +210,7 @@ class TransformersGenerator:
             )
         return results
 
-    def generate(self, requests: list[dict]) -> list[dict]:
+    def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         # Batch requests of equal max_tokens together, longest prompts first (less padding).
         order = sorted(
             range(len(requests)), key=lambda i: (requests[i]["max_tokens"], -len(str(requests[i]["messages"])))
@@ -212,6 +220,8 @@ class TransformersGenerator:
             idx = order[b : b + self.batch_size]
             for i, res in zip(idx, self._batch([requests[i] for i in idx])):
                 results[i] = res
+                if on_result is not None:
+                    on_result(i, res)
             self.log(f"  generated {min(b + self.batch_size, len(order))}/{len(order)}")
         return results
 
@@ -220,7 +230,13 @@ class TransformersGenerator:
 
 
 class CachedGenerator:
-    """Cache in front of a lazily created backend: no backend, no server, when everything hits."""
+    """Cache in front of a lazily created backend: no backend, no server, when everything hits.
+
+    Each fresh answer is stored the moment the backend hands it over (``on_result``), not when the
+    whole batch is done.  A request that appears several times in one batch is sent once.
+    ``stats`` counts, over the generator's life, the requests asked for, those served from the cache
+    and those generated; :meth:`summary` is the line a job logs at its end.
+    """
 
     def __init__(self, model_id: str, factory: Callable[[], object], cache: ResponseCache, log=print):
         self.model_id = model_id
@@ -228,23 +244,52 @@ class CachedGenerator:
         self.cache = cache
         self.backend = None
         self.log = log
-        self.calls = 0
+        self.stats = {"requests": 0, "from_cache": 0, "generated": 0}
 
     def generate(self, requests: list[dict]) -> list[dict]:
         keys = [request_key(self.model_id, r) for r in requests]
         results = [self.cache.get(k) for k in keys]
-        todo = [i for i, r in enumerate(results) if r is None]
-        self.log(f"{len(requests)} requests: {len(requests) - len(todo)} from cache, {len(todo)} to generate")
+        missing = [i for i, r in enumerate(results) if r is None]
+        first: dict[str, int] = {}  # key -> the first request index that asks for it
+        for i in missing:
+            first.setdefault(keys[i], i)
+        todo = list(first.values())
+        n_hit = len(requests) - len(missing)
+        repeated = len(missing) - len(todo)
+        self.stats["requests"] += len(requests)
+        self.stats["from_cache"] += n_hit
+        self.log(
+            f"{len(requests)} requests: {n_hit} from cache, {len(todo)} to generate"
+            + (f" ({repeated} repeated within the batch, sent once)" if repeated else "")
+        )
         if todo:
             if self.backend is None:
                 self.backend = self.factory()
-            fresh = self.backend.generate([requests[i] for i in todo])
-            self.calls += len(todo)
-            for i, res in zip(todo, fresh):
+            stored = set()
+
+            def store(j: int, res: dict) -> None:
+                i = todo[j]
+                if i in stored:
+                    return
                 self.cache.put(keys[i], res)
                 results[i] = res
-        fresh_set = set(todo)
+                stored.add(i)
+                self.stats["generated"] += 1
+
+            fresh = self.backend.generate([requests[i] for i in todo], on_result=store)
+            for j, res in enumerate(fresh):  # a backend that returned without reporting every result
+                store(j, res)
+            for i in missing:
+                results[i] = results[first[keys[i]]]
+        fresh_set = set(missing)
         return [dict(r, cached=i not in fresh_set) for i, r in enumerate(results)]
+
+    def summary(self) -> str:
+        s = self.stats
+        return (
+            f"responses of {self.model_id}: {s['requests']} requests, {s['from_cache']} from cache, "
+            f"{s['generated']} generated"
+        )
 
     def close(self):
         if self.backend is not None:
