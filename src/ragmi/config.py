@@ -34,8 +34,17 @@ def _with_defaults(cls):
 _DefaultingValidator = _with_defaults(Draft202012Validator)
 
 
+_SCHEMAS: dict[tuple[str, int], dict] = {}
+
+
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    """The parsed schema (a fresh copy; parsed once per file version: validation reads it for every
+    plug-in, and parsing YAML is what made validating a config take seconds)."""
+    p = Path(path).resolve()
+    key = (str(p), p.stat().st_mtime_ns)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = yaml.safe_load(p.read_text())
+    return copy.deepcopy(_SCHEMAS[key])
 
 
 def validate_config(config: dict, schema: dict | None = None) -> dict:
@@ -67,6 +76,7 @@ def _check_references(cfg: dict) -> None:
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
     _check_defenses(cfg)
+    _check_models(cfg)
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] == "openai" and "base_url" not in g:
             raise ConfigError(f"config key generators.{name}.base_url: required for backend 'openai'")
@@ -74,6 +84,28 @@ def _check_references(cfg: dict) -> None:
             raise ConfigError(
                 f"config key generators.{name}.base_url: only used with backend 'openai' (backend is {g['backend']!r})"
             )
+
+
+def _check_models(cfg: dict) -> None:
+    """Every model the config names is a packaged model, an existing folder or a plausible Hub id."""
+    from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
+
+    for name, r in cfg.get("retrievers", {}).items():
+        if r.get("kind") == "dense":
+            check_model_reference(r["embedder"], f"retrievers.{name}.embedder", PACKAGED_EMBEDDERS)
+    for name, g in cfg.get("generators", {}).items():
+        if g["backend"] in ("vllm", "transformers"):  # openai: the endpoint's own model name
+            check_model_reference(g["model"], f"generators.{name}.model", PACKAGED_GGUF)
+    attacks = cfg.get("attacks") or {}
+    mba = attacks.get("mba")
+    if mba is not None and mba.get("proxy_lm", "attacker") != "attacker":
+        check_model_reference(mba["proxy_lm"], "attacks.mba.proxy_lm")
+    menta = attacks.get("menta")
+    if menta is not None:
+        if menta.get("scorer") == "nli":
+            check_model_reference(menta["nli_model"], "attacks.menta.nli_model")
+        else:
+            check_model_reference(menta["embedder"], "attacks.menta.embedder", PACKAGED_EMBEDDERS)
 
 
 def _check_defenses(cfg: dict) -> None:

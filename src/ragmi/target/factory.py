@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..cache import ResponseCache
 from ..defenses import build_defense
-from ..models import is_packaged_gguf
+from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
 from .generators import (
     NO_API_KEY,
     CachedGenerator,
@@ -72,6 +72,8 @@ class ManagedGenerator:
         if c["backend"] == "openai":
             base_url, api_key = c["base_url"], api_key_from_env(c.get("api_key_env"))
         else:
+            if hub_offline(self.server.server.environment()):
+                require_cached_hub_model(model_path(c, self.model_dir), "generator model (backend vllm)")
             base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
         return OpenAIGenerator(
             base_url,

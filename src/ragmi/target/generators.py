@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
+from ..models import load_error
 
 
 def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
@@ -146,12 +147,15 @@ class TransformersGenerator:
 
         self.torch = torch
         self.log = log
-        cfg = AutoConfig.from_pretrained(model_path)
-        self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
-        self.tok = AutoTokenizer.from_pretrained(model_path)
-        torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
-        cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
-        self.model = cls.from_pretrained(model_path, dtype=torch_dtype).eval()
+        try:
+            cfg = AutoConfig.from_pretrained(model_path)
+            self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
+            self.tok = AutoTokenizer.from_pretrained(model_path)
+            torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+            cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
+            self.model = cls.from_pretrained(model_path, dtype=torch_dtype).eval()
+        except Exception as e:  # noqa: BLE001 - a missing or broken model: one sentence, no traceback
+            raise load_error("generator model (backend transformers)", model_path, e) from None
         if not self.seq2seq:
             self.tok.padding_side = "left"
         if self.tok.pad_token is None:
