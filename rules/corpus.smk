@@ -30,6 +30,7 @@ rule split:
         member_fraction=config["split"]["member_fraction"],
         n_reference=config["split"]["n_reference"],
         n_eval=config["split"]["n_eval"],
+        allow_shrink=config["split"]["allow_shrink"],
         seed=SEED,
     log:
         "logs/split/{dataset}.log",
