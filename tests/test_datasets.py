@@ -361,7 +361,7 @@ def test_path_that_is_a_folder(tmp_path):
 
 def test_only_empty_or_duplicate_texts(tmp_path):
     p = tmp_path / "blank.csv"
-    p.write_text("body\n\" \"\nx\nX\n")
+    p.write_text('body\n" "\nx\nX\n')
     df, _ = load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body"}, 0)
     assert df["text"].tolist() == ["x"]
     p.write_text('body\n" "\n""\n')

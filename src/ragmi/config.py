@@ -218,12 +218,40 @@ def runs(cfg: dict) -> list[tuple[str, str, str]]:
     return [(d, t, a) for d in sorted(cfg["datasets"]) for t in sorted(cfg["targets"]) for a in target_attacks(cfg, t)]
 
 
-def load_config(path: str | Path) -> dict:
+def yaml_error_text(e: yaml.YAMLError) -> str:
+    """One line for a YAML error: where it is (1-based line and column) and what is wrong."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and cmark is not None and (mark is None or cmark.line != mark.line):
+        problem += f" ({context} that starts at line {cmark.line + 1}, column {cmark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return where + problem
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The raw mapping of a config file, or one ConfigError naming the file (and the line, for a YAML
+    syntax error): what Snakemake reports without either (tools/check_configfiles.py)."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config file {p} is a folder")
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
+    text = p.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
-    return validate_config(raw or {})
+        raise ConfigError(f"config file {p} is not valid YAML: {yaml_error_text(e)}") from None
+    if raw is None:
+        raise ConfigError(f"config file {p} is empty")
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"config file {p} must hold config keys (a mapping) at the top level, not a {type(raw).__name__}"
+        )
+    return raw
+
+
+def load_config(path: str | Path) -> dict:
+    return validate_config(read_config_file(path))
