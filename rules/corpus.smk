@@ -13,6 +13,8 @@ rule corpus:
         "logs/corpus/{dataset}.log",
     benchmark:
         "benchmarks/out/corpus/{dataset}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/corpus.py"
 
@@ -36,5 +38,7 @@ rule split:
         "logs/split/{dataset}.log",
     benchmark:
         "benchmarks/out/split/{dataset}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/split.py"

@@ -15,6 +15,8 @@ rule index:
         "logs/index/{dataset}/{retriever}.log",
     benchmark:
         "benchmarks/out/index/{dataset}/{retriever}.tsv"
+    conda:
+        "../envs/retrieval.yaml"
     script:
         "../workflow_scripts/index.py"
 
@@ -30,5 +32,7 @@ rule prepare_model:
         "logs/prepare_model/{model}.log",
     benchmark:
         "benchmarks/out/prepare_model/{model}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/prepare_model.py"
