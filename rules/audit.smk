@@ -32,6 +32,8 @@ rule hook_inventory:
         "logs/audit/hooks/{dataset}/{target}.log",
     benchmark:
         "benchmarks/out/audit/hooks/{dataset}/{target}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/hook_inventory.py"
 
@@ -47,6 +49,8 @@ rule leakage:
         "logs/audit/leakage/{dataset}/{target}/{attack}.log",
     benchmark:
         "benchmarks/out/audit/leakage/{dataset}/{target}/{attack}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/leakage.py"
 
@@ -74,5 +78,7 @@ rule canaries:
         "logs/audit/canaries/{target}/{seed}.log",
     benchmark:
         "benchmarks/out/audit/canaries/{target}/{seed}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/canaries.py"

@@ -13,6 +13,8 @@ rule corpus:
         "logs/corpus/{dataset}.log",
     benchmark:
         "benchmarks/out/corpus/{dataset}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/corpus.py"
 
@@ -30,11 +32,14 @@ rule split:
         member_fraction=config["split"]["member_fraction"],
         n_reference=config["split"]["n_reference"],
         n_eval=config["split"]["n_eval"],
+        allow_shrink=config["split"]["allow_shrink"],
         seed=SEED,
     log:
         "logs/split/{dataset}.log",
     benchmark:
         "benchmarks/out/split/{dataset}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/split.py"
 

@@ -23,6 +23,8 @@ rule prepare:
         "logs/prepare/{dataset}/{attack}.log",
     benchmark:
         "benchmarks/out/prepare/{dataset}/{attack}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/prepare.py"
 
@@ -41,6 +43,8 @@ checkpoint queries:
         "logs/queries/{dataset}/{attack}.log",
     benchmark:
         "benchmarks/out/queries/{dataset}/{attack}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/queries.py"
 
@@ -61,5 +65,7 @@ rule generate:
         "logs/generate/{dataset}/{target}/{attack}/{shard}.log",
     benchmark:
         "benchmarks/out/generate/{dataset}/{target}/{attack}/{shard}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/generate.py"

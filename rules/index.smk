@@ -17,6 +17,8 @@ rule index:
         "logs/index/{dataset}/{titles}/{retriever}.log",
     benchmark:
         "benchmarks/out/index/{dataset}/{titles}/{retriever}.tsv"
+    conda:
+        "../envs/retrieval.yaml"
     script:
         "../workflow_scripts/index.py"
 
@@ -43,5 +45,7 @@ rule prepare_model:
         "logs/prepare_model/{model}.log",
     benchmark:
         "benchmarks/out/prepare_model/{model}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/prepare_model.py"

@@ -14,6 +14,8 @@ rule score:
         "logs/score/{dataset}/{target}/{attack}.log",
     benchmark:
         "benchmarks/out/score/{dataset}/{target}/{attack}.tsv"
+    conda:
+        "../envs/retrieval.yaml"
     script:
         "../workflow_scripts/score.py"
 
@@ -34,5 +36,7 @@ rule metrics:
         "logs/metrics/{dataset}/{target}/{attack}.log",
     benchmark:
         "benchmarks/out/metrics/{dataset}/{target}/{attack}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/metrics.py"

@@ -15,6 +15,8 @@ rule table:
         "logs/tables/{table}.log",
     benchmark:
         "benchmarks/out/tables/{table}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/table.py"
 
@@ -38,6 +40,8 @@ for _table in TABLES.values():
                 f"logs/figures/{_figure.name}.log",
             benchmark:
                 f"benchmarks/out/figures/{_figure.name}.tsv"
+            conda:
+                "../envs/light.yaml"
             script:
                 "../workflow_scripts/table.py"
 
@@ -63,6 +67,8 @@ rule attack_figures:
         "logs/figures/{attack}/{dataset}__{target}.log",
     benchmark:
         "benchmarks/out/figures/{attack}/{dataset}__{target}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/figures.py"
 
@@ -82,5 +88,7 @@ rule roc_all_attacks:
         "logs/figures/roc/{dataset}__{target}.log",
     benchmark:
         "benchmarks/out/figures/roc/{dataset}__{target}.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/roc_all.py"

@@ -346,6 +346,62 @@ def test_unsupported_extension(tmp_path):
         load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body"}, 0)
 
 
+@pytest.mark.parametrize("fname", ["notes.csv", "notes.jsonl", "notes.json", "notes.parquet"])
+@pytest.mark.parametrize("content", [b"", b"\n  \n"])
+def test_empty_file_says_it_is_empty(tmp_path, fname, content):
+    if fname.endswith(".parquet") and content:
+        pytest.skip("a parquet file of blanks is not empty, it is unreadable")
+    p = tmp_path / fname
+    p.write_bytes(content)
+    with pytest.raises(DataError) as e:
+        load_corpus("mine", {"source": "local", "path": str(p), "text_column": "text"}, 0)
+    assert str(e.value) == f"datasets.mine: file {p} is empty."
+
+
+@pytest.mark.parametrize(
+    "fname, content, cols",
+    [("h.csv", "uid,body\n", " (columns: uid, body)"), ("a.json", "[]", ""), ("a.json", "[ ]\n", "")],
+)
+def test_file_without_records(tmp_path, fname, content, cols):
+    p = tmp_path / fname
+    p.write_text(content)
+    with pytest.raises(DataError) as e:
+        load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body"}, 0)
+    assert str(e.value) == f"datasets.mine: file {p} holds no records{cols}."
+    pq = tmp_path / "zero.parquet"
+    pd.DataFrame({"body": pd.Series([], dtype=str)}).to_parquet(pq)
+    with pytest.raises(DataError, match=r"zero\.parquet holds no records \(columns: body\)"):
+        load_corpus("mine", {"source": "local", "path": str(pq), "text_column": "body"}, 0)
+
+
+def test_path_that_is_a_folder(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with pytest.raises(DataError) as e:
+        load_corpus("mine", {"source": "local", "path": str(folder), "text_column": "body"}, 0)
+    assert str(e.value).startswith(f"datasets.mine: {folder} is a folder; name the corpus file itself")
+    # a partitioned parquet dataset (a folder named *.parquet) is read as one table
+    part = tmp_path / "docs.parquet"
+    part.mkdir()
+    pd.DataFrame({"body": ["a", "b"]}).to_parquet(part / "part-0.parquet")
+    pd.DataFrame({"body": ["c"]}).to_parquet(part / "part-1.parquet")
+    df, _ = load_corpus("mine", {"source": "local", "path": str(part), "text_column": "body"}, 0)
+    assert sorted(df["text"]) == ["a", "b", "c"]
+
+
+def test_only_empty_or_duplicate_texts(tmp_path):
+    p = tmp_path / "blank.csv"
+    p.write_text('body\n" "\nx\nX\n')
+    df, _ = load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body"}, 0)
+    assert df["text"].tolist() == ["x"]
+    p.write_text('body\n" "\n""\n')
+    with pytest.raises(DataError) as e:
+        load_corpus("mine", {"source": "local", "path": str(p), "text_column": "body"}, 0)
+    assert str(e.value) == (
+        "datasets.mine: no documents left after cleaning: all 2 texts are empty or duplicates (2 empty, 0 duplicates)."
+    )
+
+
 def test_unreadable_file(tmp_path):
     p = tmp_path / "broken.jsonl"
     p.write_text('{"body": "ok"}\n{not json\n')

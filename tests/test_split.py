@@ -36,10 +36,39 @@ def test_deterministic_and_seed_dependent():
     assert a["doc_id"].tolist() != c["doc_id"].tolist()
 
 
-def test_capped_by_what_exists():
-    _, _, candidates, info = split_corpus(corpus(50), 0.8, 100, 100, seed=0)
+def test_too_few_documents_is_an_error_stating_requested_and_available():
+    with pytest.raises(DataError) as e:
+        split_corpus(corpus(50), 0.8, 100, 100, seed=0, name="mine")
+    msg = str(e.value)
+    assert msg.startswith(
+        "dataset mine: split.n_reference + split.n_eval ask for 100 + 100 = 200 candidates per class, but the 50 "
+        "documents left after cleaning give 40 members and 10 non-members (split.member_fraction 0.8)"
+    )
+    assert "split.allow_shrink: true" in msg
+    # exactly enough is fine
+    _, _, candidates, info = split_corpus(corpus(50), 0.8, 4, 6, seed=0)
+    assert not info["capped"] and len(candidates) == 20
+
+
+def test_allow_shrink_caps_by_what_exists():
+    _, _, candidates, info = split_corpus(corpus(50), 0.8, 100, 100, seed=0, allow_shrink=True)
     assert info["capped"] and info["n_reference_per_class"] == 5 and info["n_eval_per_class"] == 5
+    assert (info["requested_reference_per_class"], info["requested_eval_per_class"]) == (100, 100)
     assert len(candidates) == 20
+
+
+@pytest.mark.parametrize("n_ref, n_eval, expected", [(6, 10, (2, 2)), (100, 2, (2, 2)), (2, 100, (2, 2))])
+def test_shrinking_never_goes_below_two_per_set(n_ref, n_eval, expected):
+    # 20 documents, 0.8: 16 members and 4 non-members; the proportional share would give 1 + 3 or 3 + 1
+    _, _, candidates, info = split_corpus(corpus(20), 0.8, n_ref, n_eval, seed=0, allow_shrink=True)
+    assert (info["n_reference_per_class"], info["n_eval_per_class"]) == expected
+    assert candidates.groupby(["label", "role"]).size().tolist() == [2, 2, 2, 2]
+
+
+def test_shrinking_below_the_minimum_is_an_error():
+    # 12 documents, 0.75: 9 members, 3 non-members: 2 + 2 per class is impossible
+    with pytest.raises(DataError, match="3 non-members .*even with split.allow_shrink at least 4 per class"):
+        split_corpus(corpus(12), 0.75, 2, 2, seed=0, allow_shrink=True)
 
 
 def test_same_text_in_both_sets_is_an_error():

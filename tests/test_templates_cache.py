@@ -29,10 +29,12 @@ def test_dcmi_template_puts_context_in_system():
 
 
 class CountingBackend:
+    """Returns its answers only at the end (never calls ``on_result``): the cache stores them then."""
+
     def __init__(self):
         self.seen = []
 
-    def generate(self, reqs):
+    def generate(self, reqs, on_result=None):
         self.seen += reqs
         return [
             {

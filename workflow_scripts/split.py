@@ -11,13 +11,18 @@ def main(smk, log):
     p = smk.params
     corpus = pd.read_parquet(smk.input.corpus)
     members, nonmembers, candidates, info = split_corpus(
-        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name
+        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name, allow_shrink=p.allow_shrink
     )
     if info["capped"]:
+        bar = "!" * 100
+        log(bar)
         log(
-            f"WARNING: requested {p.n_reference}+{p.n_eval} candidates per class, only "
-            f"{info['n_reference_per_class']}+{info['n_eval_per_class']} available"
+            f"WARNING: dataset {p.name}: SHRUNK to {info['n_reference_per_class']} reference + "
+            f"{info['n_eval_per_class']} evaluation candidates per class (requested {p.n_reference} + {p.n_eval}; "
+            f"{info['n_members']} members, {info['n_nonmembers']} non-members), because split.allow_shrink is "
+            "true. Every number of this dataset rests on these smaller sets (see split.json)."
         )
+        log(bar)
     log(
         f"{info['n_members']} members, {info['n_nonmembers']} non-members; candidates per class: "
         f"{info['n_reference_per_class']} reference + {info['n_eval_per_class']} evaluation"

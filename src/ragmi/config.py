@@ -34,8 +34,17 @@ def _with_defaults(cls):
 _DefaultingValidator = _with_defaults(Draft202012Validator)
 
 
+_SCHEMAS: dict[tuple[str, int], dict] = {}
+
+
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    """The parsed schema (a fresh copy; parsed once per file version: validation reads it for every
+    plug-in, and parsing YAML is what made validating a config take seconds)."""
+    p = Path(path).resolve()
+    key = (str(p), p.stat().st_mtime_ns)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = yaml.safe_load(p.read_text())
+    return copy.deepcopy(_SCHEMAS[key])
 
 
 def validate_config(config: dict, schema: dict | None = None) -> dict:
@@ -68,6 +77,7 @@ def _check_references(cfg: dict) -> None:
                 )
     _derive_controls(cfg)
     _check_defenses(cfg)
+    _check_models(cfg)
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] == "openai" and "base_url" not in g:
             raise ConfigError(f"config key generators.{name}.base_url: required for backend 'openai'")
@@ -98,6 +108,28 @@ def _derive_controls(cfg: dict) -> None:
                 if controls["attacks"] is not None:
                     derived["attacks"] = list(controls["attacks"])
                 cfg["targets"][name + suffix] = derived
+
+
+def _check_models(cfg: dict) -> None:
+    """Every model the config names is a packaged model, an existing folder or a plausible Hub id."""
+    from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
+
+    for name, r in cfg.get("retrievers", {}).items():
+        if r.get("kind") == "dense":
+            check_model_reference(r["embedder"], f"retrievers.{name}.embedder", PACKAGED_EMBEDDERS)
+    for name, g in cfg.get("generators", {}).items():
+        if g["backend"] in ("vllm", "transformers"):  # openai: the endpoint's own model name
+            check_model_reference(g["model"], f"generators.{name}.model", PACKAGED_GGUF)
+    attacks = cfg.get("attacks") or {}
+    mba = attacks.get("mba")
+    if mba is not None and mba.get("proxy_lm", "attacker") != "attacker":
+        check_model_reference(mba["proxy_lm"], "attacks.mba.proxy_lm")
+    menta = attacks.get("menta")
+    if menta is not None:
+        if menta.get("scorer") == "nli":
+            check_model_reference(menta["nli_model"], "attacks.menta.nli_model")
+        else:
+            check_model_reference(menta["embedder"], "attacks.menta.embedder", PACKAGED_EMBEDDERS)
 
 
 def _check_defenses(cfg: dict) -> None:
@@ -210,12 +242,40 @@ def runs(cfg: dict) -> list[tuple[str, str, str]]:
     return [(d, t, a) for d in sorted(cfg["datasets"]) for t in sorted(cfg["targets"]) for a in target_attacks(cfg, t)]
 
 
-def load_config(path: str | Path) -> dict:
+def yaml_error_text(e: yaml.YAMLError) -> str:
+    """One line for a YAML error: where it is (1-based line and column) and what is wrong."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and cmark is not None and (mark is None or cmark.line != mark.line):
+        problem += f" ({context} that starts at line {cmark.line + 1}, column {cmark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return where + problem
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The raw mapping of a config file, or one ConfigError naming the file (and the line, for a YAML
+    syntax error): what Snakemake reports without either (tools/check_configfiles.py)."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config file {p} is a folder")
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
+    text = p.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
-    return validate_config(raw or {})
+        raise ConfigError(f"config file {p} is not valid YAML: {yaml_error_text(e)}") from None
+    if raw is None:
+        raise ConfigError(f"config file {p} is empty")
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"config file {p} must hold config keys (a mapping) at the top level, not a {type(raw).__name__}"
+        )
+    return raw
+
+
+def load_config(path: str | Path) -> dict:
+    return validate_config(read_config_file(path))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .models import resolve_embedder
+from .errors import RagmiError
+from .models import load_error, resolve_embedder
 
 
 class Embedder:
@@ -16,7 +17,13 @@ class Embedder:
         from sentence_transformers import SentenceTransformer
 
         self.name = name
-        self.model = SentenceTransformer(resolve_embedder(name), device="cpu")
+        path = resolve_embedder(name)
+        try:
+            self.model = SentenceTransformer(path, device="cpu")
+        except RagmiError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a missing or broken model: one sentence, no traceback
+            raise load_error("embedder", name, e) from None
         if max_seq_length:
             self.model.max_seq_length = max_seq_length
         self.batch_size = batch_size

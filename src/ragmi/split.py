@@ -21,20 +21,32 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", str(text)).strip().casefold()
 
 
-def _sizes(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
-    if avail >= n_ref + n_eval:
-        return n_ref, n_eval
-    ref = avail * n_ref // (n_ref + n_eval)
+# The fewest reference (and evaluation) documents per class: the schema's minimum of split.n_reference
+# and split.n_eval.  A threshold or a bootstrap interval on fewer is meaningless.
+MIN_PER_SET = 2
+
+
+def _shrunk(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
+    """Proportional sizes for ``avail`` documents per class, each at least MIN_PER_SET."""
+    ref = min(max(MIN_PER_SET, avail * n_ref // (n_ref + n_eval)), avail - MIN_PER_SET)
     return ref, avail - ref
 
 
 def split_corpus(
-    corpus: pd.DataFrame, member_fraction: float, n_reference: int, n_eval: int, seed: int, name: str = "dataset"
+    corpus: pd.DataFrame,
+    member_fraction: float,
+    n_reference: int,
+    n_eval: int,
+    seed: int,
+    name: str = "dataset",
+    allow_shrink: bool = False,
 ):
     """Return (members, nonmembers, candidates, info).
 
     ``candidates`` has doc_id, text, title, human_turn, label (1 member / 0 non-member) and role
-    ("reference" / "eval"), in a seeded random order (never sorted by label or role).
+    ("reference" / "eval"), in a seeded random order (never sorted by label or role).  Too few
+    members or non-members for ``n_reference + n_eval`` is a DataError unless ``allow_shrink`` (then
+    ``info["capped"]`` is true).
     """
     lacking = [c for c in CORPUS_COLUMNS if c not in corpus.columns]
     if lacking:
@@ -57,9 +69,24 @@ def split_corpus(
         raise DataError(f"dataset {name}: {len(overlap)} texts are both member and non-member after cleaning")
 
     avail = min(len(members), len(nonmembers))
-    ref, ev = _sizes(avail, n_reference, n_eval)
-    if ref < 1 or ev < 1:
-        raise DataError(f"dataset {name}: too few documents for a reference and an evaluation set ({avail} per class)")
+    ref, ev = n_reference, n_eval
+    if avail < n_reference + n_eval:
+        counts = (
+            f"dataset {name}: split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
+            f"{n_reference + n_eval} candidates per class, but the {n} documents left after cleaning give "
+            f"{len(members)} members and {len(nonmembers)} non-members (split.member_fraction {member_fraction})"
+        )
+        if not allow_shrink:
+            raise DataError(
+                f"{counts}; lower split.n_reference / split.n_eval, use a larger corpus, or set "
+                "split.allow_shrink: true to shrink both sets to what exists"
+            )
+        if avail < 2 * MIN_PER_SET:
+            raise DataError(
+                f"{counts}; even with split.allow_shrink at least {2 * MIN_PER_SET} per class are needed "
+                f"({MIN_PER_SET} reference + {MIN_PER_SET} evaluation)"
+            )
+        ref, ev = _shrunk(avail, n_reference, n_eval)
     parts = []
     for label, frame in ((1, members), (0, nonmembers)):
         pick = rng.permutation(len(frame))[: ref + ev]

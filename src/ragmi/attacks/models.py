@@ -10,6 +10,7 @@ import numpy as np
 
 from ..embedder import Embedder
 from ..errors import ConfigError
+from ..models import load_error
 
 # --------------------------------------------------------------------------------------------------
 # NLI (MEntA's entailment scorer)
@@ -169,6 +170,9 @@ def load_proxy(path: str, dtype: str, device: str):
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
-    return tok, model
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except Exception as e:  # noqa: BLE001 - a missing or broken model: one sentence, no traceback
+        raise load_error("MBA proxy LM (attacks.mba.proxy_lm)", path, e) from None
+    return tok, model.to(device).eval()

@@ -113,4 +113,10 @@ def load_corpus(name: str, spec: Mapping, seed: int) -> tuple[pd.DataFrame, dict
     """
     if not isinstance(spec, Mapping):
         raise ConfigError(f"datasets.{name} must be a mapping with at least a 'source' key.")
-    return normalize(_load_raw(name, with_schema_defaults(spec), seed), name)
+    df, stats = normalize(_load_raw(name, with_schema_defaults(spec), seed), name)
+    if stats["n_docs"] == 0:
+        raise DataError(
+            f"datasets.{name}: no documents left after cleaning: all {stats['n_raw']} texts are empty or "
+            f"duplicates ({stats['n_empty_dropped']} empty, {stats['n_duplicates_dropped']} duplicates)."
+        )
+    return df, stats

@@ -28,31 +28,43 @@ FORMATS = (".parquet", ".jsonl", ".json", ".csv")
 
 
 def read_table(path: str | Path, name: str) -> pd.DataFrame:
-    """Read a .parquet/.jsonl/.json/.csv file; any problem is a :class:`DataError` naming the file."""
+    """Read a .parquet/.jsonl/.json/.csv file; any problem is a :class:`DataError` naming the file.
+
+    A folder is accepted only as a partitioned ``.parquet`` dataset; an empty file, or one without a
+    single record, is an error of its own (not a missing column)."""
     p = Path(path).expanduser()
     ext = p.suffix.lower()
+    if p.is_dir() and ext != ".parquet":
+        raise DataError(f"datasets.{name}: {p} is a folder; name the corpus file itself ({', '.join(FORMATS)}).")
     if ext not in FORMATS:
         raise DataError(
             f"datasets.{name}: file {p} has unsupported extension '{ext or '(none)'}' "
             f"(expected one of {', '.join(FORMATS)})."
         )
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"datasets.{name}: file {p} does not exist.")
+    if p.is_file() and (p.stat().st_size == 0 or (ext != ".parquet" and not p.read_bytes().strip())):
+        raise DataError(f"datasets.{name}: file {p} is empty.")
     try:
         if ext == ".parquet":
-            return pd.read_parquet(p)
-        if ext == ".csv":
-            return pd.read_csv(p, dtype=str, keep_default_na=False)
-        raw = p.read_text(encoding="utf-8")
-        if ext == ".json" and raw.lstrip().startswith("["):
-            records = json.loads(raw)
+            df = pd.read_parquet(p)
+        elif ext == ".csv":
+            df = pd.read_csv(p, dtype=str, keep_default_na=False)
         else:
-            records = [json.loads(line) for line in raw.splitlines() if line.strip()]
-        if not all(isinstance(r, dict) for r in records):
-            raise ValueError("every record must be a JSON object")
-        return pd.DataFrame.from_records(records)
+            raw = p.read_text(encoding="utf-8")
+            if ext == ".json" and raw.lstrip().startswith("["):
+                records = json.loads(raw)
+            else:
+                records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+            if not all(isinstance(r, dict) for r in records):
+                raise ValueError("every record must be a JSON object")
+            df = pd.DataFrame.from_records(records)
     except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
         raise DataError(f"datasets.{name}: file {p} could not be read as {ext[1:]} ({exc}).") from exc
+    if len(df) == 0:
+        cols = f" (columns: {', '.join(map(str, df.columns))})" if len(df.columns) else ""
+        raise DataError(f"datasets.{name}: file {p} holds no records{cols}.")
+    return df
 
 
 def require_columns(df: pd.DataFrame, columns: Iterable[str], name: str, where: str) -> None:

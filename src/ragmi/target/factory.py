@@ -16,7 +16,7 @@ import pandas as pd
 from ..cache import ResponseCache
 from ..defenses import build_defense
 from ..errors import ConfigError
-from ..models import is_packaged_gguf
+from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
 from .generators import (
     NO_API_KEY,
     CachedGenerator,
@@ -73,6 +73,8 @@ class ManagedGenerator:
         if c["backend"] == "openai":
             base_url, api_key = c["base_url"], api_key_from_env(c.get("api_key_env"))
         else:
+            if hub_offline(self.server.server.environment()):
+                require_cached_hub_model(model_path(c, self.model_dir), "generator model (backend vllm)")
             base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
         return OpenAIGenerator(
             base_url,
@@ -84,10 +86,10 @@ class ManagedGenerator:
             log=self.log,
         )
 
-    def generate(self, requests):
+    def generate(self, requests, on_result=None):
         if self.inner is None:
             self.inner = self._create()
-        return self.inner.generate(requests)
+        return self.inner.generate(requests, on_result=on_result)
 
     def close(self):
         if self.server is not None:
@@ -102,6 +104,8 @@ def cached_generator(gen_cfg: Mapping, model_dir, cache_dir, threads: int, serve
     try:
         yield gen
     finally:
+        if gen.stats["requests"]:
+            log(gen.summary())
         managed.close()
 
 

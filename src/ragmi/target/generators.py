@@ -15,6 +15,12 @@ attack reads to find where the answer says Yes or No; ``first_token_logprobs`` i
 * :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
   created (and its server started) only when a request misses the cache.
 
+``generate(requests, on_result=None)`` of every backend calls ``on_result(i, result)`` as soon as the
+answer to ``requests[i]`` exists (the OpenAI backend as each request finishes, the transformers backend
+after each batch), before it returns the whole list.  :class:`CachedGenerator` stores each answer in
+the cache right there, so a job killed midway (``kill -9``, out of memory, a pre-empted cluster job)
+loses only the requests in flight: its rerun finds every earlier answer cached.
+
 Settings come from a validated ``generators`` entry (``ragmi.target.factory``); no defaults here.
 """
 
@@ -27,6 +33,7 @@ from collections.abc import Callable
 
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
+from ..models import load_error
 
 
 def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
@@ -97,7 +104,7 @@ class OpenAIGenerator:
             "latency_s": latency,
         }
 
-    async def _run(self, requests):
+    async def _run(self, requests, on_result=None):
         import openai
         from openai import AsyncOpenAI
 
@@ -111,6 +118,8 @@ class OpenAIGenerator:
             async def run(i, req):
                 nonlocal done
                 results[i] = await self._one(client, sem, req)
+                if on_result is not None:
+                    on_result(i, results[i])
                 done += 1
                 if done % max(1, len(requests) // 10) == 0 or done == len(requests):
                     self.log(f"  generated {done}/{len(requests)}")
@@ -127,10 +136,10 @@ class OpenAIGenerator:
                 ) from None
         return results
 
-    def generate(self, requests: list[dict]) -> list[dict]:
+    def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         if not requests:
             return []
-        return asyncio.run(self._run(requests))
+        return asyncio.run(self._run(requests, on_result))
 
     def close(self):
         pass
@@ -145,12 +154,15 @@ class TransformersGenerator:
 
         self.torch = torch
         self.log = log
-        cfg = AutoConfig.from_pretrained(model_path)
-        self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
-        self.tok = AutoTokenizer.from_pretrained(model_path)
-        torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
-        cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
-        self.model = cls.from_pretrained(model_path, dtype=torch_dtype).eval()
+        try:
+            cfg = AutoConfig.from_pretrained(model_path)
+            self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
+            self.tok = AutoTokenizer.from_pretrained(model_path)
+            torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+            cls = AutoModelForSeq2SeqLM if self.seq2seq else AutoModelForCausalLM
+            self.model = cls.from_pretrained(model_path, dtype=torch_dtype).eval()
+        except Exception as e:  # noqa: BLE001 - a missing or broken model: one sentence, no traceback
+            raise load_error("generator model (backend transformers)", model_path, e) from None
         if not self.seq2seq:
             self.tok.padding_side = "left"
         if self.tok.pad_token is None:
@@ -214,7 +226,7 @@ class TransformersGenerator:
             )
         return results
 
-    def generate(self, requests: list[dict]) -> list[dict]:
+    def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         # Batch requests of equal max_tokens together, longest prompts first (less padding).
         order = sorted(
             range(len(requests)), key=lambda i: (requests[i]["max_tokens"], -len(str(requests[i]["messages"])))
@@ -224,6 +236,8 @@ class TransformersGenerator:
             idx = order[b : b + self.batch_size]
             for i, res in zip(idx, self._batch([requests[i] for i in idx])):
                 results[i] = res
+                if on_result is not None:
+                    on_result(i, res)
             self.log(f"  generated {min(b + self.batch_size, len(order))}/{len(order)}")
         return results
 
@@ -246,7 +260,13 @@ def upgrade_cached(response: dict | None, request: dict) -> dict | None:
 
 
 class CachedGenerator:
-    """Cache in front of a lazily created backend: no backend, no server, when everything hits."""
+    """Cache in front of a lazily created backend: no backend, no server, when everything hits.
+
+    Each fresh answer is stored the moment the backend hands it over (``on_result``), not when the
+    whole batch is done.  A request that appears several times in one batch is sent once.
+    ``stats`` counts, over the generator's life, the requests asked for, those served from the cache
+    and those generated; :meth:`summary` is the line a job logs at its end.
+    """
 
     def __init__(self, model_id: str, factory: Callable[[], object], cache: ResponseCache, log=print):
         self.model_id = model_id
@@ -254,23 +274,52 @@ class CachedGenerator:
         self.cache = cache
         self.backend = None
         self.log = log
-        self.calls = 0
+        self.stats = {"requests": 0, "from_cache": 0, "generated": 0}
 
     def generate(self, requests: list[dict]) -> list[dict]:
         keys = [request_key(self.model_id, r) for r in requests]
         results = [upgrade_cached(self.cache.get(k), r) for k, r in zip(keys, requests)]
-        todo = [i for i, r in enumerate(results) if r is None]
-        self.log(f"{len(requests)} requests: {len(requests) - len(todo)} from cache, {len(todo)} to generate")
+        missing = [i for i, r in enumerate(results) if r is None]
+        first: dict[str, int] = {}  # key -> the first request index that asks for it
+        for i in missing:
+            first.setdefault(keys[i], i)
+        todo = list(first.values())
+        n_hit = len(requests) - len(missing)
+        repeated = len(missing) - len(todo)
+        self.stats["requests"] += len(requests)
+        self.stats["from_cache"] += n_hit
+        self.log(
+            f"{len(requests)} requests: {n_hit} from cache, {len(todo)} to generate"
+            + (f" ({repeated} repeated within the batch, sent once)" if repeated else "")
+        )
         if todo:
             if self.backend is None:
                 self.backend = self.factory()
-            fresh = self.backend.generate([requests[i] for i in todo])
-            self.calls += len(todo)
-            for i, res in zip(todo, fresh):
+            stored = set()
+
+            def store(j: int, res: dict) -> None:
+                i = todo[j]
+                if i in stored:
+                    return
                 self.cache.put(keys[i], res)
                 results[i] = res
-        fresh_set = set(todo)
+                stored.add(i)
+                self.stats["generated"] += 1
+
+            fresh = self.backend.generate([requests[i] for i in todo], on_result=store)
+            for j, res in enumerate(fresh):  # a backend that returned without reporting every result
+                store(j, res)
+            for i in missing:
+                results[i] = results[first[keys[i]]]
+        fresh_set = set(missing)
         return [dict(r, cached=i not in fresh_set) for i, r in enumerate(results)]
+
+    def summary(self) -> str:
+        s = self.stats
+        return (
+            f"responses of {self.model_id}: {s['requests']} requests, {s['from_cache']} from cache, "
+            f"{s['generated']} generated"
+        )
 
     def close(self):
         if self.backend is not None:
