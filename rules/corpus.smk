@@ -58,5 +58,7 @@ rule null_database:
         "logs/split/{dataset}.null.log",
     benchmark:
         "benchmarks/out/split/{dataset}.null.tsv"
+    conda:
+        "../envs/light.yaml"
     script:
         "../workflow_scripts/null_database.py"
