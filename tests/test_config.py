@@ -21,7 +21,7 @@ def test_default_config_validates_and_fills_defaults():
 @pytest.mark.parametrize(
     "path, value, fragment",
     [
-        (("targets", "smollm2-rag", "k"), 0, "targets.smollm2-rag.k"),
+        (("targets", "smollm2-rag", "k"), -1, "targets.smollm2-rag.k"),
         (("retrievers", "minilm-cosine", "index"), "ivf", "retrievers.minilm-cosine.index"),
         (("datasets", "synthetic", "source"), "hub", "datasets.synthetic.source"),
         (("split", "member_fraction"), 1.5, "split.member_fraction"),

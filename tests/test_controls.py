@@ -35,7 +35,12 @@ def test_unknown_control_attack():
 
 def test_null_database_holds_no_candidate_and_keeps_the_size():
     corpus = pd.DataFrame(
-        {"doc_id": [f"d{i}" for i in range(100)], "text": [f"text {i}" for i in range(100)], "title": ""}
+        {
+            "doc_id": [f"d{i}" for i in range(100)],
+            "text": [f"text {i}" for i in range(100)],
+            "title": "",
+            "human_turn": "",
+        }
     )
     members, nonmembers, candidates, _ = split_corpus(corpus, 0.8, 3, 4, seed=1)
     db = null_database(members, nonmembers, candidates, seed=1)

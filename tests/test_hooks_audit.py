@@ -209,6 +209,12 @@ def test_hook_status(probe, changed, n, status):
     assert hook_status(probe, changed, n) == status
 
 
+def test_a_randomised_hook_is_active_when_it_fires_at_all():
+    assert hook_status(0.5, 5, 10, stochastic=True) == "active"
+    assert hook_status(0.5, 5, 10, stochastic=False) == "pattern-limited"
+    assert hook_status(0.0, 0, 10, stochastic=True) == "inactive"
+
+
 def test_defense_status():
     assert defense_status({"retrieval": "active", "output": "inactive"}) == "retrieval-only"
     assert defense_status({"content": "active", "output": "active"}) == "end-to-end"

@@ -37,7 +37,7 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
     work = tmp_path
     cfg = tiny_config(Path(smollm2_dir).parent)
     cfg["generators"]["smollm2"]["concurrency"] = 1
-    cfg["attacks"]["rag_mia"]["templates"] = [0, 1, 2, 3, 4]  # all five prompts of Table 1
+    cfg["attacks"]["rag_mia"]["templates"] = [2]  # one prompt per candidate: 32 queries
     cfg["generation"]["shard_size"] = 1000  # one shard: every answer of the job is at stake
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = SNAKEMAKE + ["--directory", str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", TARGET]
@@ -59,7 +59,7 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
         proc.wait()
     answered = cache_files(work)
     total = len(pd.read_parquet(work / "results/queries/tiny/rag_mia.parquet"))
-    assert total == 5 * 32
+    assert total == 32
     assert 5 <= len(answered) < total, f"{len(answered)} of {total} answered before the kill"
     assert f"{total} requests: 0 from cache, {total} to generate" in first_out.read_text()
     assert not (work / SHARD).exists()

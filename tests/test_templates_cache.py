@@ -153,7 +153,7 @@ def test_a_response_cached_before_token_top_logprobs_is_regenerated_under_the_sa
     cache.put(request_key("m", req_none), old)
 
     class Fresh(CountingBackend):
-        def generate(self, reqs):
+        def generate(self, reqs, on_result=None):
             self.seen += reqs
             return [dict(old, token_top_logprobs=[[{"token": "Sure", "logprob": -0.1}], [], yes]) for _ in reqs]
 

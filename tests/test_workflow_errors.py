@@ -46,11 +46,11 @@ def write_config(tmp_path, **changes):
 
 def test_bad_config_value(tmp_path):
     cfg = write_config(
-        tmp_path, targets={"smollm2-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": 0}}
+        tmp_path, targets={"smollm2-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": -1}}
     )
     out = snakemake(tmp_path, "--configfile", str(cfg), "-n")
     assert out.returncode != 0
-    assert "ragmi: config key targets.smollm2-rag.k: 0 is less than the minimum of 1" in out.stderr
+    assert "ragmi: config key targets.smollm2-rag.k: -1 is less than the minimum of 0" in out.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -115,7 +115,7 @@ def test_hub_embedder_offline_passes_validation_and_fails_at_the_index_with_one_
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
     dry = snakemake(tmp_path, "--configfile", str(cfg), "-n", env=env)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    index = tmp_path / "results/index/synthetic/minilm-cosine"
+    index = tmp_path / "results/index/synthetic/titled/minilm-cosine"
     out = snakemake(tmp_path, str(index.relative_to(tmp_path)), "--configfile", str(cfg), env=env)
     assert out.returncode != 0
     (line,) = set(ragmi_lines(out.stderr))

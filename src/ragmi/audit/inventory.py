@@ -13,7 +13,8 @@ the fraction of queries whose hook output differs from its input:
 A declared hook that never fires on its probes is *inactive* — the silent pass-through stub the
 paper found — and :func:`check_inventory` stops the run naming it.  Per hook the status is
 ``active`` (fires on ≥ 95% of the attack queries that reached it — of its probes, for a target that
-runs no attack), ``pattern-limited`` (fires, but on fewer; the rate is printed) or ``inactive``.  Per defense:
+runs no attack; a randomised defense's hook as soon as it fires at all, since chance may leave a
+query unchanged), ``pattern-limited`` (fires, but on fewer; the rate is printed) or ``inactive``.  Per defense:
 ``end-to-end`` (an active pre-generation hook and an active output hook), ``retrieval-only``
 (active pre-generation hooks only — the paper's "retr.-only"), ``output-only``,
 ``pattern-limited`` (its only active hooks are pattern-limited) or ``inactive``.
@@ -148,11 +149,15 @@ def trace_fire_rates(responses: pd.DataFrame) -> dict:
     return {k: tuple(v) for k, v in counts.items()}
 
 
-def hook_status(probe_rate: float, attack_changed: int, attack_n: int) -> str:
+def hook_status(probe_rate: float, attack_changed: int, attack_n: int, stochastic: bool = False) -> str:
     """Status of one declared hook from its probe fire rate and its attack-query fire count; a target
-    that runs no attack (``attack_n == 0``) is judged on its probes alone."""
+    that runs no attack (``attack_n == 0``) is judged on its probes alone.  A randomised hook may leave
+    a query unchanged by chance (a shuffle of two documents keeps their order half the time): it is
+    active as soon as it fires at all."""
     if not probe_rate and not attack_changed:
         return "inactive"
+    if stochastic:
+        return "active"
     rate = attack_changed / attack_n if attack_n else probe_rate
     return "active" if rate >= ACTIVE_RATE else "pattern-limited"
 
@@ -192,7 +197,7 @@ def inventory(target: str, rag, responses: pd.DataFrame | None) -> tuple[list[Ho
         per_hook = {}
         for hook in d.hooks:
             changed, n = traced.get((d.name, hook), (0, 0))
-            st = hook_status(probes[(d.name, hook)], changed, n)
+            st = hook_status(probes[(d.name, hook)], changed, n, d.stochastic)
             per_hook[hook] = st
             rows.append(
                 HookRow(target, d.name, d.kind, hook, probes[(d.name, hook)], changed / n if n else float("nan"), n, st)

@@ -149,6 +149,7 @@ class Defense:
     logprobs = "keep"  # output hooks: "keep" or "drop" the log-prob columns
     needs_all_scores = False  # whole-database scores (Mirabel): flat FAISS indexes only
     needs_llm = False  # calls the defender LLM
+    stochastic = False  # its hooks draw from ctx.rng: one may leave a query unchanged by chance
     source = ""  # paper and section the defense follows
 
     def __init__(self, name: str, params: Mapping):

@@ -24,6 +24,7 @@ def keep_probability(epsilon: float) -> float:
 
 class DpOutput(CountingDefense):
     kind = "dp_output"
+    stochastic = True
     hooks = ("output",)
     channels = ("text",)
     vocabulary = (REFUSAL,)

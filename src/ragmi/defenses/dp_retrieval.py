@@ -16,6 +16,7 @@ from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, noisy_top_k
 
 class DpRetrieval(CountingDefense):
     kind = "dp_retrieval"
+    stochastic = True
     hooks = ("retrieval",)
     channels = RETRIEVAL_DOWNSTREAM
     vocabulary = ()

@@ -35,6 +35,7 @@ def exponential_draws(
 
 class ExpMechanism(CountingDefense):
     kind = "exp_mechanism"
+    stochastic = True
     hooks = ("retrieval",)
     channels = RETRIEVAL_DOWNSTREAM
     vocabulary = ()

@@ -19,6 +19,7 @@ from .base import select_top
 
 class PrivateRag(CountingDefense):
     kind = "private_rag"
+    stochastic = True
     hooks = ("retrieval",)
     channels = RETRIEVAL_DOWNSTREAM
     vocabulary = ()

@@ -23,6 +23,11 @@ class Rerank(CountingDefense):
     kind = "rerank"
     hooks = ("retrieval",)
     channels = CONTEXT_DOWNSTREAM
+
+    @property
+    def stochastic(self) -> bool:  # shuffle and score noise draw from ctx.rng; reverse does not
+        return self.params["mode"] != "reverse"
+
     vocabulary = ()
     source = "MEntA §C.2 re-ranking; artifact MEntA/generate_rag_output.py rerank_retrieved_docs"
     chosen = {

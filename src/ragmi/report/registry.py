@@ -286,7 +286,7 @@ _TABLES += [
             "probes built to trigger it (verbatim members, yes/no and extraction prompts, retrieved documents and "
             "answers carrying an e-mail address, a phone number, an identifier and a person name) and on the "
             "attack queries of this run.",
-            "active: fires on ≥ 95% of the attack queries (of the probes for a target that runs no attack); "
+            "active: fires on ≥ 95% of the attack queries (of the probes for a target that runs no attack; a randomised defense as soon as it fires at all); "
             "pattern-limited: fires, on fewer; inactive: never fires — the run stops on an inactive hook "
             "unless audit.fail_on_inactive_hook is false.",
             "status: end-to-end = an active pre-generation hook and an active output hook; retrieval-only = "
