@@ -166,8 +166,21 @@ def local_backend(gen):
     return 1 if gen["backend"] in ("vllm", "transformers") else 0
 
 
+def plain_target(t):
+    """An undefended target that is not a negative control."""
+    return not config["targets"][t]["defenses"] and config["targets"][t]["control"] == "none"
+
+
 def final_outputs():
+    """Every table, and the figures of the plain targets (defended and control targets are compared in
+    the tables; their figures are built on request, e.g. results/figures/roc/<dataset>__<target>.png)."""
     outs = table_outputs(config)
-    outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in TARGETS if target_attacks(config, t)]
-    outs += [f"results/figures/{a}/{d}__{t}_{kind}.png" for d, t, a in runs(config) for kind in ("roc", "scores")]
+    plain = [t for t in TARGETS if plain_target(t) and target_attacks(config, t)]
+    outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in plain]
+    outs += [
+        f"results/figures/{a}/{d}__{t}_{kind}.png"
+        for d, t, a in runs(config)
+        if t in plain
+        for kind in ("roc", "scores")
+    ]
     return outs

@@ -11,7 +11,7 @@ DEFAULT = yaml.safe_load(open("config/config.yaml"))
 
 def test_default_config_validates_and_fills_defaults():
     cfg = load_config("config/config.yaml")
-    assert cfg["targets"]["smollm2-rag"]["k"] == 4
+    assert cfg["targets"]["smollm2-rag"]["k"] == 2
     assert cfg["retrievers"]["minilm-cosine"]["hnsw_m"] == 32  # filled default
     assert cfg["generation"]["cache_dir"] == "results/cache/responses"
     assert cfg["attacker"]["generator"] == "smollm2"  # defaults to the first target's generator

@@ -29,6 +29,7 @@ its metric cannot show an effect of that defense, so tables print "indirect" ins
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -122,12 +123,15 @@ def probe_states(rag, ctx, hook: str) -> list[QueryState]:
 
 
 def probe_fire_rates(rag) -> dict:
-    """{(defense name, hook): fraction of that hook's probes it changed}."""
+    """{(defense name, hook): fraction of that hook's probes it changed}.  Each defense is probed on
+    its own (the target with only that defense), so another defense of the same target — a detector
+    that refuses, a paraphrase — cannot starve or alter its probes."""
     ctx = rag.context()
     rates = {}
     for d in rag.defenses:
+        alone = dataclasses.replace(rag, defenses=[d])
         for hook in d.hooks:
-            states = probe_states(rag, ctx, hook)
+            states = probe_states(alone, ctx, hook)
             if not states:
                 rates[(d.name, hook)] = float("nan")
                 continue

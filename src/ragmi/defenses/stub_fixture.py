@@ -23,7 +23,7 @@ class StubFixture(DpRetrieval):  # its retrieval hook is DP-R's
     channels = RETRIEVAL_DOWNSTREAM  # declared, as the audited modules' generation hooks claim "text"
     vocabulary = ()
     logprobs = "keep"
-    source = "Mind the Hook Table I (DP modules with a TODO pass-through generation hook); test fixture"
+    source = "Mind the Hook Table I (DP modules whose generation hook is a flagged pass-through); test fixture"
     chosen = {
         "retrieval": "Laplace noise on the pool scores, top-k (as dp_retrieval)",
         "output": "deliberate pass-through: the response text is written back unchanged",
