@@ -220,6 +220,8 @@ def test_defense_status():
     assert defense_status({"content": "active", "output": "active"}) == "end-to-end"
     assert defense_status({"output": "pattern-limited"}) == "pattern-limited"
     assert defense_status({"output": "inactive"}) == "inactive"
+    assert defense_status({"template": "active"}) == "prompt-only"
+    assert defense_status({"template": "active", "content": "active"}) == "retrieval-only"
 
 
 def test_channel_map_text_only_output_defense_is_indirect_for_gray_box():

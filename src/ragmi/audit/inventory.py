@@ -16,7 +16,8 @@ paper found — and :func:`check_inventory` stops the run naming it.  Per hook t
 runs no attack; a randomised defense's hook as soon as it fires at all, since chance may leave a
 query unchanged), ``pattern-limited`` (fires, but on fewer; the rate is printed) or ``inactive``.  Per defense:
 ``end-to-end`` (an active pre-generation hook and an active output hook), ``retrieval-only``
-(active pre-generation hooks only — the paper's "retr.-only"), ``output-only``,
+(active pre-generation hooks only — the paper's "retr.-only"), ``prompt-only`` (the template hook
+alone), ``output-only``,
 ``pattern-limited`` (its only active hooks are pattern-limited) or ``inactive``.
 
 Channel map.  A defense's *effective channels* follow from its active hooks: any pre-generation hook
@@ -177,7 +178,9 @@ def defense_status(hook_statuses: dict) -> str:
     out = "output" in live
     if pre and out:
         return "end-to-end"
-    return "retrieval-only" if pre else "output-only"
+    if not pre:
+        return "output-only"
+    return "prompt-only" if set(live) == {"template"} else "retrieval-only"
 
 
 @dataclass

@@ -232,9 +232,10 @@ def _with_audit_published(df: pd.DataFrame, files: Files, config: Mapping, table
 
 
 def _hook_inventory(files: Files, config: Mapping) -> pd.DataFrame:
-    return _with_audit_published(
-        audit_tables.hook_inventory_frame(_read_csvs(files["hooks"])), files, config, "hook_inventory"
-    )
+    df = audit_tables.hook_inventory_frame(_read_csvs(files["hooks"]))
+    published = load_published(files["published"][0])  # per row: that defense's kind
+    df["published"] = [audit_published(published, "hook_inventory", [(k, {})]) for k in df["kind"]]
+    return df
 
 
 def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
@@ -290,7 +291,8 @@ _TABLES += [
             "pattern-limited: fires, on fewer; inactive: never fires — the run stops on an inactive hook "
             "unless audit.fail_on_inactive_hook is false.",
             "status: end-to-end = an active pre-generation hook and an active output hook; retrieval-only = "
-            "active hooks before generation only (query, retrieval, content or template); output-only; "
+            "active hooks before generation only (query, retrieval, content or template); prompt-only = the "
+            "template hook alone; output-only; "
             "pattern-limited = its only active hooks are pattern-limited; inactive.",
         ),
         inputs=lambda cfg: {"hooks": audit_plan.hooks_files(cfg)},
