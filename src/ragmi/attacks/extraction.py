@@ -37,7 +37,7 @@ import pandas as pd
 
 from ..audit.extraction import longest_common_substring, normalise
 from ..errors import ConfigError
-from .base import Attack, merge_responses
+from .base import QUERY_COLUMNS, Attack, merge_responses
 
 ZENG_PREFIX = "About "
 ZENG_ADHESIVE = ", "
@@ -108,11 +108,7 @@ class Extraction(Attack):
         return pd.DataFrame(
             rows,
             columns=[
-                "query_id",
-                "doc_id",
-                "user_prompt",
-                "max_tokens",
-                "top_logprobs",
+                *QUERY_COLUMNS,
                 "prompt",
                 "variant",
                 "anchor",

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from .answers import parse_yes_no, parse_yes_no_idk
-from .base import Attack, merge_responses
+from .base import QUERY_COLUMNS, Attack, merge_responses
 from .questions import (
     as_list,
     ask,
@@ -227,11 +227,7 @@ class IA(Attack):
         return pd.DataFrame(
             rows,
             columns=[
-                "query_id",
-                "doc_id",
-                "user_prompt",
-                "max_tokens",
-                "top_logprobs",
+                *QUERY_COLUMNS,
                 "ask_order",
                 "question",
                 "shadow",

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .answers import IDK_RE
-from .base import Attack, merge_responses
+from .base import QUERY_COLUMNS, Attack, merge_responses
 from .models import EmbeddingCache, NLIModel, load_embedder, load_nli
 from .questions import (
     as_list,
@@ -236,11 +236,7 @@ class MEntA(Attack):
         return pd.DataFrame(
             rows,
             columns=[
-                "query_id",
-                "doc_id",
-                "user_prompt",
-                "max_tokens",
-                "top_logprobs",
+                *QUERY_COLUMNS,
                 "ask_order",
                 "question",
                 "summary_prepended",
