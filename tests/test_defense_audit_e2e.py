@@ -2,13 +2,12 @@
 (hook inventory, leakage dashboard, canaries, defense effect), and a run stopped by an inert hook."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from conftest import run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -55,25 +54,7 @@ def config(models_dir: str, **extra) -> dict:
 
 def snakemake(work: Path, cfg: dict, *targets: str):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(work),
-            "--cores",
-            "2",
-            *targets,  # before --configfile, which takes every following word as a config file
-            "--configfile",
-            str(work / "config.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=work,
-    )
+    return run_snakemake(work, *targets, "--configfile", str(work / "config.yaml"))
 
 
 @pytest.fixture(scope="module")
