@@ -1,10 +1,9 @@
 """The paper configs and the SLURM profile are valid and give a DAG (dry runs, offline)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_snakemake
 
 from ragmi.config import load_config
 from ragmi.report.registry import outputs
@@ -14,24 +13,7 @@ PAPERS = sorted((ROOT / "config" / "paper").glob("*.yaml"))
 
 
 def dry_run(tmp_path, *args):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "-n",
-            "--cores",
-            "4",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    return run_snakemake(tmp_path, "-n", *args, cores=4)
 
 
 def test_there_is_a_config_per_seed_paper():

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_snakemake
 
 from ragmi.attacks import REGISTRY as ATTACKS
 from ragmi.costs import COST_LABELS
@@ -29,6 +28,7 @@ from ragmi.report.registry import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+NO_TARGETS = {"targets": {}, "defenses": {}}  # the config the metric tables read: no target is defended
 ATTACK_TABLES = ["attack_comparison", "rag_mia", "dcmi_ablation", "query_budget"]  # tables over attack metrics
 
 
@@ -130,7 +130,7 @@ def test_comparison_tables(tmp_path):
         ],
         "published": [PUBLISHED],
     }
-    df = write_table(TABLES["attack_comparison"], files, {}, tmp_path / "c.csv", tmp_path / "c.md")
+    df = write_table(TABLES["attack_comparison"], files, NO_TARGETS, tmp_path / "c.csv", tmp_path / "c.md")
     assert list(df["variant"]) == ["rag_mia/gray/t2", "ia/paper"]  # headline variants, metrics order
     ours = df.loc[0]  # each published number beside the same metric of ours
     assert df.loc[0, "published"] == (
@@ -147,7 +147,7 @@ def test_comparison_tables(tmp_path):
     assert pd.read_csv(tmp_path / "c.csv")["variant"].tolist() == ["rag_mia/gray/t2", "ia/paper"]
 
     rag = write_table(
-        TABLES["rag_mia"], {**files, "metrics": files["metrics"][:1]}, {}, tmp_path / "r.csv", tmp_path / "r.md"
+        TABLES["rag_mia"], {**files, "metrics": files["metrics"][:1]}, NO_TARGETS, tmp_path / "r.csv", tmp_path / "r.md"
     )
     assert "note" not in rag and "note" not in pd.read_csv(tmp_path / "r.csv")
     assert "| candidate retrieved | published |" in (tmp_path / "r.md").read_text()
@@ -163,12 +163,12 @@ def test_query_budget_table_and_figure(tmp_path):
         ]
     }
     table = TABLES["query_budget"]
-    df = write_table(table, files, {}, tmp_path / "q.csv", tmp_path / "q.md")
+    df = write_table(table, files, NO_TARGETS, tmp_path / "q.csv", tmp_path / "q.md")
     assert list(zip(df["method"], df["n_questions"])) == [("ia/paper", 1), ("ia/paper", 3), ("menta/similarity", 1)]
     header = next(line for line in (tmp_path / "q.md").read_text().splitlines() if line.startswith("| dataset"))
     assert header.endswith(f"| {COST_LABELS['queries_per_candidate']} | {COST_LABELS['no_answer_rate']} |")
     png = tmp_path / "fig" / "budget.png"
-    draw_figure(table, "query_budget", files, {}, str(png))
+    draw_figure(table, "query_budget", files, NO_TARGETS, str(png))
     assert matplotlib.image.imread(png).shape[0] > 300
 
 
@@ -191,7 +191,7 @@ def test_a_table_over_other_inputs(tmp_path):
     )
     assert not built(table, {"defenses": {}})
     files = table.inputs({"defenses": {"b": {}, "a": {}}})
-    df = write_table(table, files, {}, tmp_path / "h.csv", tmp_path / "h.md")
+    df = write_table(table, files, NO_TARGETS, tmp_path / "h.csv", tmp_path / "h.md")
     assert df["hooks"].tolist() == [3, 5]
     assert (tmp_path / "h.md").read_text() == "# Hooks\nt1: 3\nt2: 5\none note\n"
     assert (tmp_path / "h.csv").read_text() == "target,hooks\nt1,3\nt2,5\n"
@@ -206,26 +206,7 @@ def test_no_attack_name_is_typed_into_the_rules_or_the_table_script():
 
 def dry_run(tmp_path, cfg_text, *targets):
     (tmp_path / "c.yaml").write_text(cfg_text)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            *targets,
-            "-n",
-            "--cores",
-            "2",
-            "--configfile",
-            str(tmp_path / "c.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    return run_snakemake(tmp_path, *targets, "-n", "--configfile", str(tmp_path / "c.yaml"))
 
 
 RAG_MIA_ONLY = """

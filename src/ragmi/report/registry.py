@@ -126,10 +126,10 @@ def _comparison(files: Files, config: Mapping) -> pd.DataFrame:
     df = comparison_frame(
         read_metrics(files["metrics"]),
         load_published(files["published"][0]),
-        target_defenses(config) if "defenses" in config else None,
+        target_defenses(config),
     )
     df = df.fillna({"published": "", "note": ""})
-    return attach_controls(df, config["targets"]) if "defenses" in config else df
+    return attach_controls(df, config["targets"])
 
 
 def _rag_mia(files: Files, config: Mapping) -> pd.DataFrame:
