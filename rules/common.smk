@@ -95,6 +95,7 @@ def target_spec_params(wc):
         "retriever": config["retrievers"][t["retriever"]],
         "generator": generator_cfg(wc),
         "cache_dir": config["generation"]["cache_dir"],
+        "embedding_cache_dir": config["generation"]["embedding_cache_dir"],
         "server_log": server_log(t["generator"]),
         "seed": SEED,
         "temperature": config["generation"]["temperature"],

@@ -544,3 +544,28 @@ def test_synthetic_bad_options(spec):
     key = next(iter(spec))
     with pytest.raises(ConfigError, match=rf"datasets\.syn\.{key} must be an integer"):
         load_corpus("syn", {"source": "synthetic", **spec}, 0)
+
+
+def test_synthetic_short_length():
+    full = synthetic.generate(200, 5)
+    short, _ = load_corpus("syn", {"source": "synthetic", "n_docs": 200, "length": "short"}, 5)
+    _assert_frame(short)
+    assert short["text"].str.match(r"Patient: [^\n]+\nDoctor: [^\n]+$").all()
+    patient = short["text"].str.extract(r"^Patient: ([^\n]+)\nDoctor: ", expand=False)
+    assert patient.tolist() == short["human_turn"].tolist()
+    words = short["text"].str.split().str.len()
+    assert words.between(30, 60).all(), (words.min(), words.max())
+    assert short["text"].str.len().mean() < 0.55 * full["text"].str.len().mean()
+    # the same PII types as the full length: a name in each, an e-mail address or a phone number
+    assert short["text"].str.extract(r"I am (\w+ \w+),")[0].notna().all()
+    has_email = short["text"].map(lambda t: bool(EMAIL.search(t)))
+    has_phone = short["text"].str.contains(r"\d{3}\D{0,2}\d{3}\D?\d{4}")
+    assert (has_email | has_phone).all() and has_email.mean() > 0.3
+    assert short["text"].str.contains(r"Dr\. [A-Z]\w+$").all()
+    condition = short["text"].str.extract(r"this looks like ([^.]+)\.")[0]
+    assert condition.notna().all() and condition.nunique() == len(synthetic.CLUSTERS)
+
+
+def test_synthetic_bad_length():
+    with pytest.raises(ConfigError, match=r"datasets\.syn\.length"):
+        synthetic.load("syn", {"n_docs": 10, "length": "tiny"}, 0)

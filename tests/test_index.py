@@ -183,3 +183,31 @@ def section_default_with_titles():
     from ragmi.config import section_params
 
     return section_params("targets", {"retriever": "r", "generator": "g"})["with_titles"]
+
+
+def test_query_embeddings_are_cached_and_do_not_depend_on_the_batch(tmp_path, docs):
+    spec = RetrieverSpec.from_config("r", {"kind": "dense", "index": "flat_ip"})
+    build_index(docs, spec, tmp_path / "idx", with_titles=True, log=lambda m: None)
+    queries = [t[:120] for t in docs["text"].tolist()[:6]]
+    plain = Retriever(tmp_path / "idx", spec)  # no cache
+    ids_plain, scores_plain = plain.search(queries, k=3)
+    # a query's vector is the same alone or among others
+    alone = plain.embed_queries(queries[2:3])[0]
+    np.testing.assert_array_equal(plain.embed_queries(queries)[2], alone)
+
+    first = Retriever(tmp_path / "idx", spec, embedding_cache_dir=tmp_path / "emb")
+    assert first.search(queries, k=3) == (ids_plain, scores_plain)
+    assert (first.embedding_cache.hits, first.embedding_cache.misses) == (0, 6)
+    assert len(list((tmp_path / "emb").rglob("*.f32"))) == 6
+
+    # a second job: every query from the cache, the embedder never loaded, the same retrieval
+    second = Retriever(tmp_path / "idx", spec, embedding_cache_dir=tmp_path / "emb")
+    assert second.search(queries, k=3) == (ids_plain, scores_plain)
+    np.testing.assert_array_equal(second.all_scores(queries[:1])[0], plain.all_scores(queries[:1])[0])
+    assert second._embedder is None
+    assert (second.embedding_cache.hits, second.embedding_cache.misses) == (7, 0)
+    # another embedder setting never reads these vectors
+    other = RetrieverSpec.from_config("r", {"kind": "dense", "index": "flat_ip", "max_seq_length": 16})
+    third = Retriever(tmp_path / "idx", other, embedding_cache_dir=tmp_path / "emb")
+    third.search(queries[:1], k=1)
+    assert third.embedding_cache.misses == 1

@@ -7,10 +7,19 @@
   ages, durations and doses, so every text is unique (and carries the kind of PII that leakage
   metrics look for).
 
-Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, 85-130 words (mean ~110), title "",
-``human_turn`` = the patient turn (as for HealthCareMagic), ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed)`` and faker version -> identical frame.
+Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, title "", ``human_turn`` = the patient turn
+(as for HealthCareMagic), ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed, length)`` and faker
+version -> identical frame.  Two lengths:
 
-Spec keys: ``n_docs`` (schema default 1000), ``seed`` (optional, overrides the run seed).
+* ``full`` (schema default): 85-130 words (mean ~110, ~620 characters), every field above;
+* ``short``: 35-55 words (~280 characters): name, age, city, two symptoms, one trigger and one contact
+  detail from the patient; diagnosis, one drug with dose and frequency and the doctor's name in the
+  answer.  Same clusters, same PII types, so every attack, defense and leakage scorer has what it
+  reads; it exists to halve every prompt of the embedded default on a 2-core CPU (README, "Measured
+  here").
+
+Spec keys: ``n_docs`` (schema default 1000), ``seed`` (optional, overrides the run seed), ``length``
+(``full`` or ``short``, schema default ``full``).
 """
 
 from __future__ import annotations
@@ -105,8 +114,10 @@ _CLOSE = ("Hope this helps.", "Take care.", "Wishing you good health.")
 _D0, _D1 = dt.date(2017, 1, 1), dt.date(2023, 12, 31)
 
 
-def _conversation(c: dict, rng: random.Random, fake: Faker) -> tuple[str, str]:
+def _conversation(c: dict, rng: random.Random, fake: Faker, length: str = "full") -> tuple[str, str]:
     """(document text, patient turn)."""
+    if length == "short":
+        return _short_conversation(c, rng, fake)
     woman = rng.random() < 0.5
     first = fake.first_name_female() if woman else fake.first_name_male()
     s1, s2, s3 = rng.sample(c["symptoms"], 3)
@@ -134,7 +145,25 @@ def _conversation(c: dict, rng: random.Random, fake: Faker) -> tuple[str, str]:
     return f"Patient: {patient}\nDoctor: {doctor}", patient
 
 
-def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
+def _short_conversation(c: dict, rng: random.Random, fake: Faker) -> tuple[str, str]:
+    """The ``short`` length: one sentence of each kind of detail, the same PII types as ``full``."""
+    woman = rng.random() < 0.5
+    first = fake.first_name_female() if woman else fake.first_name_male()
+    s1, s2 = rng.sample(c["symptoms"], 2)
+    med, dose = rng.choice(c["meds"])
+    contact = rng.choice((f"My email is {fake.email()}.", f"My number is {fake.phone_number()}."))
+    patient = (
+        f"I am {first} {fake.last_name()}, {rng.randint(18, 79)}, from {fake.city()}. For "
+        f"{rng.randint(2, 9)} {rng.choice(_DUR)} I have had {s1} and {s2}, mostly "
+        f"{rng.choice(c['triggers'])}. {contact}"
+    )
+    doctor = (
+        f"Hello {first}, this looks like {c['name']}. Take {med} {dose} {rng.choice(_FREQ)}. Dr. {fake.last_name()}"
+    )
+    return f"Patient: {patient}\nDoctor: {doctor}", patient
+
+
+def generate(n_docs: int = 1000, seed: int = 0, length: str = "full") -> pd.DataFrame:
     """``n_docs`` unique conversations; cluster ``i`` is picked uniformly, so clusters hold ~n/32 each."""
     rng = random.Random(seed)
     fake = Faker("en_US")
@@ -143,7 +172,7 @@ def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
     patients: list[str] = []
     seen: set[str] = set()
     while len(texts) < n_docs:
-        text, patient = _conversation(rng.choice(CLUSTERS), rng, fake)
+        text, patient = _conversation(rng.choice(CLUSTERS), rng, fake, length)
         if text.casefold() not in seen:  # astronomically rare, but keeps n_docs exact after normalize
             seen.add(text.casefold())
             texts.append(text)
@@ -155,8 +184,11 @@ def generate(n_docs: int = 1000, seed: int = 0) -> pd.DataFrame:
 def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     n_docs = spec["n_docs"]
     seed = spec.get("seed", seed)
+    length = spec["length"]
+    if length not in ("full", "short"):
+        raise ConfigError(f"datasets.{name}.length must be 'full' or 'short' (got {length!r}).")
     for key, value, low in (("n_docs", n_docs, 1), ("seed", seed, None)):
         if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
             bound = f" >= {low}" if low is not None else ""
             raise ConfigError(f"datasets.{name}.{key} must be an integer{bound} (got {value!r}).")
-    return generate(n_docs, seed)
+    return generate(n_docs, seed, length)

@@ -128,6 +128,7 @@ class TargetSpec:
     defender: Mapping | None = None  # generators.<defender.generator>, for LLM-based defenses
     defender_model_dir: str | None = None
     defender_server_log: str | None = None
+    embedding_cache_dir: str | None = None  # query embeddings shared by the jobs (ragmi.cache)
 
     @property
     def retriever_name(self) -> str:
@@ -160,7 +161,9 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
                 )
             )
             chat = defender_chat(dgen, spec.seed)
-        retriever = Retriever(spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever))
+        retriever = Retriever(
+            spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever), spec.embedding_cache_dir
+        )
         with_titles = bool(spec.target["with_titles"])
         if retriever.with_titles != with_titles:
             raise ConfigError(

@@ -131,9 +131,14 @@ def build_index(
 
 
 class Retriever:
-    """Loads an index directory and answers top-k queries with (doc_id, score) lists."""
+    """Loads an index directory and answers top-k queries with (doc_id, score) lists.
 
-    def __init__(self, index_dir: str | os.PathLike, spec: RetrieverSpec):
+    A dense retriever embeds each query on its own (never in a batch with others), so a query's
+    vector, and hence its retrieval, is a function of its text alone, whatever shard or job it is in.
+    With ``embedding_cache_dir`` the vectors are kept in a :class:`~ragmi.cache.EmbeddingCache`
+    shared by every job, and the embedder is loaded only when a query is not in it."""
+
+    def __init__(self, index_dir: str | os.PathLike, spec: RetrieverSpec, embedding_cache_dir=None):
         d = Path(index_dir)
         self.meta = json.loads((d / "meta.json").read_text())
         self.ids = pd.read_parquet(d / "ids.parquet")["doc_id"].tolist()
@@ -144,7 +149,17 @@ class Retriever:
             self.index = faiss.read_index(str(d / "index.faiss"))
             if spec.index == "hnsw":
                 self.index.hnsw.efSearch = spec.hnsw_ef_search
-            self.embedder = Embedder(self.meta["embedder"], max_seq_length=spec.max_seq_length)
+            self._embedder = None
+            self.embedding_cache = None
+            if embedding_cache_dir:
+                from ..cache import EmbeddingCache
+
+                setting = {
+                    "embedder": self.meta["embedder"],
+                    "max_seq_length": spec.max_seq_length,
+                    "normalized": bool(self.meta["normalized"]),
+                }
+                self.embedding_cache = EmbeddingCache(embedding_cache_dir, setting)
         else:
             import bm25s
 
@@ -153,10 +168,30 @@ class Retriever:
         self.query_prefix = self.meta.get("query_prefix", "")
         self.with_titles = bool(self.meta.get("with_titles", False))
 
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.meta["embedder"], max_seq_length=self.spec.max_seq_length)
+        return self._embedder
+
+    def embed_queries(self, queries: list[str]) -> np.ndarray:
+        """One float32 row per query (prefix added), each encoded alone, through the cache if any."""
+        rows = []
+        for x in queries:
+            text = self.query_prefix + x
+            vec = self.embedding_cache.get(text) if self.embedding_cache is not None else None
+            if vec is None:
+                vec = self.embedder.encode([text], normalize=self.meta["normalized"])[0]
+                if self.embedding_cache is not None:
+                    self.embedding_cache.put(text, vec)
+            rows.append(vec)
+        dim = self.index.d
+        return np.ascontiguousarray(np.vstack(rows) if rows else np.zeros((0, dim)), dtype=np.float32)
+
     def search(self, queries: list[str], k: int) -> tuple[list[list[str]], list[list[float]]]:
         k = min(k, len(self.ids))
         if self.meta["kind"] == "dense":
-            q = self.embedder.encode([self.query_prefix + x for x in queries], normalize=self.meta["normalized"])
+            q = self.embed_queries(queries)
             scores, rows = self.index.search(q, k)
             if self.meta["index"] == "flat_l2":
                 scores = -scores  # higher = closer, whatever the metric
@@ -180,7 +215,7 @@ class Retriever:
             )
         if not hasattr(self, "_matrix"):
             self._matrix = self.index.reconstruct_n(0, self.index.ntotal)
-        q = self.embedder.encode([self.query_prefix + x for x in queries], normalize=self.meta["normalized"])
+        q = self.embed_queries(queries)
         if self.meta["index"] == "flat_ip":
             s = q @ self._matrix.T
         else:
