@@ -13,10 +13,12 @@ install:
 lock:
 	@bash tools/install.sh --update-lock
 
+# eta.py prints roughly how long the run takes on this CPU and where the results go.
 # check_configfiles.py names the file and line of a YAML error (Snakemake says neither). A run killed
 # hard leaves Snakemake's lock behind; clear_stale_lock.py removes it (with a message) when no Snakemake
 # process is running in that directory, so "rerun the same command" just works.
 run: install
+	@.venv/bin/python tools/eta.py --cores $(CORES) $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
 	.venv/bin/snakemake --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)

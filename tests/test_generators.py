@@ -121,7 +121,7 @@ def test_backends_get_their_settings_from_the_config(monkeypatch):
     )._create()
     assert o.args == ("http://h/v1", "gpt", "EMPTY")
     assert o.kwargs == {
-        "concurrency": schema["concurrency"]["default"],
+        "concurrency": 16,  # the schema's default for an external endpoint
         "timeout": schema["timeout_s"]["default"],
         "max_retries": schema["max_retries"]["default"],
         "log": print,
@@ -226,3 +226,87 @@ def test_openai_backend_returns_the_top_k_of_every_position():
     none = asyncio.run(gen._one(client, sem, make_request([{"role": "user", "content": "Is it?"}], 4, 0)))
     assert "top_logprobs" not in completions.kwargs[1]
     assert none["token_top_logprobs"] == [] and none["first_token_logprobs"] == []
+
+
+class _InFlightHandler:
+    """A stand-in OpenAI-compatible chat endpoint that answers after 0.3 s and records the largest
+    number of requests it held at once."""
+
+    lock = None
+    now = 0
+    peak = 0
+
+
+def _stand_in_server():
+    import http.server
+    import json as _json
+    import threading
+    import time as _time
+
+    state = _InFlightHandler
+    state.lock, state.now, state.peak = threading.Lock(), 0, 0
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            with state.lock:
+                state.now += 1
+                state.peak = max(state.peak, state.now)
+            _time.sleep(0.3)
+            with state.lock:
+                state.now -= 1
+            body = _json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "Yes"},
+                            "logprobs": {
+                                "content": [{"token": "Yes", "logprob": -0.1, "bytes": None, "top_logprobs": []}]
+                            },
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 128  # the listen backlog; 5 by default, too few for 40 connections at once
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state
+
+
+@pytest.mark.parametrize(("concurrency", "expected"), [(None, 40), (16, 16), (3, 3)])
+def test_requests_in_flight_follow_the_backend(concurrency, expected):
+    """The local vLLM backend (concurrency null) sends the whole shard at once and lets the engine's
+    scheduler queue; an external endpoint keeps its bound."""
+    from ragmi.target.generators import OpenAIGenerator
+
+    server, state = _stand_in_server()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        logs = []
+        gen = OpenAIGenerator(url, "m", "EMPTY", concurrency=concurrency, timeout=30, max_retries=0, log=logs.append)
+        out = gen.generate([make_request([{"role": "user", "content": f"q{i}"}], 2) for i in range(40)])
+    finally:
+        server.shutdown()
+    assert [r["response_text"] for r in out] == ["Yes"] * 40
+    assert state.peak == expected
+    assert f"  {expected} requests in flight at most" in logs

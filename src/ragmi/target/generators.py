@@ -9,7 +9,8 @@ attack reads to find where the answer says Yes or No; ``first_token_logprobs`` i
 ``token_logprobs`` the log-probability of every generated token (response perplexity).
 
 * :class:`OpenAIGenerator`: any OpenAI-compatible endpoint (the shared vLLM server of the ``vllm``
-  backend, or an external ``base_url``), with bounded concurrency, a per-request timeout and retries.
+  backend, or an external ``base_url``), with a per-request timeout and retries; requests in flight
+  are bounded for an external endpoint and unbounded for the local vLLM server (its scheduler queues).
 * :class:`TransformersGenerator`: in-process batched greedy ``generate`` (causal LMs with their chat
   template, and encoder-decoders such as Flan-T5).
 * :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
@@ -53,7 +54,7 @@ class OpenAIGenerator:
         model: str,
         api_key: str,
         *,
-        concurrency: int,
+        concurrency: int | None,
         timeout: float,
         max_retries: int,
         log: Callable = print,
@@ -61,7 +62,7 @@ class OpenAIGenerator:
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
-        self.concurrency = max(1, int(concurrency))
+        self.concurrency = None if concurrency is None else max(1, int(concurrency))  # None: all at once
         self.timeout = timeout
         self.max_retries = max_retries
         self.log = log
@@ -108,7 +109,8 @@ class OpenAIGenerator:
         import openai
         from openai import AsyncOpenAI
 
-        sem = asyncio.Semaphore(self.concurrency)
+        sem = asyncio.Semaphore(self.concurrency or len(requests))
+        self.log(f"  {min(self.concurrency or len(requests), len(requests))} requests in flight at most")
         done = 0
         results = [None] * len(requests)
         async with AsyncOpenAI(
