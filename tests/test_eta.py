@@ -50,3 +50,18 @@ def test_runs_as_a_script():
         [sys.executable, str(ROOT / "tools" / "eta.py"), "--cores", "2"], capture_output=True, text=True, cwd=ROOT
     )
     assert r.returncode == 0 and r.stdout.startswith("ragmi: ") and "results/figures/" in r.stdout
+
+
+def test_bench_summary_sums_per_rule(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_summary", ROOT / "tools" / "bench_summary.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for rel, s in (("generate/d/t/a/0.tsv", 10.5), ("generate/d/t/b/0.tsv", 4.5), ("score/d/t/a.tsv", 2.0)):
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"s\th:m:s\tmax_rss\n{s}\t0:00:10\t100\n")
+    out = bench.summary(bench.job_times(tmp_path), top=1)
+    assert out[0] == "total job-seconds 17 in 3 jobs"
+    assert out[1].split() == ["generate", "2", "jobs", "15.0", "s"] and out[2].split()[:2] == ["score", "1"]
+    assert out[-1] == "   10.5 s  generate/d/t/a/0.tsv"
+    assert bench.main([str(tmp_path / "missing")]) == 1
