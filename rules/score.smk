@@ -9,7 +9,8 @@ rule score:
     params:
         attack=lambda wc: config["attacks"][wc.attack],
         seed=SEED,
-    threads: config["generation"]["threads"]
+    # one thread: scoring is mostly pandas and small models, so two score/metrics jobs share the cores
+    threads: 1
     log:
         "logs/score/{dataset}/{target}/{attack}.log",
     benchmark:
