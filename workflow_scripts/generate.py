@@ -4,25 +4,7 @@ import pandas as pd
 
 from ragmi.io import atomic_write_parquet
 from ragmi.target.factory import rag_system
-from ragmi.workflow import run_step, target_spec
-
-KEEP = [
-    "query_id",
-    "response_text",
-    "first_token_logprobs",
-    "token_logprobs",
-    "token_top_logprobs",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_s",
-    "cached",
-    "retrieved_ids",
-    "retrieval_scores",
-    "retrieval_s",
-    "response_text_raw",
-    "refused",
-    "hook_trace",
-]
+from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
 def main(smk, log):
@@ -39,7 +21,7 @@ def main(smk, log):
         )
         for d in rag.defenses:
             log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
-    out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[KEEP]
+    out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[RESPONSE_FILE_COLUMNS]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")
 

@@ -5,12 +5,12 @@ import pandas as pd
 
 from ragmi.audit.leakage import run_leakage
 from ragmi.io import atomic_write_text
-from ragmi.workflow import run_step
+from ragmi.workflow import read_responses, run_step
 
 
 def main(smk, log):
     queries = pd.read_parquet(smk.input.queries)
-    responses = pd.concat([pd.read_parquet(f) for f in smk.input.responses], ignore_index=True)
+    responses = read_responses(smk.input.responses)
     members = pd.read_parquet(smk.input.members)
     runs = run_leakage(queries, responses, dict(zip(members["doc_id"], members["text"])))
     runs.insert(0, "target", smk.wildcards.target)

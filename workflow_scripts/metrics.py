@@ -4,7 +4,7 @@ import pandas as pd
 
 from ragmi.costs import costs_by_variant
 from ragmi.metrics import evaluate
-from ragmi.workflow import atomic_write_text, run_step
+from ragmi.workflow import atomic_write_text, read_responses, run_step
 
 
 def main(smk, log):
@@ -12,7 +12,7 @@ def main(smk, log):
     scores = pd.read_parquet(smk.input.scores)
     candidates = pd.read_parquet(smk.input.candidates)
     queries = pd.read_parquet(smk.input.queries)
-    responses = pd.concat([pd.read_parquet(f) for f in smk.input.responses], ignore_index=True)
+    responses = read_responses(smk.input.responses)
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     labels = dict(zip(candidates["doc_id"], candidates["label"], strict=True))
     df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")

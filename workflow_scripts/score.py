@@ -11,12 +11,12 @@ from ragmi.attacker_tools import WorkflowAttackerTools
 from ragmi.attacks import get_attack
 from ragmi.attacks.base import attack_responses, check_scores
 from ragmi.io import atomic_write_parquet
-from ragmi.workflow import run_step
+from ragmi.workflow import read_responses, run_step
 
 
 def main(smk, log):
     queries = pd.read_parquet(smk.input.queries)
-    responses = attack_responses(pd.concat([pd.read_parquet(f) for f in smk.input.responses], ignore_index=True))
+    responses = attack_responses(read_responses(smk.input.responses))
     candidates = pd.read_parquet(smk.input.candidates)
     ref = candidates[candidates["role"] == "reference"]
     reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))

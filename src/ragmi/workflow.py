@@ -44,6 +44,37 @@ def _remove(paths):
             p.unlink()
 
 
+# The columns of a generate job's response shard (workflow_scripts/generate.py writes exactly these).
+RESPONSE_FILE_COLUMNS = [
+    "query_id",
+    "response_text",
+    "first_token_logprobs",
+    "token_logprobs",
+    "token_top_logprobs",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "cached",
+    "retrieved_ids",
+    "retrieval_scores",
+    "retrieval_s",
+    "response_text_raw",
+    "refused",
+    "hook_trace",
+]
+
+
+def read_responses(files):
+    """The response shards of one (target, attack) as one frame; an attack that wrote no query (e.g.
+    the attacker LLM parsed no question for any candidate) has no shard: an empty frame."""
+    import pandas as pd
+
+    frames = [pd.read_parquet(f) for f in files]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_FILE_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
 def run_step(smk, fn) -> None:
     """Run ``fn(smk, log)``; on failure remove ``smk.output`` and exit 1 with one message."""
     log = StepLog(smk.log[0] if len(smk.log) else None)
