@@ -170,3 +170,18 @@ def test_no_yes_no_rate_counts_eval_answers_without_a_yes_no_token():
         LABELS,
     )
     assert costs["rag_mia/gray/t2"]["no_yes_no_rate"] == 1 / 4
+
+
+def test_an_attack_without_any_query_costs_nothing():
+    # no query was written (e.g. no parsed question): no shard, an empty response frame
+    from ragmi.costs import costs_by_variant
+    from ragmi.workflow import read_responses
+
+    scores = pd.DataFrame({"doc_id": ["a", "b"], "variant": "menta/similarity", "role": "eval", "score": -1.0})
+    queries = pd.DataFrame(
+        {c: pd.Series(dtype=object) for c in ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]}
+    )
+    costs = costs_by_variant(scores, queries, read_responses([]), None, {"a": 1, "b": 0})
+    row = costs["menta/similarity"]
+    assert row["queries_per_candidate"] == 0
+    assert row["prompt_tokens_per_candidate"] == 0
