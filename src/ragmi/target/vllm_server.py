@@ -299,13 +299,15 @@ class SharedVLLMServer:
                 return True
         return False
 
-    def release(self) -> None:
+    def release(self, log=None) -> None:
         self.user_file.unlink(missing_ok=True)
         if self.slurm_job:
             with _Lock(self.dir / "lock"):
                 state = self._state()
                 if state and not _live_users(self.dir):
                     _stop(self.dir, state)
+                    if log is not None:
+                        log(f"stopped the vLLM server of SLURM job {self.slurm_job} (pid {state['pid']})")
                     for child in (self._proc, self._watchdog):  # reap them: no zombie left in the job either
                         if child is not None:
                             with contextlib.suppress(subprocess.TimeoutExpired):
