@@ -82,6 +82,38 @@ def job_processes(job_id: str) -> list[str]:
     return found
 
 
+def job_pids(job_id: str) -> list[int]:
+    return [int(p.split(":", 1)[0]) for p in job_processes(job_id)]
+
+
+def daemon_pids() -> list[int]:
+    """munged, mariadbd, slurmdbd, slurmctld and slurmd of tools/slurm-local.sh (its pid files)."""
+    run = Path(os.environ["SLURM_CONF"]).parents[1] / "run"
+    return [int(f.read_text().strip()) for f in run.glob("*.pid")]
+
+
+def listening_off_loopback(pids) -> list[str]:
+    """The TCP sockets that one of ``pids`` listens on at an address other than 127.0.0.1 / ::1."""
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    loopback = {"0100007F", "00000000000000000000000001000000"}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            addr, state, inode = f[1].split(":")[0], f[3], f[9]
+            if state == "0A" and inode in inodes and addr not in loopback:
+                found.append(f"pid {inodes[inode]} listens on {f[1]} ({table})")
+    return found
+
+
 def is_vllm(process: str) -> bool:
     """A vLLM server process (ragmi.target.vllm_cli, VLLM::EngineCore, VLLM::Worker) or its watchdog."""
     return "vllm" in process.lower()
@@ -153,6 +185,8 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
         jobs = {w: j for j, rule, w in submitted(first_out.read_text()) if rule == "generate"}
         cancelled = jobs["tiny_t_rag_mia_00000"]
         before = job_processes(cancelled)
+        running = daemon_pids() + [pid for j in jobs.values() for pid in job_pids(j)]
+        off_loopback = listening_off_loopback(running)
         assert slurm_cmd("scancel", cancelled).returncode == 0
         deadline = time.time() + 120
         while active(cancelled):
@@ -197,6 +231,8 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
         "before": before,
         "left_after_cancel": left_after_cancel,
         "lingered_s": lingered_s,
+        "running": running,
+        "off_loopback": off_loopback,
         "env": env,
         "cfg": cfg,
     }
@@ -255,6 +291,12 @@ def test_each_generate_job_is_a_slurm_job_with_its_own_server(runs):
         "prepare_model",
     }
     assert "localrule corpus:" in runs["first"] and "localrule table:" in runs["second"]
+
+
+def test_daemons_and_jobs_listen_on_loopback_only(runs):
+    # the daemons and both generate jobs (srun, Snakemake, the vLLM servers) while they ran
+    assert len(runs["running"]) > 5 + 6
+    assert runs["off_loopback"] == []
 
 
 def test_no_process_outlives_its_slurm_job(runs):

@@ -17,7 +17,7 @@
 #
 # Process tracking is proctrack/linuxproc (no cgroups needed): SLURM signals a job's process tree,
 # so a process that a job detaches and leaves behind stays visible (tests/test_slurm_e2e.py looks).
-# Exit status: 0 done, 1 failure, 2 SLURM not installed and cannot be (not root, or no apt-get).
+# Exit status: 0 done, 1 failure, 2 cannot start here (not root, or SLURM missing and no apt-get).
 set -euo pipefail
 
 STATE="${RAGMI_SLURM_DIR:-${TMPDIR:-/tmp}/ragmi-slurm}"
@@ -85,10 +85,6 @@ have_slurm() {
 
 install() {
     have_slurm && return 0
-    if [ "$(id -u)" != 0 ]; then
-        echo "slurm-local: SLURM is not installed and installing it needs root (apt-get install ${PACKAGES[*]})" >&2
-        exit 2
-    fi
     command -v apt-get >/dev/null || {
         echo "slurm-local: SLURM is not installed and there is no apt-get to install it" >&2
         exit 2
@@ -263,6 +259,10 @@ start_slurm() {
 
 cmd_start() {
     local t0=$SECONDS
+    if [ "$(id -u)" != 0 ]; then
+        echo "slurm-local: starting SLURM needs root (slurmd runs every job as its user; apt-get installs it)" >&2
+        exit 2
+    fi
     install
     write_configs
     start_munge
