@@ -19,6 +19,24 @@ include: "rules/audit.smk"
 include: "rules/tables.smk"
 
 
+# On a cluster (profiles/slurm) the light steps run inside the Snakemake process instead of as jobs of
+# their own: each takes seconds, where a job costs a queue wait, two Snakemake start-ups and a
+# scheduler round trip (and a Hub download runs where the network is).  No effect on a local run.
+localrules:
+    corpus,
+    split,
+    null_database,
+    queries,
+    metrics,
+    table,
+    attack_figures,
+    roc_all_attacks,
+    leakage,
+
+
+workflow.localrules(*(f"figure_{f.name}" for t in TABLES.values() for f in t.figures))
+
+
 rule all:
     input:
         final_outputs(),

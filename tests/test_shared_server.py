@@ -95,3 +95,53 @@ def test_cpu_command_uses_measured_settings(tmp_path):
     env = srv.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
     assert os.sched_getaffinity(0) and env["VLLM_CPU_OMP_THREADS_BIND"]
+
+
+def _gone(pid, seconds=10.0):
+    for _ in range(int(seconds / 0.1)):
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_slurm_job_owns_its_server_and_release_stops_it(tmp_path, monkeypatch):
+    """In a SLURM job the server is the job's own (another job never reuses it) and the last user's
+    release stops it, with its watchdog, before returning: nothing outlives the job step."""
+    import json
+
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    a = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    assert a.idle_s == 0 and "slurm101" in a.dir.name and a.server.log_path.name == "server.slurm101.log"
+    a.acquire(log=lambda m: None)
+    state = json.loads((a.dir / "state.json").read_text())
+    monkeypatch.setenv("SLURM_JOB_ID", "102")
+    b = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    assert b.dir != a.dir and not b.hold(), "another SLURM job does not find job 101's server"
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    c = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    assert c.dir == a.dir and c.hold(), "a second user in the same job does"
+    a.release()
+    assert _alive(state["pid"]), "job 101 still has a user (c)"
+    c.release()
+    assert not _alive(state["pid"]) and not _alive(state["watchdog"])  # at once, not after an idle time
+    assert not (a.dir / "state.json").exists()
+
+
+def test_slurm_job_server_stops_when_its_user_dies_without_release(tmp_path, monkeypatch):
+    import json
+    import subprocess
+
+    monkeypatch.setenv("SLURM_JOB_ID", "103")
+    a = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    a.acquire(log=lambda m: None)
+    state = json.loads((a.dir / "state.json").read_text())
+    # hand the lease to a process that then dies without releasing (a job killed by SIGKILL)
+    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    (a.dir / "users" / f"{user.pid}.0").write_text("x")
+    a.user_file.unlink()
+    time.sleep(2.5)
+    assert _alive(state["pid"])
+    user.kill()
+    user.wait()
+    assert _gone(state["pid"], 10), "the watchdog stops the job's server within seconds, not server_idle_s"

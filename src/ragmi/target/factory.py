@@ -93,7 +93,7 @@ class ManagedGenerator:
 
     def close(self):
         if self.server is not None:
-            self.server.release()
+            self.server.release(log=self.log)
             self.server = None
 
 

@@ -10,10 +10,19 @@ starts it, detached, together with a small watchdog; later jobs on the same host
 ``.ragmi/servers/<host>-<key>/state.json`` and reuse it.  Each job registers its pid under
 ``users/`` while it needs the server; the watchdog stops the server once no registered job is alive
 for ``idle_s`` seconds (so it also goes away after Ctrl-C or a crashed job).
+
+Inside a SLURM job (``SLURM_JOB_ID`` set) the server belongs to that job: it is never shared with
+another job (which holds other GPUs, and whose end would take the server down mid-request), and it
+is stopped as soon as no user of the job is left, by the last user's ``release`` itself (so that it
+is gone before the job step ends) or by the watchdog within a second when the last user died
+without releasing it.  ``server_idle_s`` does not apply there: a server idling after its job would
+hold a GPU that SLURM has already given to the next job.  Its log is the generator's server log with
+the job id before the suffix (``logs/servers/<generator>.slurm<id>.log``), one file per job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import itertools
@@ -218,11 +227,18 @@ class SharedVLLMServer:
         env = server.environment()
         ident = json.dumps([cmd, {k: env.get(k) for k in sorted(env) if k.startswith("VLLM_")}])
         key = hashlib.sha256(ident.encode()).hexdigest()[:16]
+        self.slurm_job = os.environ.get("SLURM_JOB_ID") or None
+        if self.slurm_job:  # the job's own server, stopped with it, with a log of its own (module docstring)
+            self.idle_s = 0
+            key = f"slurm{self.slurm_job}-{key}"
+            log = server.log_path
+            server.log_path = log.with_name(f"{log.stem}.slurm{self.slurm_job}{log.suffix}")
         self.dir = Path(state_root) / f"{socket.gethostname()}-{key}"
         # one file per user: <pid>.<n>; the watchdog checks that the pid still runs
         self.user_file = self.dir / "users" / f"{os.getpid()}.{next(_USER_IDS)}"
         self.base_url = None
         self._proc = None  # set when this job started the server (to notice its exit at once)
+        self._watchdog = None  # and its watchdog
 
     def _state(self) -> dict | None:
         try:
@@ -242,12 +258,14 @@ class SharedVLLMServer:
                 self._proc = proc
                 state = {"pid": proc.pid, "port": srv.port, "log": str(srv.log_path), "started": time.time()}
                 atomic_write_text(json.dumps(state), self.dir / "state.json")
-                subprocess.Popen(
+                self._watchdog = subprocess.Popen(
                     [sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir), str(self.idle_s)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
                 )
+                state["watchdog"] = self._watchdog.pid
+                atomic_write_text(json.dumps(state), self.dir / "state.json")
             self.user_file.write_text(str(time.time()))
         self.server.port = state["port"]
         self.server.log_path = Path(state["log"])
@@ -281,8 +299,57 @@ class SharedVLLMServer:
                 return True
         return False
 
-    def release(self) -> None:
+    def release(self, log=None) -> None:
         self.user_file.unlink(missing_ok=True)
+        if self.slurm_job:
+            with _Lock(self.dir / "lock"):
+                state = self._state()
+                if state and not _live_users(self.dir):
+                    _stop(self.dir, state)
+                    if log is not None:
+                        log(f"stopped the vLLM server of SLURM job {self.slurm_job} (pid {state['pid']})")
+                    for child in (self._proc, self._watchdog):  # reap them: no zombie left in the job either
+                        if child is not None:
+                            with contextlib.suppress(subprocess.TimeoutExpired):
+                                child.wait(timeout=10)
+
+
+def _live_users(d: Path) -> list[Path]:
+    """The user files of ``d`` whose job still runs (the others are removed)."""
+    users = []
+    for f in (d / "users").glob("*"):
+        pid = _user_pid(f)
+        if pid is not None and _alive(pid):
+            users.append(f)
+        else:
+            f.unlink(missing_ok=True)
+    return users
+
+
+def _stop(d: Path, state: dict) -> None:
+    """Stop the server of ``state`` (its whole process group: SIGTERM, SIGKILL after 30 s) and forget
+    it; its watchdog too, when another process stops it.  The caller holds ``d``'s lock."""
+    try:
+        os.killpg(state["pid"], signal.SIGTERM)
+        for _ in range(300):
+            if not _alive(state["pid"]):
+                break
+            time.sleep(0.1)
+        else:
+            os.killpg(state["pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    (d / "state.json").unlink(missing_ok=True)
+    dog = state.get("watchdog")
+    if dog and dog != os.getpid():
+        try:
+            os.kill(dog, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        for _ in range(50):
+            if not _alive(dog):
+                break
+            time.sleep(0.1)
 
 
 def watchdog(state_dir: str, idle_s: float) -> None:
@@ -299,31 +366,16 @@ def watchdog(state_dir: str, idle_s: float) -> None:
             with _Lock(d / "lock"):
                 (d / "state.json").unlink(missing_ok=True)
             return
-        users = []
-        for f in (d / "users").glob("*"):
-            pid = _user_pid(f)
-            if pid is not None and _alive(pid):
-                users.append(f)
-            else:
-                f.unlink(missing_ok=True)
-        if users:
+        if _live_users(d):
             last_active = time.time()
             continue
         if time.time() - last_active >= idle_s:
             with _Lock(d / "lock"):
-                if any(_alive(pid) for f in (d / "users").glob("*") if (pid := _user_pid(f)) is not None):
+                if _live_users(d):
                     continue
-                try:
-                    os.killpg(state["pid"], signal.SIGTERM)
-                    for _ in range(30):
-                        if not _alive(state["pid"]):
-                            break
-                        time.sleep(1.0)
-                    else:
-                        os.killpg(state["pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                (d / "state.json").unlink(missing_ok=True)
+                state = json.loads((d / "state.json").read_text()) if (d / "state.json").exists() else None
+                if state:
+                    _stop(d, state)
             return
 
 
