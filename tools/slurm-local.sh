@@ -108,8 +108,9 @@ install() {
 # ---- configuration (rewritten by every start that finds slurmctld down; keys and database kept) ----
 write_configs() {
     mkdir -p "$STATE"/{etc,run,log,munge,ctld,slurmd,mysql}
+    # others may submit jobs: slurm.conf and the munge socket are theirs to use, the keys are not
+    chmod 755 "$STATE" "$STATE/etc" "$STATE/run"
     chmod 711 "$STATE/munge"
-    chmod 700 "$STATE/etc"
     if [ ! -s "$STATE/munge/munge.key" ]; then
         head -c 1024 /dev/urandom >"$STATE/munge/munge.key"
         chmod 400 "$STATE/munge/munge.key"
