@@ -8,29 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from conftest import run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def snakemake(workdir, *args, env=None):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--cores",
-            "1",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-        env=env,
-    )
+    return run_snakemake(workdir, *args, cores=1, env=env)
 
 
 def ragmi_lines(stderr: str) -> list[str]:
