@@ -76,6 +76,7 @@ def _check_references(cfg: dict) -> None:
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
     _derive_controls(cfg)
+    _check_frameworks(cfg)
     _check_defenses(cfg)
     _check_models(cfg)
     for name, g in cfg.get("generators", {}).items():
@@ -108,6 +109,38 @@ def _derive_controls(cfg: dict) -> None:
                 if controls["attacks"] is not None:
                     derived["attacks"] = list(controls["attacks"])
                 cfg["targets"][name + suffix] = derived
+
+
+def _check_frameworks(cfg: dict) -> None:
+    """Each target's framework is registered, its parameters valid (defaults filled in), and the
+    models and files it names plausible (ragmi.target.frameworks)."""
+    from .models import check_model_reference
+    from .target.frameworks import build_framework
+    from .target.frameworks.spring import check_embeddings_reference
+
+    for name, t in cfg["targets"].items():
+        key = f"targets.{name}.framework"
+        fw = build_framework(t["framework"], t["framework_params"], where=key)
+        t["framework_params"] = fw.params
+        gen = cfg["generators"][t["generator"]]
+        if fw.needs_local_model:
+            if fw.params["model"] == "generator":
+                if gen["backend"] not in ("vllm", "transformers"):
+                    raise ConfigError(
+                        f"config key {key}_params.model: 'generator' reads the target generator's weights, and "
+                        f"generator {t['generator']!r} is an external endpoint (backend {gen['backend']}); "
+                        "name a local folder or a Hugging Face model id"
+                    )
+            else:
+                check_model_reference(fw.params["model"], f"{key}_params.model")
+        if fw.name == "spring":
+            if gen["backend"] != "transformers":
+                raise ConfigError(
+                    f"config key {key}: spring writes its virtual tokens into the generator's embedding table, so "
+                    f"it needs a generator with backend transformers (generator {t['generator']!r} is "
+                    f"{gen['backend']})"
+                )
+            check_embeddings_reference(fw.params["embeddings"], f"{key}_params.embeddings")
 
 
 def _check_models(cfg: dict) -> None:

@@ -17,6 +17,8 @@ from ..cache import ResponseCache
 from ..defenses import build_defense
 from ..errors import ConfigError
 from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
+from .frameworks import build_framework
+from .frameworks.spring import Spring
 from .generators import (
     NO_API_KEY,
     CachedGenerator,
@@ -145,14 +147,38 @@ def defender_chat(gen, seed: int):
     return chat
 
 
+def target_framework(spec: TargetSpec):
+    """The target's framework (``targets.<t>.framework``), its local model resolved: ``model:
+    generator`` is the generator's own weights (the converted folder of a packaged model)."""
+    key = f"targets.{spec.name}.framework"
+    fw = build_framework(spec.target["framework"], dict(spec.target["framework_params"]), where=key)
+    if fw.needs_local_model:
+        m = fw.params["model"]
+        fw.model_path = model_path(spec.generator, spec.model_dir) if m == "generator" else m
+    return fw
+
+
 @contextlib.contextmanager
 def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
     defenses = [build_defense(name, dict(entry)) for name, entry in spec.defenses]
+    framework = target_framework(spec)
     with contextlib.ExitStack() as stack:
+        stack.callback(framework.close)
         # The generator first: it holds a running shared server while the retriever loads.
-        gen = stack.enter_context(
-            cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads, spec.server_log, log)
-        )
+        if isinstance(framework, Spring):  # the generator with the virtual tokens in its embedding table
+            gen = stack.enter_context(
+                framework.generator(
+                    spec.generator,
+                    model_path(spec.generator, spec.model_dir),
+                    spec.cache_dir,
+                    f"targets.{spec.name}.framework",
+                    log,
+                )
+            )
+        else:
+            gen = stack.enter_context(
+                cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads, spec.server_log, log)
+            )
         chat = None
         if any(d.needs_llm for d in defenses):
             dgen = stack.enter_context(
@@ -183,4 +209,5 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
             defenses=defenses,
             defender=chat,
             log=log,
+            framework=framework,
         )

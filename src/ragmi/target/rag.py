@@ -1,5 +1,7 @@
 """The target RAG system: query -> retrieve -> read documents -> fill template -> generate, with the
-defenses acting on five ordered hooks (``ragmi.defenses.base``).
+defenses acting on five ordered hooks (``ragmi.defenses.base``).  How the stages are chained — once
+(Standard RAG), with a compression of the retrieved texts, or in rounds of reasoning and retrieval —
+is the target's framework (``ragmi.target.frameworks``).
 
 Every query carries a :class:`~ragmi.defenses.base.QueryState` through the hooks; each defense that
 declares a hook runs on the whole batch, in the target's configured order, and the state records
@@ -16,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..defenses.base import HOOKS, DefenseContext, QueryState, hook_digest
-from .generators import make_request
 from .templates import Template
 
 
@@ -46,6 +47,13 @@ class RAGSystem:
     defenses: list = field(default_factory=list)  # ragmi.defenses.base.Defense, in hook order
     defender: Callable | None = None  # chat(prompts, max_tokens, temperature) -> list[str]
     log: Callable = print
+    framework: object = None  # ragmi.target.frameworks.base.Framework; None: Standard RAG
+
+    def __post_init__(self):
+        if self.framework is None:
+            from .frameworks.standard import Standard
+
+            self.framework = Standard({})
 
     def context(self) -> DefenseContext:
         all_scores = getattr(self.retriever, "all_scores", None)
@@ -98,19 +106,26 @@ class RAGSystem:
                 s.docs = [self.documents[d] for d in s.retrieved_ids]
 
     def _fill_messages(self, states: list[QueryState], ctx: DefenseContext) -> None:
+        # the framework's compression acts on the texts the content hook left (LongLLMLingua, SC)
+        self.framework.compress(self, [s for s in states if s.refusal is None], ctx)
         for s in states:
             if s.refusal is None:
-                s.messages = self.template.messages(s.query, s.docs)
+                s.messages = self.framework.messages(self, s)
 
     def prepare(
-        self, states: list[QueryState], ctx: DefenseContext, until: str = "template", run_last_hook: bool = True
+        self,
+        states: list[QueryState],
+        ctx: DefenseContext,
+        until: str = "template",
+        run_last_hook: bool = True,
+        start: str = "query",
     ) -> float:
-        """Run the pre-generation stages — each stage's own step, then its defenses' hook — up to
-        ``until``; with ``run_last_hook=False`` the last stage's hook is left out (the audit's probes
-        stop there).  Returns the retrieval seconds per query."""
+        """Run the pre-generation stages — each stage's own step, then its defenses' hook — from
+        ``start`` up to ``until``; with ``run_last_hook=False`` the last stage's hook is left out (the
+        audit's probes stop there).  Returns the retrieval seconds per query."""
         steps = {"query": None, "retrieval": self.retrieve, "content": self._fill_docs, "template": self._fill_messages}
         retrieval_s = 0.0
-        for hook in HOOKS[: HOOKS.index(until) + 1]:
+        for hook in HOOKS[HOOKS.index(start) : HOOKS.index(until) + 1]:
             step = steps[hook]
             if step is not None:
                 t = step(states, ctx)
@@ -129,13 +144,8 @@ class RAGSystem:
         query_ids = query_ids or [str(i) for i in range(len(user_prompts))]
         states = [QueryState(query_id=str(qid), query=str(q)) for qid, q in zip(query_ids, user_prompts)]
         ctx = self.context()
-        retrieval_s = self.prepare(states, ctx, until="template")
-        todo = [i for i, s in enumerate(states) if s.refusal is None]
-        requests = [
-            make_request(states[i].messages, max_tokens[i], top_logprobs[i], self.temperature, self.seed) for i in todo
-        ]
-        for i, resp in zip(todo, self.generator.generate(requests) if requests else []):
-            states[i].response = dict(resp)
+        # the framework runs the pre-generation stages (and their hooks) and the generation(s)
+        retrieval_s = self.framework.run(self, states, ctx, max_tokens, top_logprobs)
         for s in states:
             if s.refusal is not None:
                 s.response = refusal_response(s.refusal)

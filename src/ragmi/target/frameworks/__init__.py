@@ -1,0 +1,45 @@
+"""RAG frameworks of a target (``targets.<t>.framework``), one module each (interface: ``.base``).
+
+DCMI (Gao et al., §5.2 and Table 8) measures membership leakage on five RAG frameworks: Standard RAG,
+LongLLMLingua compression, Selective-Context (SC-RAG), Spring and IRCoT.  Every framework keeps the
+five defense hooks of :class:`~ragmi.target.rag.RAGSystem` (query, retrieval, content, template,
+output), so every attack, defense and the audit run on it unchanged.
+
+Adding a framework: a module with one :class:`~ragmi.target.frameworks.base.Framework` subclass, one
+line in :data:`REGISTRY`, and its parameter schema under ``$defs.frameworks.<name>`` in
+config/schema.yaml.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ...config import plugin_params
+from ...errors import ConfigError
+
+REGISTRY = {
+    # name: (module, class)
+    "standard": ("standard", "Standard"),
+    "selective_context": ("selective_context", "SelectiveContext"),
+    "longllmlingua": ("longllmlingua", "LongLLMLingua"),
+    "ircot": ("ircot", "IRCoT"),
+    "spring": ("spring", "Spring"),
+}
+
+
+def framework_class(name: str, where: str = "framework"):
+    try:
+        module, cls = REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"config key {where}: unknown framework {name!r}; known: {', '.join(sorted(REGISTRY))}"
+        ) from None
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def build_framework(name: str, params: dict | None = None, where: str = "framework"):
+    """A framework from ``targets.<t>.framework`` and ``targets.<t>.framework_params`` (``where`` names
+    the target's ``framework`` key in error messages)."""
+    cls = framework_class(name, where)
+    prefix = where.rsplit(".", 1)[0] + ".framework_params" if "." in where else "framework_params"
+    return cls(plugin_params("frameworks", name, params or {}, where=prefix))

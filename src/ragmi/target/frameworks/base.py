@@ -1,0 +1,56 @@
+"""The interface of a RAG framework: how a target turns queries into responses around the hooks.
+
+:class:`~ragmi.target.rag.RAGSystem` owns the retriever, the documents, the template, the generator
+and the defenses; its framework decides
+
+* :meth:`Framework.run`: the pipeline from the queries to the raw responses (Standard RAG: the
+  pre-generation stages, then one generation per query; IRCoT: several rounds of reasoning and
+  retrieval);
+* :meth:`Framework.compress`: what happens to the retrieved texts between the content hook and the
+  template (LongLLMLingua, Selective-Context);
+* :meth:`Framework.messages`: the prompt built from the query and the (compressed) texts.
+
+Whatever a framework does, the defenses' hooks run where :meth:`RAGSystem.prepare` runs them, every
+generation goes through the target's cached, batched generator, and a response carries exactly the
+keys of ``ragmi.workflow.RESPONSE_FILE_COLUMNS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...defenses.base import DefenseContext, QueryState
+from ..generators import make_request
+
+
+class Framework:
+    name = "framework"
+    source = ""  # the paper / code it follows
+    needs_local_model = False  # reads the weights of a local causal LM (``model: generator`` = the generator's)
+
+    def __init__(self, params: Mapping):
+        self.params = dict(params)
+
+    def record(self) -> dict:
+        return {"framework": self.name, "params": self.params, "source": self.source}
+
+    # -- stages -----------------------------------------------------------------------------------
+    def compress(self, rag, states: list[QueryState], ctx: DefenseContext) -> None:
+        """Rewrite ``state.docs`` of the live states after the content hook (no-op by default)."""
+
+    def messages(self, rag, state: QueryState) -> list[dict]:
+        return rag.template.messages(state.query, state.docs)
+
+    def run(self, rag, states: list[QueryState], ctx: DefenseContext, max_tokens, top_logprobs) -> float:
+        """Fill ``state.response`` of every live state; return the retrieval seconds per query."""
+        retrieval_s = rag.prepare(states, ctx, until="template")
+        todo = [i for i, s in enumerate(states) if s.refusal is None]
+        requests = [
+            make_request(states[i].messages, max_tokens[i], top_logprobs[i], rag.temperature, rag.seed) for i in todo
+        ]
+        for i, resp in zip(todo, rag.generator.generate(requests) if requests else []):
+            states[i].response = dict(resp)
+        return retrieval_s
+
+    def close(self) -> None:
+        """Free what the framework loaded (models)."""
