@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
-from .tables import format_ci
+from .tables import format_ci, format_n
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
 # is a column of ragmi.metrics, so the paper's number is always shown beside the same quantity of ours.
@@ -54,13 +54,15 @@ def _paper_number(value: float) -> str:
     return f"{whole}.{frac.ljust(2, '0')}"
 
 
-def published_cell(row: pd.Series, published: list[dict], defenses=()) -> str:
-    """The published numbers of the same setting — dataset source, generator model, variant and
-    defenses ``[(kind, params)]`` of the row's target —, each beside the same metric of ours:
-    ``"rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (RAG-MIA Tab. 7)"`` (the entry's ``note`` after
-    its source); '' when there is none.  Entries marked ``comparable: false`` are never shown: they
-    are not the quantity ragmi computes (docs/provenance.md#published)."""
-    hits = [
+def framework_matches(entry: dict, framework: str) -> bool:
+    """Whether a published entry's RAG framework is the target's: an entry without ``framework`` is
+    Standard RAG (DCMI Table 8)."""
+    return entry.get("framework", "standard") == framework
+
+
+def published_entries(row: pd.Series, published: list[dict], defenses=(), framework: str = "standard") -> list[dict]:
+    """The comparable published entries of the row's setting (see :func:`published_cell`)."""
+    return [
         p
         for p in published
         if "table" not in p  # entries with a table are the audit tables'
@@ -69,7 +71,17 @@ def published_cell(row: pd.Series, published: list[dict], defenses=()) -> str:
         and p["model"] == row.get("generator_model")
         and fnmatch.fnmatchcase(str(row["variant"]), p["variant"])
         and defense_matches(p, defenses)
+        and framework_matches(p, framework)
     ]
+
+
+def published_cell(row: pd.Series, published: list[dict], defenses=(), framework: str = "standard") -> str:
+    """The published numbers of the same setting — dataset source, generator model, variant,
+    defenses ``[(kind, params)]`` and framework of the row's target —, each beside the same metric of ours:
+    ``"rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (RAG-MIA Tab. 7)"`` (the entry's ``note`` after
+    its source); '' when there is none.  Entries marked ``comparable: false`` are never shown: they
+    are not the quantity ragmi computes (docs/provenance.md#published)."""
+    hits = published_entries(row, published, defenses, framework)
     cells = []
     for p in hits:
         m = p["metric"]
@@ -124,12 +136,23 @@ def audit_published(published: list[dict], table: str, defenses) -> str:
     )
 
 
-def comparison_frame(metrics: pd.DataFrame, published: list[dict], defenses: dict | None = None) -> pd.DataFrame:
+def target_frameworks(config) -> dict:
+    """{target: framework name} of a validated config."""
+    return {t: c["framework"] for t, c in config["targets"].items()}
+
+
+def comparison_frame(
+    metrics: pd.DataFrame, published: list[dict], defenses: dict | None = None, frameworks: dict | None = None
+) -> pd.DataFrame:
     """Headline variants with the published number of the same setting; ``defenses`` is
-    :func:`target_defenses` of the run (targets absent from it are undefended)."""
-    defenses = defenses or {}
+    :func:`target_defenses` of the run (targets absent from it are undefended), ``frameworks``
+    :func:`target_frameworks` (targets absent from it are Standard RAG)."""
+    defenses, frameworks = defenses or {}, frameworks or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
-    df["published"] = [published_cell(r, published, defenses.get(r["target"], ())) for _, r in df.iterrows()]
+    df["published"] = [
+        published_cell(r, published, defenses.get(r["target"], ()), frameworks.get(r["target"], "standard"))
+        for _, r in df.iterrows()
+    ]
     df["note"] = [diagnose(r) for _, r in df.iterrows()]
     return df.reset_index(drop=True)
 
@@ -198,3 +221,66 @@ def query_budget_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     rows.insert(3, "n_questions", parts["n"].astype(int))
     rows.insert(3, "method", parts["base"])
     return rows.sort_values(["dataset", "target", "method", "n_questions"], kind="stable")
+
+
+# DCMI Tables 4 and 10 list the frameworks in this order.
+FRAMEWORK_ORDER = ("standard", "longllmlingua", "selective_context", "spring", "ircot")
+
+
+def _published_number(entries: list[dict], metric: str) -> str:
+    return "; ".join(
+        f"{_paper_number(p['value'])} ({p['paper']}" + (f"; {p['note']}" if p.get("note") else "") + ")"
+        for p in entries
+        if p["metric"] == metric
+    )
+
+
+def framework_frame(metrics: pd.DataFrame, published: list[dict], frameworks: dict, targets: dict) -> pd.DataFrame:
+    """DCMI Table 4/10 layout: one row per (dataset, attack variant, framework) of the undefended,
+    non-control targets; AUC and the decision rule's accuracy with their intervals and n, and the
+    paper's AUC and accuracy of the same setting (source, generator model, variant, framework)."""
+    plain = [t for t, c in targets.items() if not c["defenses"] and c["control"] == "none"]
+    df = metrics[metrics["variant"].map(is_main_variant) & metrics["target"].isin(plain)].copy()
+    df["framework"] = df["target"].map(frameworks)
+    rows = []
+    for _, r in df.iterrows():
+        hits = published_entries(r, published, (), r["framework"])
+        rows.append(
+            {
+                "dataset": r["dataset"],
+                "attack": r["attack"],
+                "variant": r["variant"],
+                "framework": r["framework"],
+                "target": r["target"],
+                "generator": r.get("generator_model", ""),
+                "n eval (m/nm)": format_n(r.get("n_members"), r.get("n_nonmembers")),
+                "AUC": format_ci(r.get("auc"), r.get("auc_lo"), r.get("auc_hi")),
+                "accuracy (rule)": format_ci(r.get("accuracy"), r.get("accuracy_lo"), r.get("accuracy_hi")),
+                "published AUC": _published_number(hits, "auc"),
+                "published accuracy": _published_number(hits, "accuracy"),
+                **{c: r.get(c) for c in ("auc", "auc_lo", "auc_hi", "accuracy", "accuracy_lo", "accuracy_hi")},
+                "n_members": r.get("n_members"),
+                "n_nonmembers": r.get("n_nonmembers"),
+            }
+        )
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    rank = {f: i for i, f in enumerate(FRAMEWORK_ORDER)}
+    out["_o"] = out["framework"].map(lambda f: rank.get(f, len(rank)))
+    out = out.sort_values(["dataset", "attack", "variant", "_o", "target"], kind="stable").drop(columns="_o")
+    return out.reset_index(drop=True)
+
+
+FRAMEWORK_DISPLAY = (
+    "dataset",
+    "variant",
+    "framework",
+    "target",
+    "generator",
+    "n eval (m/nm)",
+    "AUC",
+    "accuracy (rule)",
+    "published AUC",
+    "published accuracy",
+)

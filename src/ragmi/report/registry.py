@@ -35,15 +35,18 @@ from ..workflow import atomic_write_text
 from . import audit_tables
 from .comparison import (
     CONTROL_COLUMNS,
+    FRAMEWORK_DISPLAY,
     attach_controls,
     audit_published,
     comparison_frame,
     dcmi_ablation_frame,
+    framework_frame,
     is_main_variant,
     load_published,
     published_cell,
     query_budget_frame,
     target_defenses,
+    target_frameworks,
 )
 from .plots import plot_query_budget
 from .tables import markdown_table
@@ -127,6 +130,7 @@ def _comparison(files: Files, config: Mapping) -> pd.DataFrame:
         read_metrics(files["metrics"]),
         load_published(files["published"][0]),
         target_defenses(config),
+        target_frameworks(config),
     )
     df = df.fillna({"published": "", "note": ""})
     return attach_controls(df, config["targets"])
@@ -142,6 +146,31 @@ def _dcmi_ablation(files: Files, config: Mapping) -> pd.DataFrame:
 
 def _query_budget(files: Files, config: Mapping) -> pd.DataFrame:
     return query_budget_frame(read_metrics(files["metrics"]))
+
+
+def framework_targets(config: Mapping) -> list[str]:
+    """The undefended, non-control targets, when one of them has a framework other than standard
+    (otherwise there is nothing to compare and the table is not built)."""
+    plain = [t for t, c in sorted(config["targets"].items()) if not c["defenses"] and c["control"] == "none"]
+    return plain if any(config["targets"][t]["framework"] != "standard" for t in plain) else []
+
+
+def _framework_inputs(config: Mapping) -> dict[str, list[str]]:
+    chosen = set(framework_targets(config))
+    return {"metrics": [f"results/metrics/{d}/{t}/{a}.csv" for d, t, a in runs(config) if t in chosen]}
+
+
+def _framework_comparison(files: Files, config: Mapping) -> pd.DataFrame:
+    return framework_frame(
+        read_metrics(files["metrics"]),
+        load_published(files["published"][0]),
+        target_frameworks(config),
+        config["targets"],
+    )
+
+
+def _framework_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    return audit_tables.plain_markdown(df[list(FRAMEWORK_DISPLAY)], title, notes)
 
 
 _TABLES = [
@@ -210,6 +239,26 @@ _TABLES = [
         build=_query_budget,
         figures=(Figure("query_budget", "results/figures/query_budget.png", "report/budget.rst", plot_query_budget),),
     ),
+    Table(
+        name="framework_comparison",
+        title="RAG frameworks (DCMI Tables 4 and 10): every attack on every framework of the undefended targets",
+        notes=(
+            "One row per dataset × attack headline variant × framework (DCMI's order: Standard RAG, LongLLMLingua, "
+            "Selective-Context, Spring, IRCoT), for the targets without defenses that are not negative controls; "
+            "built when one of them has a framework other than standard.",
+            "AUC and accuracy (the variant's own decision rule) on the evaluation set with 95% stratified bootstrap "
+            "intervals; n eval = members/non-members.",
+            "published AUC / accuracy: DCMI Table 10 / Table 4 (Adversary 3: dcmi/adv3 and RAG-MIA's black box) for "
+            "the same dataset source, generator model (DCMI Table 8: LLMLingua with GPT-3.5-turbo, IRCoT with "
+            "Flan-T5-Large, the others with Llama-2-7B-chat), variant and framework (config/published.yaml).",
+            "Costs per candidate (queries, prompt and output tokens, IRCoT's extra generations included) are in the "
+            "CSV and in attack_comparison.",
+        ),
+        inputs=_framework_inputs,
+        build=_framework_comparison,
+        published=True,
+        markdown=_framework_markdown,
+    ),
 ]
 
 
@@ -274,7 +323,11 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
         audit_tables.baseline_targets(config["targets"]),
     )
     published, defenses = load_published(files["published"][0]), target_defenses(config)
-    df["published"] = [published_cell(r, published, defenses.get(r["target"], ())) for _, r in df.iterrows()]
+    frameworks = target_frameworks(config)
+    df["published"] = [
+        published_cell(r, published, defenses.get(r["target"], ()), frameworks.get(r["target"], "standard"))
+        for _, r in df.iterrows()
+    ]
     return df
 
 
