@@ -21,6 +21,8 @@ def main(smk, log):
         )
         for d in rag.defenses:
             log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
+        if rag.framework.name != "standard":
+            log(f"framework {rag.framework.name}: {getattr(rag.framework, 'stats', {})}")
     out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[RESPONSE_FILE_COLUMNS]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")
