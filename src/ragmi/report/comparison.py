@@ -138,7 +138,7 @@ def audit_published(published: list[dict], table: str, defenses) -> str:
 
 def target_frameworks(config) -> dict:
     """{target: framework name} of a validated config."""
-    return {t: c["framework"] for t, c in config["targets"].items()}
+    return {t: c.get("framework", "standard") for t, c in config["targets"].items()}
 
 
 def comparison_frame(

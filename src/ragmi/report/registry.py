@@ -151,8 +151,9 @@ def _query_budget(files: Files, config: Mapping) -> pd.DataFrame:
 def framework_targets(config: Mapping) -> list[str]:
     """The undefended, non-control targets, when one of them has a framework other than standard
     (otherwise there is nothing to compare and the table is not built)."""
-    plain = [t for t, c in sorted(config["targets"].items()) if not c["defenses"] and c["control"] == "none"]
-    return plain if any(config["targets"][t]["framework"] != "standard" for t in plain) else []
+    targets = config["targets"]
+    plain = [t for t, c in sorted(targets.items()) if not c.get("defenses") and c.get("control", "none") == "none"]
+    return plain if any(targets[t].get("framework", "standard") != "standard" for t in plain) else []
 
 
 def _framework_inputs(config: Mapping) -> dict[str, list[str]]:
