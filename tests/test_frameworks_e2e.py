@@ -5,6 +5,7 @@ only for Llama-2 and Mistral, and only on the Hub)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -77,16 +78,20 @@ def test_every_framework_answers_every_query_with_the_same_columns(run):
 
 def test_frameworks_change_what_the_generator_reads_and_the_costs_count_it(run):
     std, sc, lingua, ircot = (responses(run, t) for t in FRAMEWORKS)
-    # the compressions shorten the prompt of every query; IRCoT's two generations cost more
+    # Selective-Context shortens the prompt of every query; LongLLMLingua compresses the texts (its
+    # output repeats the question, so the prompt need not shrink); IRCoT's two generations cost more
     assert (sc["prompt_tokens"] < std["prompt_tokens"]).all()
-    assert (lingua["prompt_tokens"] < std["prompt_tokens"]).mean() >= 0.75
+    assert (lingua["prompt_tokens"] != std["prompt_tokens"]).all()
     assert (ircot["prompt_tokens"] > std["prompt_tokens"]).all()
     assert (ircot["completion_tokens"] > std["completion_tokens"]).mean() >= 0.75
     cost = {t: pd.read_csv(run / f"results/metrics/tiny/{t}/rag_mia.csv") for t in FRAMEWORKS}
     p = "prompt_tokens_per_candidate"
     assert (cost["ircot"][p] > cost["std"][p]).all() and (cost["sc"][p] < cost["std"][p]).all()
     logs = "".join(p.read_text() for p in (run / "logs/generate/tiny").rglob("*.log"))
-    assert "framework selective_context: {'units':" in logs and "framework ircot: {'generations':" in logs
+    assert "framework selective_context: {'units':" in logs and "framework ircot: {'generations': 32" in logs
+    stats = re.search(r"framework longllmlingua: \{'origin_tokens': (\d+), 'compressed_tokens': (\d+)\}", logs)
+    assert int(stats[2]) < int(stats[1])
+    print(f"LongLLMLingua tokens: {stats[1]} -> {stats[2]}")
 
 
 def test_framework_comparison_table_has_a_row_per_framework(run):
