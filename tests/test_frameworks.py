@@ -516,3 +516,14 @@ def test_framework_comparison_table_puts_the_paper_beside_ours():
     assert df.iloc[0]["published AUC"] == "0.7541 (DCMI Tab. 10); 0.7527 (DCMI Tab. 6)"  # the paper disagrees
     md = TABLES["framework_comparison"].markdown(df, "T", notes=["n"])
     assert "| hcm | dcmi/adv3 | ircot | ircot | google/flan-t5-large | 50/50 | 0.80 [0.75, 0.85] |" in md
+
+
+def test_a_missing_framework_model_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sc = build_framework("selective_context", {"model": str(tmp_path / "no-model")})
+    sc.model_path, sc.model_key = str(tmp_path / "no-model"), "targets.t.framework_params.model"
+    with pytest.raises(ConfigError) as e:
+        sc.compress_texts(["some text"])
+    msg = str(e.value)
+    assert msg.startswith("the selective_context model (config key targets.t.framework_params.model) ")
+    assert "no-model" in msg and "\n" not in msg

@@ -155,6 +155,7 @@ def target_framework(spec: TargetSpec):
     if fw.needs_local_model:
         m = fw.params["model"]
         fw.model_path = model_path(spec.generator, spec.model_dir) if m == "generator" else m
+        fw.model_key = f"{key}_params.model"
     return fw
 
 

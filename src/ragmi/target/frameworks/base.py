@@ -30,6 +30,11 @@ class Framework:
 
     def __init__(self, params: Mapping):
         self.params = dict(params)
+        self.model_path = None  # needs_local_model: set by the factory (``model``, or the generator's weights)
+        self.model_key = "framework_params.model"  # the config key named when that model does not load
+
+    def model_what(self) -> str:
+        return f"the {self.name} model (config key {self.model_key})"
 
     def record(self) -> dict:
         return {"framework": self.name, "params": self.params, "source": self.source}

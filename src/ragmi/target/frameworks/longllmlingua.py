@@ -100,7 +100,6 @@ class LongLLMLingua(Framework):
 
     def __init__(self, params):
         super().__init__(params)
-        self.model_path = None  # set by the factory: params["model"], or the generator's weights
         self._compressor = None
         self.stats = {"origin_tokens": 0, "compressed_tokens": 0}
 
@@ -123,7 +122,7 @@ class LongLLMLingua(Framework):
                     model_config={"trust_remote_code": False},
                 )
             except Exception as e:  # noqa: BLE001 - a missing or broken model: one sentence
-                raise load_error("longllmlingua model", self.model_path, e) from None
+                raise load_error(self.model_what(), self.model_path, e) from None
         return self._compressor
 
     def compress_texts(self, texts: list[str], question: str) -> dict:

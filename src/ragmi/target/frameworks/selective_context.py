@@ -91,7 +91,6 @@ class SelectiveContext(Framework):
 
     def __init__(self, params):
         super().__init__(params)
-        self.model_path = None  # set by the factory: params["model"], or the generator's weights
         self._lm = None
         self.stats = {"units": 0, "dropped": 0}
 
@@ -99,7 +98,7 @@ class SelectiveContext(Framework):
         if self._lm is None:
             from ._lm import load_causal_lm
 
-            self._lm = load_causal_lm(self.model_path, self.params["device"], "selective_context model")
+            self._lm = load_causal_lm(self.model_path, self.params["device"], self.model_what())
         return self._lm
 
     def compress_texts(self, texts: list[str]) -> list[str]:
