@@ -355,8 +355,7 @@ def test_standard_framework_is_todays_behaviour():
 # --- LongLLMLingua ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_longllmlingua_meets_its_rate_on_a_tiny_input(smollm2_dir):
+def test_longllmlingua_meets_its_rate_on_a_tiny_input(smollm2_dir):  # about 10 s here
     from ragmi.target.frameworks.longllmlingua import cl100k_cache_file
 
     assert cl100k_cache_file().is_file()  # seeded by the install, never downloaded
@@ -374,9 +373,11 @@ def test_longllmlingua_meets_its_rate_on_a_tiny_input(smollm2_dir):
     ]
     out = fw.compress_texts(docs, "Does the patient with chest pain smoke?")
     assert out["compressed_tokens"] < out["origin_tokens"]
-    # LongLLMLingua's target is rate x the context tokens, with the question kept: met within rounding
-    assert out["compressed_tokens"] / out["origin_tokens"] <= 0.55 + 0.1
-    assert "chest pain smoke" in out["compressed_prompt"] or "smoke" in out["compressed_prompt"]
+    # rate 0.55 of the tokens (tiktoken's, as llmlingua counts them; measured here: 170 -> 87), and the
+    # compressed prompt repeats the question (DCMI's setting, FlashRAG's refiner)
+    assert out["compressed_tokens"] / out["origin_tokens"] <= 0.55
+    assert out["compressed_prompt"].rstrip().endswith("Does the patient with chest pain smoke?")
+    assert fw.stats == {"origin_tokens": out["origin_tokens"], "compressed_tokens": out["compressed_tokens"]}
 
 
 def test_longllmlingua_never_downloads_tiktoken(tmp_path, monkeypatch):
