@@ -158,6 +158,7 @@ class Spring(Framework):
             raise ConfigError(f"config key {key}: spring runs the generator in process; it needs backend transformers")
         path = resolve_embeddings(self.params["embeddings"], key + "_params.embeddings")
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        self.stats = {"embeddings": str(path), "sha256": digest, "n_virtual_tokens": self.params["n_virtual_tokens"]}
 
         def create():
             from transformers import AutoConfig
