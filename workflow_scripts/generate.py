@@ -2,17 +2,22 @@
 
 import pandas as pd
 
+from ragmi.config import is_remote
 from ragmi.io import atomic_write_parquet
 from ragmi.target.factory import rag_system
+from ragmi.target.remote import remote_target
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
 def main(smk, log):
     shard = pd.read_parquet(smk.input.shard)
-    members = pd.read_parquet(smk.input.members)
     spec = target_spec(smk)
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
-    with rag_system(spec, members, log) as rag:
+    if is_remote(spec.target):  # a service over HTTP: no database, no index here
+        system = remote_target(spec, log)
+    else:
+        system = rag_system(spec, pd.read_parquet(smk.input.members), log)
+    with system as rag:
         answers = rag.answer(
             shard["user_prompt"].tolist(),
             shard["max_tokens"].tolist(),
