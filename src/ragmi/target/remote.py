@@ -357,7 +357,7 @@ class RemoteClient:
         failure = None
         done = 0
         with ThreadPoolExecutor(max_workers=n) as pool:
-            futures = {pool.submit(self.request, r): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._guarded, r): i for i, r in enumerate(requests)}
             for fut in as_completed(futures):
                 i = futures[fut]
                 try:
@@ -384,6 +384,16 @@ class RemoteClient:
             self.log(f"  {done} answers obtained before the failure (kept in the response cache)")
             raise failure
         return results
+
+    def _guarded(self, req: Mapping) -> dict:
+        """:meth:`request`, and on its failure no further request of the batch is sent."""
+        try:
+            return self.request(req)
+        except _Cancelled:
+            raise
+        except BaseException:
+            self._stop.set()
+            raise
 
     def summary(self) -> str:
         limit = self.budget.limit
