@@ -28,6 +28,7 @@ from the directory holding ``results/`` (``--directory``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import hmac
 import http.server
 import json
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ConfigError, RagmiError
+from .target.remote import QUERY_ID_HEADER, query_text
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_TOKENS = 256
@@ -151,8 +153,6 @@ def make_server(target, name: str, host: str = "127.0.0.1", port: int = 0, token
                 self._error(400, f"bad JSON body: {e}")
                 return
             if path in ("/v1/chat/completions", "/chat/completions"):
-                from .target.remote import query_text
-
                 query = query_text(doc.get("messages"))
                 max_tokens = doc.get("max_tokens") or doc.get("max_completion_tokens") or DEFAULT_MAX_TOKENS
                 want_lp = bool(doc.get("logprobs"))
@@ -167,10 +167,12 @@ def make_server(target, name: str, host: str = "127.0.0.1", port: int = 0, token
             if not query:
                 self._error(400, "no query: the request has no user message (or an empty query)")
                 return
+            # the query's id seeds a randomized defense's noise (DefenseContext.rng): the client's ragmi id
+            # when it sends one (remote.send_query_id), else one derived from the query text
+            qid = self.headers.get(QUERY_ID_HEADER) or "q-" + hashlib.sha256(query.encode()).hexdigest()[:16]
             try:
                 with lock:  # one generation at a time, as the in-process target batches one shard
                     counter["n"] += 1
-                    qid = f"served-{counter['n']}"
                     resp = target.answer([query], [int(max_tokens)], [top], [qid])[0]
             except RagmiError as e:
                 log(f"request failed: {e}")
@@ -275,6 +277,10 @@ def main(argv: list[str] | None = None, ready: Callable | None = None) -> int:
         if args.directory:
             os.chdir(args.directory)
         cfg = load_config(args.configfile)
+        # the math libraries get the generate jobs' threads (ragmi.workflow.run_step), so a local model
+        # computes exactly what it computes in process
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(int(cfg["generation"]["threads"]))
         token = None
         if args.token_env:
             token = os.environ.get(args.token_env)

@@ -42,6 +42,7 @@ from ..errors import ConfigError, EndpointError
 from .generators import CachedGenerator, make_request
 
 _MISSING = object()
+QUERY_ID_HEADER = "X-Ragmi-Query-Id"
 
 
 def json_path(doc, path: str):
@@ -204,9 +205,9 @@ class RemoteClient:
                 body["top_logprobs"] = req["top_logprobs"]
         return body
 
-    def _post(self, body: bytes):
+    def _post(self, body: bytes, headers: Mapping):
         """(status, response bytes, Retry-After seconds or None); network failures raise OSError."""
-        request = urllib.request.Request(self.endpoint, data=body, headers=self._headers, method="POST")
+        request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.cfg["timeout_s"]) as resp:
                 return resp.status, resp.read(), None
@@ -231,6 +232,9 @@ class RemoteClient:
     def request(self, req: Mapping) -> dict:
         """Send one request (with retries) and parse its answer; raise EndpointError with one sentence."""
         body = json.dumps(self.payload(req), ensure_ascii=False).encode("utf-8")
+        headers = dict(self._headers)
+        if "query_id" in req:  # remote.send_query_id
+            headers[QUERY_ID_HEADER] = str(req["query_id"])
         retries = self.cfg["max_retries"]
         problem = ""
         for attempt in range(retries + 1):
@@ -241,7 +245,7 @@ class RemoteClient:
             t0 = time.perf_counter()
             retry_after = None
             try:
-                status, data, retry_after = self._post(body)
+                status, data, retry_after = self._post(body, headers)
             except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, socket.timeout | TimeoutError):
@@ -412,15 +416,19 @@ class RemoteTarget:
     """A remote RAG service as a target: the attack's prompt is the user message, nothing else is
     added (the service builds its own context); answers come from the response cache or the endpoint."""
 
-    def __init__(self, generator, logprobs: bool, temperature: float, seed: int, log: Callable = print):
+    def __init__(
+        self, generator, logprobs: bool, temperature: float, seed: int, log: Callable = print, send_query_id=False
+    ):
         self.generator = generator
         self.logprobs = bool(logprobs)
+        self.send_query_id = bool(send_query_id)
         self.temperature = temperature
         self.seed = seed
         self.log = log
         self.defenses: list = []
 
     def answer(self, user_prompts, max_tokens, top_logprobs, query_ids=None) -> list[dict]:
+        query_ids = query_ids or [str(i) for i in range(len(user_prompts))]
         requests = [
             make_request(
                 [{"role": "user", "content": str(q)}],
@@ -431,6 +439,8 @@ class RemoteTarget:
             )
             for q, mt, k in zip(user_prompts, max_tokens, top_logprobs)
         ]
+        if self.send_query_id:
+            requests = [dict(r, query_id=str(qid)) for r, qid in zip(requests, query_ids)]
         out = []
         for resp in self.generator.generate(requests) if requests else []:
             r = dict(resp)
@@ -453,7 +463,7 @@ def remote_target(spec, log):
     client = RemoteClient(cfg, where, budget, log)  # a missing API key stops here, before any request
     gen = CachedGenerator(client.model_id(), lambda: client, ResponseCache(spec.cache_dir), log=log)
     try:
-        yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log)
+        yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log, cfg["send_query_id"])
     finally:
         if gen.stats["requests"]:
             log(gen.summary())
