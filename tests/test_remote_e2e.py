@@ -57,7 +57,7 @@ def tiny_config(models_dir, port, dead_port, candidates_file):
             "t": {"retriever": "minilm", "k": 2, "generator": "g", "datasets": ["tiny"]},
             "r": {
                 "kind": "remote",
-                "remote": {"url": served, "model": "t", "logprobs": True, **fast},
+                "remote": {"url": served, "model": "t", "logprobs": True, "max_requests": 1000, **fast},
                 "datasets": ["tiny"],
             },
             "rb": {"kind": "remote", "remote": {"url": served, "model": "t", **fast}, "datasets": ["tiny"]},
@@ -150,6 +150,9 @@ def test_served_target_scores_equal_in_process_scores(run):
     assert len(served) == 32
     resp = pd.concat(pd.read_parquet(f) for f in sorted((work / "results/responses/tiny/r/rag_mia").glob("*.parquet")))
     assert not resp["cached"].any() and resp["retrieved_ids"].isna().all()
+    # both shard jobs of the run counted their requests in one ledger (the run's budget)
+    ledgers = list((work / "results/cache/remote_requests").glob("r.*.count"))
+    assert len(ledgers) == 1 and ledgers[0].read_text() == "32"
     m = {t: pd.read_csv(work / f"results/metrics/tiny/{t}/rag_mia.csv").set_index("variant") for t in ("t", "r")}
     pd.testing.assert_series_equal(m["t"]["auc"], m["r"]["auc"])
     assert m["r"]["candidate_retrieved_rate"].isna().all()  # unknown for a service
