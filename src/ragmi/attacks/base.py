@@ -183,7 +183,15 @@ def with_skipped(scores: pd.DataFrame, skipped: list[str], note: str = NO_LOGPRO
     """``scores`` plus one row per skipped variant (doc_id null, score NaN, :data:`SKIPPED_COLUMN` = note)."""
     if not skipped:
         return scores
-    rows = pd.DataFrame({"doc_id": None, "variant": list(skipped), "score": float("nan"), "decision": pd.NA})
+    n = len(skipped)
+    rows = pd.DataFrame(
+        {
+            "doc_id": pd.Series([None] * n, dtype=scores["doc_id"].dtype),  # keeps the scored rows' dtype
+            "variant": pd.Series(list(skipped), dtype=scores["variant"].dtype),
+            "score": float("nan"),
+            "decision": pd.NA,
+        }
+    )
     out = pd.concat([scores.assign(**{SKIPPED_COLUMN: None}), rows.assign(**{SKIPPED_COLUMN: note})], ignore_index=True)
     return out
 
@@ -193,4 +201,5 @@ def split_skipped(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     if SKIPPED_COLUMN not in scores.columns:
         return scores, scores.iloc[0:0]
     mask = scores[SKIPPED_COLUMN].notna()
-    return scores[~mask].drop(columns=SKIPPED_COLUMN).reset_index(drop=True), scores[mask].reset_index(drop=True)
+    scored = scores[~mask].drop(columns=SKIPPED_COLUMN).reset_index(drop=True).infer_objects()
+    return scored, scores[mask].reset_index(drop=True)
