@@ -25,6 +25,7 @@ include: "rules/tables.smk"
 localrules:
     corpus,
     split,
+    split_candidates,
     null_database,
     queries,
     metrics,

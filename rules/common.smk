@@ -1,13 +1,14 @@
 # Config validation and the small helpers the rules share.
 import os
 import re
+import time
 
 import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import runs, target_attacks, target_needs_defender, validate_config
+from ragmi.config import is_remote, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files
 from ragmi.report.registry import outputs as table_outputs
@@ -29,6 +30,10 @@ except ConfigError as e:
     sys.stderr.write(f"\nragmi: {e}\n\n")
     raise SystemExit(1)
 
+# One id per snakemake invocation, inherited by its jobs: a remote target's request budget
+# (targets.<t>.remote.max_requests) is counted per run (ragmi.target.remote.RequestBudget).
+os.environ.setdefault("RAGMI_RUN_ID", f"{int(time.time())}-{os.getpid()}")
+
 SEED = config["seed"]
 DATASETS = sorted(config["datasets"])
 TARGETS = sorted(config["targets"])
@@ -45,12 +50,28 @@ wildcard_constraints:
     shard=r"\d+",
 
 
+def dataset_pattern(candidates):
+    """The dataset wildcard of the datasets of source 'candidates' (or of the others)."""
+    names = [d for d in DATASETS if (config["datasets"][d]["source"] == "candidates") == candidates]
+    return "|".join(map(re.escape, names)) or "(?!)"
+
+
 def target_cfg(wc):
     return config["targets"][wc.target]
 
 
 def generator_cfg(wc):
-    return config["generators"][target_cfg(wc)["generator"]]
+    """The target's generator entry (None for a remote target: the service generates)."""
+    t = target_cfg(wc)
+    return None if is_remote(t) else config["generators"][t["generator"]]
+
+
+def target_model(wc):
+    """The model named in the metrics: the generator's, or a remote target's model name (its URL when unnamed)."""
+    t = target_cfg(wc)
+    if is_remote(t):
+        return t["remote"]["model"] or t["remote"]["url"]
+    return generator_cfg(wc)["model"]
 
 
 def retriever_name(wc):
@@ -59,6 +80,8 @@ def retriever_name(wc):
 
 def model_files(target):
     """The converted models a target needs: its generator's and, for LLM-based defenses, the defender's."""
+    if is_remote(config["targets"][target]):
+        return {}
     files = dict(model_input(config["generators"][config["targets"][target]["generator"]]))
     if target_needs_defender(config, target):
         d = model_input(defender_cfg())
@@ -78,6 +101,8 @@ def index_dir(dataset, target):
 def target_files(wc):
     """The files a target RAG system needs: its database, index and models. A null-database control
     target reads the database without any candidate document (rule null_database)."""
+    if is_remote(target_cfg(wc)):
+        return {}  # the service holds its own database and index
     null = target_cfg(wc)["database"] == "null_control"
     return {
         "members": f"results/split/{wc.dataset}/{'null_members' if null else 'members'}.parquet",
@@ -89,6 +114,17 @@ def target_files(wc):
 def target_spec_params(wc):
     """Everything of a target's TargetSpec but its files and threads (ragmi.workflow.target_spec)."""
     t = target_cfg(wc)
+    if is_remote(t):
+        return {
+            "name": wc.target,
+            "target": t,
+            "retriever": {},
+            "generator": {},
+            "cache_dir": config["generation"]["cache_dir"],
+            "server_log": "",
+            "seed": SEED,
+            "temperature": config["generation"]["temperature"],
+        }
     return {
         "name": wc.target,
         "target": t,
@@ -164,7 +200,19 @@ def response_shards(wc):
 
 
 def local_backend(gen):
-    return 1 if gen["backend"] in ("vllm", "transformers") else 0
+    return 1 if gen is not None and gen["backend"] in ("vllm", "transformers") else 0
+
+
+def score_attack_params(wc):
+    """The attack's config entry; for a remote target that returns no log-probabilities it also says so
+    (ragmi.attacks.base.NO_LOGPROBS_KEY: the attack skips its gray-box variants with a note)."""
+    params = config["attacks"][wc.attack]
+    t = target_cfg(wc)
+    if is_remote(t) and not t["remote"]["logprobs"]:
+        from ragmi.attacks.base import NO_LOGPROBS_KEY
+
+        params = {**params, NO_LOGPROBS_KEY: True}
+    return params
 
 
 def plain_target(t):
@@ -177,7 +225,7 @@ def final_outputs():
     the tables; their figures are built on request, e.g. results/figures/roc/<dataset>__<target>.png)."""
     outs = table_outputs(config)
     plain = [t for t in TARGETS if plain_target(t) and target_attacks(config, t)]
-    outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in plain]
+    outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in plain if d in target_datasets(config, t)]
     outs += [
         f"results/figures/{a}/{d}__{t}_{kind}.png"
         for d, t, a in runs(config)

@@ -27,6 +27,8 @@ rule split:
         nonmembers="results/split/{dataset}/nonmembers.parquet",
         candidates="results/split/{dataset}/candidates.parquet",
         info="results/split/{dataset}/split.json",
+    wildcard_constraints:
+        dataset=dataset_pattern(candidates=False),
     params:
         name=lambda wc: wc.dataset,
         member_fraction=config["split"]["member_fraction"],
@@ -42,6 +44,35 @@ rule split:
         "../envs/light.yaml"
     script:
         "../workflow_scripts/split.py"
+
+
+# A dataset of source 'candidates' (the user's labelled documents, for a remote target) is split by
+# its labels: no corpus is loaded and no member/non-member draw is made.
+rule split_candidates:
+    input:
+        candidates=lambda wc: config["datasets"][wc.dataset]["path"],
+    output:
+        members="results/split/{dataset}/members.parquet",
+        nonmembers="results/split/{dataset}/nonmembers.parquet",
+        candidates="results/split/{dataset}/candidates.parquet",
+        info="results/split/{dataset}/split.json",
+    wildcard_constraints:
+        dataset=dataset_pattern(candidates=True),
+    params:
+        name=lambda wc: wc.dataset,
+        spec=lambda wc: config["datasets"][wc.dataset],
+        n_reference=config["split"]["n_reference"],
+        n_eval=config["split"]["n_eval"],
+        allow_shrink=config["split"]["allow_shrink"],
+        seed=SEED,
+    log:
+        "logs/split/{dataset}.log",
+    benchmark:
+        "benchmarks/out/split/{dataset}.tsv"
+    conda:
+        "../envs/light.yaml"
+    script:
+        "../workflow_scripts/split_candidates.py"
 
 
 rule null_database:

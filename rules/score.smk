@@ -7,7 +7,7 @@ rule score:
     output:
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
     params:
-        attack=lambda wc: config["attacks"][wc.attack],
+        attack=score_attack_params,
         seed=SEED,
     # one thread: scoring is mostly pandas and small models, so two score/metrics jobs share the cores
     threads: 1
@@ -30,7 +30,7 @@ rule metrics:
     params:
         fprs=config["metrics"]["fprs"],
         dataset_source=lambda wc: config["datasets"][wc.dataset]["source"],
-        generator_model=lambda wc: generator_cfg(wc)["model"],
+        generator_model=target_model,
         n_boot=config["metrics"]["n_boot"],
         seed=SEED,
     log:

@@ -606,3 +606,18 @@ def test_p_yes_is_read_at_the_first_yes_no_position():
     assert (nocal["yes_no_position"] == 1).all() and not nocal["no_yes_no"].any()
     a1 = variant(s, "dcmi/adv1")
     assert a1["score"].to_dict() == pytest.approx({d: CAL[a1["theta"].iloc[0]][d] for d in P_ORIG})
+
+
+def test_target_without_logprobs_keeps_adversary_3_and_lists_the_rest():
+    """A remote target with logprobs: false (rules/common.smk score_attack_params): adversary 3 is the
+    same as with log-probabilities, every gray-box variant is listed as skipped, none computed."""
+    from ragmi.attacks.base import NO_LOGPROBS_KEY
+
+    full = run()
+    q, r = frames(logprobs=False)
+    a = DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS, NO_LOGPROBS_KEY: True})
+    s = check_scores(a.score(q, r, REF))
+    assert set(s["variant"]) == {"dcmi/adv3"}
+    ours = variant(s, "dcmi/adv3")
+    pd.testing.assert_frame_equal(ours, variant(full, "dcmi/adv3")[ours.columns], check_dtype=False)
+    assert set(a.skipped_variants) == set(full["variant"]) - {"dcmi/adv3"}

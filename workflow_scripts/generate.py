@@ -2,17 +2,22 @@
 
 import pandas as pd
 
+from ragmi.config import is_remote
 from ragmi.io import atomic_write_parquet
 from ragmi.target.factory import rag_system
+from ragmi.target.remote import remote_target
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
 def main(smk, log):
     shard = pd.read_parquet(smk.input.shard)
-    members = pd.read_parquet(smk.input.members)
     spec = target_spec(smk)
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
-    with rag_system(spec, members, log) as rag:
+    if is_remote(spec.target):  # a service over HTTP: no database, no index here
+        system = remote_target(spec, log)
+    else:
+        system = rag_system(spec, pd.read_parquet(smk.input.members), log)
+    with system as rag:
         answers = rag.answer(
             shard["user_prompt"].tolist(),
             shard["max_tokens"].tolist(),
@@ -21,8 +26,9 @@ def main(smk, log):
         )
         for d in rag.defenses:
             log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
-        if rag.framework.name != "standard":
-            log(f"framework {rag.framework.name}: {getattr(rag.framework, 'stats', {})}")
+        framework = getattr(rag, "framework", None)  # a remote target has none of its own
+        if framework is not None and framework.name != "standard":
+            log(f"framework {framework.name}: {getattr(framework, 'stats', {})}")
     out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[RESPONSE_FILE_COLUMNS]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")

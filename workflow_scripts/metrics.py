@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from ragmi.attacks.base import SKIPPED_COLUMN, split_skipped
 from ragmi.costs import costs_by_variant
 from ragmi.metrics import evaluate
 from ragmi.workflow import atomic_write_text, read_responses, run_step
@@ -9,7 +10,7 @@ from ragmi.workflow import atomic_write_text, read_responses, run_step
 
 def main(smk, log):
     w, p = smk.wildcards, smk.params
-    scores = pd.read_parquet(smk.input.scores)
+    scores, skipped = split_skipped(pd.read_parquet(smk.input.scores))
     candidates = pd.read_parquet(smk.input.candidates)
     queries = pd.read_parquet(smk.input.queries)
     responses = read_responses(smk.input.responses)
@@ -20,10 +21,19 @@ def main(smk, log):
     out = evaluate(df, fprs=list(p.fprs), n_boot=int(p.n_boot), seed=int(p.seed), costs=costs)
     for i, (col, val) in enumerate([("dataset", w.dataset), ("target", w.target), ("attack", w.attack)]):
         out.insert(i, col, val)
+    if len(skipped):  # variants not computed (a target without log-probabilities): a row with the note
+        out = pd.concat(
+            [out, skipped[["variant", SKIPPED_COLUMN]].assign(dataset=w.dataset, target=w.target, attack=w.attack)],
+            ignore_index=True,
+        )
+        for v, why in zip(skipped["variant"], skipped[SKIPPED_COLUMN]):
+            log(f"{v}: {why}")
     out["dataset_source"] = p.dataset_source
     out["generator_model"] = p.generator_model
     atomic_write_text(out.to_csv(index=False, lineterminator="\n"), smk.output.metrics)
     for _, r in out.iterrows():
+        if SKIPPED_COLUMN in out and pd.notna(r[SKIPPED_COLUMN]):
+            continue
         log(
             f"{r['variant']}: AUC {r['auc']:.3f} [{r['auc_lo']:.3f}, {r['auc_hi']:.3f}] "
             f"(n={r['n_members']}/{r['n_nonmembers']})"

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ragmi.attacker_tools import WorkflowAttackerTools
 from ragmi.attacks import get_attack
-from ragmi.attacks.base import attack_responses, check_scores
+from ragmi.attacks.base import attack_responses, check_scores, with_skipped
 from ragmi.io import atomic_write_parquet
 from ragmi.workflow import read_responses, run_step
 
@@ -24,6 +24,12 @@ def main(smk, log):
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     tools = WorkflowAttackerTools(None, None, None, int(smk.params.seed), log)  # local models only
     scores = check_scores(attack.score(queries, responses, reference_labels, materials, tools))
+    if attack.skipped_variants:
+        log(
+            f"NOTE: {len(attack.skipped_variants)} gray-box variant(s) skipped, the target returns no "
+            f"log-probabilities: {', '.join(attack.skipped_variants)}"
+        )
+        scores = with_skipped(scores, attack.skipped_variants)
     atomic_write_parquet(scores, smk.output.scores)
     log(f"{len(scores)} scores over {scores['variant'].nunique()} variant(s)")
 

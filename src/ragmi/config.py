@@ -61,13 +61,30 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     return cfg
 
 
+def is_remote(target: dict) -> bool:
+    """A target of ``kind: remote`` (an HTTP RAG service); a target without ``kind`` runs in process."""
+    return target.get("kind", "rag") == "remote"
+
+
+def default_generator(cfg: dict) -> str:
+    """The generator of the first in-process target (the attacker's and defender's default); with
+    only remote targets, the first configured generator."""
+    local = [t for t in sorted(cfg["targets"]) if not is_remote(cfg["targets"][t])]
+    if local:
+        return cfg["targets"][local[0]]["generator"]
+    return sorted(cfg.get("generators", {}))[0] if cfg.get("generators") else ""
+
+
 def _check_references(cfg: dict) -> None:
     attacker = cfg.setdefault("attacker", {"temperature": 0.0})
     if "generator" not in attacker:
-        attacker["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
+        attacker["generator"] = default_generator(cfg)
     if attacker["generator"] not in cfg.get("generators", {}):
         raise ConfigError(f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'")
+    _check_remote(cfg)
     for name, t in cfg["targets"].items():
+        if is_remote(t):
+            continue
         for kind in ("retriever", "generator"):
             section = kind + "s"
             if t[kind] not in cfg.get(section, {}):
@@ -88,6 +105,54 @@ def _check_references(cfg: dict) -> None:
             )
 
 
+def _check_remote(cfg: dict) -> None:
+    """Remote targets: the keys their API needs, nothing that only an in-process target has, and the
+    datasets each target names; the file of every dataset of source 'candidates'."""
+    for name, d in cfg["datasets"].items():
+        if d["source"] == "candidates":
+            if "path" not in d:
+                raise ConfigError(f"config key datasets.{name}.path: required for source 'candidates'")
+            if not Path(d["path"]).expanduser().is_file():
+                raise ConfigError(f"config key datasets.{name}.path: file {d['path']} does not exist")
+    for name, t in cfg["targets"].items():
+        for i, d in enumerate(t.get("datasets") or []):
+            if d not in cfg["datasets"]:
+                raise ConfigError(
+                    f"config key targets.{name}.datasets.{i}: {d!r} is not defined under 'datasets' "
+                    f"(defined: {', '.join(sorted(cfg['datasets']))})"
+                )
+        where = f"config key targets.{name}"
+        if not is_remote(t):
+            if "remote" in t:
+                raise ConfigError(f"{where}.remote: only used with kind 'remote'")
+            continue
+        for key in ("retriever", "generator"):
+            if key in t:
+                raise ConfigError(
+                    f"{where}.{key}: a remote target does its own retrieval and generation; remove the key"
+                )
+        if t["defenses"]:
+            raise ConfigError(
+                f"{where}.defenses: a remote target's defenses are the service's own; ragmi cannot add hooks to "
+                "it (serve a defended ragmi target with `ragmi serve-target` instead)"
+            )
+        r = t["remote"]
+        if r["api"] == "json":
+            for key in ("body", "answer_path"):
+                if key not in r:
+                    raise ConfigError(f"{where}.remote.{key}: required for api 'json'")
+            if r["logprobs"] and not ("token_logprobs_path" in r or "top_logprobs_path" in r):
+                raise ConfigError(
+                    f"{where}.remote.logprobs: true needs token_logprobs_path or top_logprobs_path for api 'json'"
+                )
+        else:
+            for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path"):
+                if key in r:
+                    raise ConfigError(f"{where}.remote.{key}: only used with api 'json' (api is 'openai')")
+        if r.get("api_key_env") is not None and not r["api_key_env"].strip():
+            raise ConfigError(f"{where}.remote.api_key_env: must name an environment variable")
+
+
 CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
     ("null_database", "--null-db", {"database": "null_control", "control": "null_database"}),
     ("no_retrieval", "--no-retrieval", {"k": 0, "control": "no_retrieval"}),
@@ -101,7 +166,7 @@ def _derive_controls(cfg: dict) -> None:
         if a not in cfg["attacks"]:
             raise ConfigError(f"config key controls.attacks.{i}: {a!r} is not configured under 'attacks'")
     for name, t in sorted(cfg["targets"].items()):
-        if t["defenses"] or t["control"] != "none" or t["database"] != "members":
+        if t["defenses"] or t["control"] != "none" or t["database"] != "members" or is_remote(t):
             continue
         for flag, suffix, change in CONTROLS:
             if controls[flag] and name + suffix not in cfg["targets"]:
@@ -185,7 +250,7 @@ def _check_defenses(cfg: dict) -> None:
                 )
             d = built[dname]
             used = used or d.needs_llm
-            r = cfg.get("retrievers", {}).get(t["retriever"], {})
+            r = cfg.get("retrievers", {}).get(t.get("retriever"), {})
             if d.needs_all_scores and (r.get("kind") != "dense" or r.get("index") not in ("flat_ip", "flat_l2")):
                 raise ConfigError(
                     f"config key targets.{tname}.defenses.{i}: defense {dname!r} ({d.kind}) needs the scores "
@@ -203,6 +268,11 @@ def _check_defenses(cfg: dict) -> None:
     for i, t in enumerate(audit.get("canary_targets") or []):
         if t not in cfg["targets"]:
             raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
+        if is_remote(cfg["targets"][t]):
+            raise ConfigError(
+                f"config key audit.canary_targets.{i}: {t!r} is a remote target; the canary experiment builds "
+                "its own knowledge base, which a remote service cannot be given"
+            )
     if audit.get("canary_dataset") is not None and audit["canary_dataset"] not in cfg["datasets"]:
         raise ConfigError(
             f"config key audit.canary_dataset: {audit['canary_dataset']!r} is not defined under 'datasets'"
@@ -211,7 +281,7 @@ def _check_defenses(cfg: dict) -> None:
         raise ConfigError(f"config key audit.mi_attack: {audit['mi_attack']!r} is not configured under 'attacks'")
     defender = cfg.setdefault("defender", {})
     if "generator" not in defender:
-        defender["generator"] = cfg["targets"][sorted(cfg["targets"])[0]]["generator"]
+        defender["generator"] = default_generator(cfg)
     if used and defender["generator"] not in cfg.get("generators", {}):
         raise ConfigError(f"config key defender.generator: {defender['generator']!r} is not defined under 'generators'")
     if any(t.get("defenses") for t in cfg["targets"].values()):
@@ -270,9 +340,21 @@ def target_needs_defender(cfg: dict, target: str) -> bool:
     return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
 
 
+def target_datasets(cfg: dict, target: str) -> list[str]:
+    """The datasets ``target`` is attacked on: its ``datasets`` list, or every dataset."""
+    chosen = cfg["targets"][target].get("datasets")
+    return sorted(cfg["datasets"]) if chosen is None else sorted(chosen)
+
+
 def runs(cfg: dict) -> list[tuple[str, str, str]]:
     """Every (dataset, target, attack) the configuration runs, sorted."""
-    return [(d, t, a) for d in sorted(cfg["datasets"]) for t in sorted(cfg["targets"]) for a in target_attacks(cfg, t)]
+    return [
+        (d, t, a)
+        for d in sorted(cfg["datasets"])
+        for t in sorted(cfg["targets"])
+        if d in target_datasets(cfg, t)
+        for a in target_attacks(cfg, t)
+    ]
 
 
 def yaml_error_text(e: yaml.YAMLError) -> str:

@@ -74,7 +74,10 @@ def query_costs(queries: pd.DataFrame, responses: pd.DataFrame, labels: Mapping[
     )
     n_candidates = len(labels)
     member_rows = df[df["doc_id"].map(labels) == 1]
-    hit = [d in set(r) for d, r in zip(member_rows["doc_id"], member_rows["retrieved_ids"], strict=True)]
+    # a remote target's retrieved ids are unknown (None): no retrieval rate
+    hit = [
+        d in set(r) for d, r in zip(member_rows["doc_id"], member_rows["retrieved_ids"], strict=True) if r is not None
+    ]
     return {
         QUERIES: float(per_doc["q"].sum() / n_candidates),
         PROMPT_TOKENS: float(per_doc["pt"].sum() / n_candidates),

@@ -131,3 +131,69 @@ def null_database(
     rng = np.random.default_rng([seed, 7])
     fill = spare.iloc[np.sort(rng.permutation(len(spare))[:need])]
     return pd.concat([keep, fill], ignore_index=True)
+
+
+def split_labelled(
+    labelled: pd.DataFrame, n_reference: int, n_eval: int, seed: int, name: str = "dataset", allow_shrink: bool = False
+):
+    """The split of a user's labelled candidates (``ragmi.datasets.candidates.read_candidates``):
+    return (members, nonmembers, candidates, info) as :func:`split_corpus` does, without drawing
+    members from a corpus.  With a ``role`` column the user's roles are kept (each class needs at least
+    MIN_PER_SET of each role); without one, ``n_reference`` + ``n_eval`` documents per class are drawn
+    (seeded), shrunk as in :func:`split_corpus` under ``allow_shrink``; documents left over are not
+    candidates."""
+    members = labelled[labelled["label"] == 1][CORPUS_COLUMNS].reset_index(drop=True)
+    nonmembers = labelled[labelled["label"] == 0][CORPUS_COLUMNS].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    counts = f"dataset {name}: the candidates file has {len(members)} members and {len(nonmembers)} non-members"
+    if "role" in labelled.columns:
+        sizes = labelled.groupby(["label", "role"]).size()
+        for label in (1, 0):
+            for role in ("reference", "eval"):
+                if int(sizes.get((label, role), 0)) < MIN_PER_SET:
+                    kind = "members" if label else "non-members"
+                    raise DataError(
+                        f"dataset {name}: the candidates file has {int(sizes.get((label, role), 0))} {role} {kind}; "
+                        f"at least {MIN_PER_SET} are needed"
+                    )
+        candidates = labelled[CORPUS_COLUMNS + ["label", "role"]]
+        ref = ev = None
+    else:
+        avail = min(len(members), len(nonmembers))
+        ref, ev = n_reference, n_eval
+        if avail < n_reference + n_eval:
+            ask = (
+                f"{counts}; split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
+                f"{n_reference + n_eval} per class"
+            )
+            if not allow_shrink:
+                raise DataError(
+                    f"{ask}; lower split.n_reference / split.n_eval, add documents, give each a role "
+                    "(role_column), or set split.allow_shrink: true"
+                )
+            if avail < 2 * MIN_PER_SET:
+                raise DataError(f"{ask}; even with split.allow_shrink at least {2 * MIN_PER_SET} per class are needed")
+            ref, ev = _shrunk(avail, n_reference, n_eval)
+        parts = []
+        for label, frame in ((1, members), (0, nonmembers)):
+            chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)
+            parts.append(chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev))
+        candidates = pd.concat(parts, ignore_index=True)[CORPUS_COLUMNS + ["label", "role"]]
+    candidates = candidates.iloc[rng.permutation(len(candidates))].reset_index(drop=True)
+    sizes = candidates.groupby(["label", "role"]).size()
+    info = {
+        "source": "candidates",
+        "n_docs": len(labelled),
+        "n_members": len(members),
+        "n_nonmembers": len(nonmembers),
+        "n_reference_per_class": int(sizes.get((1, "reference"), 0)),
+        "n_eval_per_class": int(sizes.get((1, "eval"), 0)),
+        "n_reference_nonmembers": int(sizes.get((0, "reference"), 0)),
+        "n_eval_nonmembers": int(sizes.get((0, "eval"), 0)),
+        "requested_reference_per_class": n_reference,
+        "requested_eval_per_class": n_eval,
+        "roles_from_file": "role" in labelled.columns,
+        "capped": ref is not None and (ref, ev) != (n_reference, n_eval),
+        "seed": seed,
+    }
+    return members, nonmembers, candidates, info

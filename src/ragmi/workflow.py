@@ -107,7 +107,7 @@ def target_spec(smk, index_dir: str | None = None):
     inputs = smk.input.keys()
     return TargetSpec(
         **p,
-        index_dir=index_dir or smk.input.index,
+        index_dir=index_dir or (smk.input.index if "index" in inputs else ""),  # a remote target has none
         threads=smk.threads,
         model_dir=smk.input.model if "model" in inputs else None,
         defender_model_dir=smk.input.defender_model if "defender_model" in inputs else None,

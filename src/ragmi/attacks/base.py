@@ -67,6 +67,14 @@ RESPONSE_COLUMNS = [
 ]
 SCORE_COLUMNS = ["doc_id", "variant", "score", "decision"]
 
+# Set in an attack's parameters by the workflow (rules/common.smk score_attack_params) when the target
+# returns no log-probabilities (a remote service with logprobs: false): the attack computes its
+# text-only variants and lists the others in ``skipped_variants``.
+NO_LOGPROBS_KEY = "_target_returns_no_logprobs"
+# A scores frame lists each skipped variant in one row: doc_id null, score NaN, this column = why.
+SKIPPED_COLUMN = "skipped"
+NO_LOGPROBS_NOTE = "skipped: the target returns no log-probabilities (gray-box variant)"
+
 
 class AttackerTools(Protocol):
     """What the workflow hands an attack for offline query generation and scoring."""
@@ -98,6 +106,9 @@ class Attack(ABC):
     def __init__(self, params: Mapping | None = None):
         rest = dict(params or {})
         self.seed = int(rest.pop("seed", 0))
+        # False: the target gives no log-probabilities; gray-box variants are skipped, not computed
+        self.logprobs = not bool(rest.pop(NO_LOGPROBS_KEY, False))
+        self.skipped_variants: list[str] = []
         self.params = plugin_params("attacks", self.name, rest)
 
     def prepare(self, candidates: pd.DataFrame, tools: AttackerTools) -> pd.DataFrame:
@@ -166,3 +177,29 @@ def check_scores(df: pd.DataFrame) -> pd.DataFrame:
     if "decision" not in df.columns:
         df = df.assign(decision=pd.NA)
     return df[SCORE_COLUMNS + [c for c in df.columns if c not in SCORE_COLUMNS]]
+
+
+def with_skipped(scores: pd.DataFrame, skipped: list[str], note: str = NO_LOGPROBS_NOTE) -> pd.DataFrame:
+    """``scores`` plus one row per skipped variant (doc_id null, score NaN, :data:`SKIPPED_COLUMN` = note)."""
+    if not skipped:
+        return scores
+    n = len(skipped)
+    rows = pd.DataFrame(
+        {
+            "doc_id": pd.Series([None] * n, dtype=scores["doc_id"].dtype),  # keeps the scored rows' dtype
+            "variant": pd.Series(list(skipped), dtype=scores["variant"].dtype),
+            "score": float("nan"),
+            "decision": pd.NA,
+        }
+    )
+    out = pd.concat([scores.assign(**{SKIPPED_COLUMN: None}), rows.assign(**{SKIPPED_COLUMN: note})], ignore_index=True)
+    return out
+
+
+def split_skipped(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the scored rows, the skipped-variant rows) of a scores frame."""
+    if SKIPPED_COLUMN not in scores.columns:
+        return scores, scores.iloc[0:0]
+    mask = scores[SKIPPED_COLUMN].notna()
+    scored = scores[~mask].drop(columns=SKIPPED_COLUMN).reset_index(drop=True).infer_objects()
+    return scored, scores[mask].reset_index(drop=True)

@@ -232,6 +232,13 @@ class DCMI(Attack):
         no_answer = {th: na_o | np.array([a is None for a in v]) for th, v in ans_p.items()}
 
         black = self.black_box_scores(docs, ans_o, ans_p, no_answer)
+        if not self.logprobs:  # a target without log-probabilities: adversary 3 only
+            self.skipped_variants += (
+                ["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]
+                + [f"dcmi/theta={th:.2f}" for th in self.thetas]
+                + [f"dcmi/gamma={g:.1f}" for g in self.gammas]
+            )
+            return black
         gray = self.gray_box_scores(
             docs, list(orig["token_top_logprobs"]), tops_p, reference_labels, na_o, no_answer, tools
         )

@@ -179,6 +179,9 @@ class RagMIA(Attack):
                     }
                 )
             )
+            if not self.logprobs:  # a target without log-probabilities: the black box only
+                self.skipped_variants += [f"rag_mia/gray-pyes/t{t}", f"rag_mia/gray/t{t}"]
+                continue
             reads = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
             feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
             if not np.isfinite(feats).all():

@@ -187,8 +187,11 @@ class S2MIA(Attack):
         ref_col = "second_half" if self.params["bleu_reference"] == "second_half" else "text"
         resp = [extract_response(r) for r in df["response_text"]]
         sim = np.array([bleu(h, str(r)) for h, r in zip(resp, df[ref_col])], dtype=float)
-        ppl = np.array([perplexity(lp) for lp in df["token_logprobs"]], dtype=float)
         empty = np.array([not r.strip() for r in resp])
+        if not self.logprobs:  # a target without log-probabilities: BLEU only (s2mia/s)
+            nan = np.full(len(df), np.nan)
+            return pd.DataFrame({"doc_id": df["doc_id"].to_numpy(), "bleu": sim, "ppl": nan, "no_answer": empty})
+        ppl = np.array([perplexity(lp) for lp in df["token_logprobs"]], dtype=float)
         missing = np.isnan(ppl) & ~empty
         if missing.any():
             q = df.loc[missing, "query_id"].head(3).tolist()
@@ -254,6 +257,9 @@ class S2MIA(Attack):
         f = self.features(df)
         base = {"doc_id": f["doc_id"], "bleu": f["bleu"], "ppl": f["ppl"], "no_answer": f["no_answer"]}
         out = [pd.DataFrame({**base, "variant": "s2mia/s", "score": f["bleu"], "decision": pd.NA})]
+        if not self.logprobs:  # T and M need the response perplexity
+            self.skipped_variants += ["s2mia/T", "s2mia/M"]
+            return out[0][["doc_id", "variant", "score", "decision", "bleu", "ppl", "no_answer"]]
 
         is_ref = np.array([d in reference_labels for d in f["doc_id"]])
         y_ref = np.array([int(reference_labels[d]) for d in f["doc_id"][is_ref]], dtype=int)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..attacks import attack_class
-from ..config import runs, target_attacks
+from ..config import is_remote, runs, target_attacks, target_datasets
 
 MI_PREFERENCE = ("rag_mia", "s2mia", "dcmi", "menta", "ia", "mba")
 
@@ -36,7 +36,11 @@ def canary_targets(cfg: Mapping) -> list[str]:
     return (
         sorted(chosen)
         if chosen is not None
-        else sorted(t for t, c in cfg["targets"].items() if target_attacks(cfg, t) and c["control"] == "none")
+        else sorted(
+            t
+            for t, c in cfg["targets"].items()
+            if target_attacks(cfg, t) and c["control"] == "none" and not is_remote(c)
+        )
     )
 
 
@@ -47,14 +51,24 @@ def mi_attack(cfg: Mapping) -> str | None:
 
 
 def hooks_files(cfg: Mapping) -> list[str]:
-    return [f"results/audit/{d}/{t}/hooks.csv" for d in sorted(cfg["datasets"]) for t in defended_targets(cfg)]
+    return [
+        f"results/audit/{d}/{t}/hooks.csv"
+        for d in sorted(cfg["datasets"])
+        for t in defended_targets(cfg)
+        if d in target_datasets(cfg, t)
+    ]
 
 
 def leakage_files(cfg: Mapping) -> list[str]:
     if not audited(cfg):
         return []
     ext = set(leakage_attacks(cfg))
-    return [f"results/audit/{d}/{t}/leakage/{a}.csv" for d, t, a in runs(cfg) if a in ext]
+    # a remote target's retrieved documents are unknown: no generated-text leakage of them
+    return [
+        f"results/audit/{d}/{t}/leakage/{a}.csv"
+        for d, t, a in runs(cfg)
+        if a in ext and not is_remote(cfg["targets"][t])
+    ]
 
 
 def canary_files(cfg: Mapping) -> list[str]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from ragmi.datasets import beir, enron, healthcaremagic, local, pubmedqa, synthetic
+from ragmi.datasets import beir, candidates, enron, healthcaremagic, local, pubmedqa, synthetic
 from ragmi.errors import ConfigError, DataError
 
 COLUMNS = ["doc_id", "text", "title", "human_turn"]
@@ -38,6 +38,7 @@ REGISTRY: dict[str, Loader] = {
     "enron": enron.load,
     "pubmedqa": pubmedqa.load,
     "local": local.load,
+    "candidates": candidates.load,
 }
 SOURCES = tuple(REGISTRY)
 

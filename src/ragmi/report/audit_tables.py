@@ -219,7 +219,8 @@ def baseline_targets(targets: dict) -> dict:
     generator, k and template; an undefended target maps to itself; None when there is none."""
 
     def setting(t):
-        return (t["retriever"], t["generator"], t["k"], t["template"], t.get("database", "members"))
+        # a remote target has no retriever or generator of ragmi's: never the baseline of a defended one
+        return (t.get("retriever"), t.get("generator"), t["k"], t["template"], t.get("database", "members"))
 
     def plain(t):
         return not t.get("defenses") and t.get("control", "none") == "none"

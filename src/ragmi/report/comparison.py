@@ -95,6 +95,9 @@ def published_cell(row: pd.Series, published: list[dict], defenses=(), framework
 
 def diagnose(row: pd.Series) -> str:
     """Say, with the numbers, when an attack carries no information in this setting."""
+    skipped = row.get("skipped")
+    if isinstance(skipped, str) and skipped:
+        return skipped  # the variant was not computed (a target without log-probabilities)
     notes = []
     tpr, fpr = row.get("bb_tpr"), row.get("bb_fpr")
     if pd.notna(tpr) and pd.notna(fpr) and abs(tpr - fpr) < 0.05:

@@ -1,0 +1,25 @@
+"""``python -m ragmi <command>`` (also the ``ragmi`` console script): ``serve-target``.
+
+The pipeline itself runs with ``snakemake`` (README); this entry point holds the commands that are
+not pipeline steps."""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {"serve-target": "serve a configured ragmi target as an OpenAI-compatible endpoint"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        lines = [f"  {c:<14} {d}" for c, d in COMMANDS.items()]
+        print("usage: ragmi <command> [options]\n\ncommands:\n" + "\n".join(lines), file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    from .serve_target import main as serve
+
+    return serve(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

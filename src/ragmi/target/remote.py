@@ -1,0 +1,471 @@
+"""A remote target: a RAG service reached over HTTP that does its own retrieval (``targets.<t>.kind:
+remote``, the schema's ``$defs.remote``).
+
+The attack's query goes out as the user message of an OpenAI-compatible chat request (``api:
+openai``: ``POST <url>/chat/completions``) or inside the configured request body (``api: json``);
+the answer, and the token log-probabilities when the service returns them (``logprobs: true``), are
+read back from the configured places.  What a job sends is bounded (``concurrency`` requests in
+flight), retried with exponential backoff on 429 / 5xx / no answer (``max_retries``, ``backoff_s``,
+``max_backoff_s``, a ``Retry-After`` header honoured), cut off after ``timeout_s``, and counted
+against the run's request budget (``max_requests``, :class:`RequestBudget`).
+
+Every answer goes through :class:`~ragmi.target.generators.CachedGenerator`: it is stored in the
+response cache the moment it arrives, so a job stopped by a misbehaving endpoint or a spent budget
+keeps what it obtained and its rerun resumes.  The API key is read from the environment variable
+``api_key_env`` names; it lives only in the request headers of this process — never in the cache
+identity, a cached entry, a log line or an error message.
+
+:class:`RemoteTarget` answers like :class:`~ragmi.target.rag.RAGSystem` (``answer(prompts,
+max_tokens, top_logprobs, query_ids)``), with what a black box gives: no retrieved ids (``None``:
+unknown), no hook trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from ..cache import ResponseCache
+from ..errors import ConfigError, EndpointError
+from .generators import CachedGenerator, make_request
+
+_MISSING = object()
+QUERY_ID_HEADER = "X-Ragmi-Query-Id"
+
+
+def json_path(doc, path: str):
+    """The value at a dotted ``path`` (``data.answer``, ``choices.0.text``), or ``_MISSING``."""
+    cur = doc
+    for part in path.split(".") if path else []:
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.lstrip("-").isdigit() and -len(cur) <= int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
+
+
+def fill_body(template, query: str, request: Mapping):
+    """The request body of ``api: json``: ``{query}`` replaced in every string, and the strings
+    ``"{max_tokens}"``, ``"{top_logprobs}"``, ``"{temperature}"`` replaced by those numbers."""
+    numbers = {
+        "{max_tokens}": request["max_tokens"],
+        "{top_logprobs}": request["top_logprobs"],
+        "{temperature}": request["temperature"],
+    }
+
+    def fill(x):
+        if isinstance(x, str):
+            return numbers[x] if x in numbers else x.replace("{query}", query)
+        if isinstance(x, list):
+            return [fill(v) for v in x]
+        if isinstance(x, Mapping):
+            return {k: fill(v) for k, v in x.items()}
+        return x
+
+    return fill(copy.deepcopy(template))
+
+
+def _top_list(entry, k: int) -> list[dict]:
+    """One position's top-K alternatives as ``[{"token", "logprob"}]`` from a list of such objects
+    or a ``{token: logprob}`` mapping (sorted by log-probability)."""
+    if isinstance(entry, Mapping):
+        items = sorted(entry.items(), key=lambda kv: -float(kv[1]))
+        out = [{"token": str(t), "logprob": float(lp)} for t, lp in items]
+    else:
+        out = [{"token": str(a["token"]), "logprob": float(a["logprob"])} for a in entry or []]
+    return out[:k] if k > 0 else out
+
+
+def query_text(messages) -> str:
+    """The text of the last user message (a string, or the text parts of a content list)."""
+    for m in reversed(list(messages or [])):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, list):
+                return "".join(p.get("text", "") for p in c if isinstance(p, Mapping))
+            return "" if c is None else str(c)
+    return ""
+
+
+class RequestBudget:
+    """At most ``limit`` HTTP requests per run to one target (retries count; cache hits do not).
+
+    With ``ledger`` (a file shared by the run's jobs, named by ``RAGMI_RUN_ID``) the count is kept
+    there under an exclusive lock, so concurrent jobs share one budget; without it, in memory."""
+
+    def __init__(self, limit: int | None, ledger: str | os.PathLike | None, where: str):
+        self.limit = limit
+        self.ledger = Path(ledger) if ledger else None
+        self.where = where
+        self.used = 0  # by this process
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_run(cls, limit: int | None, cache_dir: str | None, target: str, where: str) -> RequestBudget:
+        run = os.environ.get("RAGMI_RUN_ID")
+        ledger = None
+        if limit is not None and run and cache_dir:
+            ledger = Path(cache_dir).parent / "remote_requests" / f"{target}.{run}.count"
+        return cls(limit, ledger, where)
+
+    def take(self) -> None:
+        with self._lock:
+            if self.limit is None:
+                self.used += 1
+                return
+            if self.ledger is None:
+                n = self._count
+            else:
+                import fcntl
+
+                self.ledger.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.ledger, "a+", encoding="utf-8") as fh:
+                    fcntl.flock(fh, fcntl.LOCK_EX)
+                    fh.seek(0)
+                    text = fh.read().strip()
+                    n = int(text) if text else 0
+                    if n < self.limit:
+                        fh.seek(0)
+                        fh.truncate()
+                        fh.write(str(n + 1))
+                        fh.flush()
+            if n >= self.limit:
+                raise EndpointError(
+                    f"the request budget of this run is spent: {self.limit} requests ({self.where}.max_requests); "
+                    "the answers obtained are in the response cache, a rerun resumes from them with a fresh budget"
+                )
+            self._count = n + 1
+            self.used += 1
+
+
+class RemoteClient:
+    """The HTTP side of a remote target: one request per generation request, answers in the
+    generators' response format (``ragmi.target.generators``)."""
+
+    def __init__(self, cfg: Mapping, where: str, budget: RequestBudget | None = None, log: Callable = print):
+        self.cfg = dict(cfg)
+        self.where = where
+        self.url = cfg["url"].rstrip("/") if cfg["api"] == "openai" else cfg["url"]
+        self.endpoint = self.url + "/chat/completions" if cfg["api"] == "openai" else self.url
+        self.budget = budget or RequestBudget(None, None, where)
+        self.log = log
+        self._secret = None
+        headers = {"Content-Type": "application/json", **dict(cfg["headers"])}
+        var = cfg.get("api_key_env")
+        if var:
+            key = os.environ.get(var)
+            if not key:
+                raise ConfigError(
+                    f"config key {where}.api_key_env: the API key is read from the environment variable {var}, "
+                    "which is not set"
+                )
+            self._secret = key
+            headers[cfg["auth_header"]] = f"{cfg['auth_prefix']}{key}"
+        self._headers = headers
+        self.stats = {"sent": 0, "retried": 0}
+        self._stop = threading.Event()
+
+    def model_id(self) -> str:
+        """The cache identity: API, URL, model and the request/response layout (never the key)."""
+        layout = {k: self.cfg.get(k) for k in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path")}
+        digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode()).hexdigest()[:16]
+        return f"remote|{self.cfg['api']}|{self.url}|{self.cfg['model']}|logprobs={self.cfg['logprobs']}|{digest}"
+
+    def _clean(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def payload(self, req: Mapping) -> dict:
+        if self.cfg["api"] == "json":
+            return fill_body(self.cfg["body"], query_text(req["messages"]), req)
+        body = {
+            "model": self.cfg["model"],
+            "messages": req["messages"],
+            "max_tokens": req["max_tokens"],
+            "temperature": req["temperature"],
+            "seed": req["seed"],
+        }
+        if self.cfg["logprobs"]:
+            body["logprobs"] = True
+            if req["top_logprobs"] > 0:
+                body["top_logprobs"] = req["top_logprobs"]
+        return body
+
+    def _post(self, body: bytes, headers: Mapping):
+        """(status, response bytes, Retry-After seconds or None); network failures raise OSError."""
+        request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.cfg["timeout_s"]) as resp:
+                return resp.status, resp.read(), None
+        except urllib.error.HTTPError as e:
+            retry_after = e.headers.get("Retry-After") if e.headers else None
+            try:
+                wait = float(retry_after) if retry_after is not None else None
+            except ValueError:
+                wait = None
+            try:
+                data = e.read()
+            except OSError:
+                data = b""
+            return e.code, data, wait
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        d = self.cfg["backoff_s"] * (2**attempt)
+        if retry_after is not None:
+            d = max(d, retry_after)
+        return min(d, self.cfg["max_backoff_s"])
+
+    def request(self, req: Mapping) -> dict:
+        """Send one request (with retries) and parse its answer; raise EndpointError with one sentence."""
+        body = json.dumps(self.payload(req), ensure_ascii=False).encode("utf-8")
+        headers = dict(self._headers)
+        if "query_id" in req:  # remote.send_query_id
+            headers[QUERY_ID_HEADER] = str(req["query_id"])
+        retries = self.cfg["max_retries"]
+        problem = ""
+        for attempt in range(retries + 1):
+            if self._stop.is_set():
+                raise _Cancelled()
+            self.budget.take()
+            self.stats["sent"] += 1
+            t0 = time.perf_counter()
+            retry_after = None
+            try:
+                status, data, retry_after = self._post(body, headers)
+            except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                reason = getattr(e, "reason", e)
+                if isinstance(reason, socket.timeout | TimeoutError):
+                    problem = f"no answer within {self.cfg['timeout_s']} s ({self.where}.timeout_s)"
+                else:
+                    problem = f"cannot reach it ({self._clean(str(reason))})"
+            else:
+                latency = time.perf_counter() - t0
+                if status == 200:
+                    return self.parse(data, req, latency)
+                excerpt = self._clean(data[:200].decode("utf-8", "replace").strip())
+                if status in (401, 403):
+                    raise EndpointError(
+                        f"the remote endpoint {self.endpoint} answered HTTP {status}: it rejected the credentials "
+                        f"({self.where}.api_key_env){': ' + excerpt if excerpt else ''}"
+                    )
+                problem = f"HTTP {status}{': ' + excerpt if excerpt else ''}"
+                if status != 429 and status < 500:
+                    raise EndpointError(f"the remote endpoint {self.endpoint} answered {problem} ({self.where})")
+            if attempt < retries:
+                self.stats["retried"] += 1
+                time.sleep(self._delay(attempt, retry_after))
+        raise EndpointError(
+            f"the remote endpoint {self.endpoint} failed after {retries + 1} attempt(s) "
+            f"({self.where}.max_retries): {problem}"
+        )
+
+    def parse(self, data: bytes, req: Mapping, latency: float) -> dict:
+        where, cfg = self.where, self.cfg
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise EndpointError(
+                f"the remote endpoint {self.endpoint} answered with something that is not JSON: "
+                f"{self._clean(data[:120].decode('utf-8', 'replace'))!r}"
+            ) from None
+        k = int(req["top_logprobs"])
+        token_lps, tops = [], []
+        if cfg["api"] == "openai":
+            answer_path = "choices.0.message.content"
+            text = json_path(doc, answer_path)
+            if text is None and json_path(doc, "choices.0.message") is not _MISSING:
+                text = ""  # OpenAI's null content: an empty answer
+            if cfg["logprobs"]:
+                content = json_path(doc, "choices.0.logprobs.content")
+                if content is _MISSING or content is None:
+                    raise EndpointError(
+                        f"the remote endpoint {self.endpoint} answered without choices.0.logprobs.content, but "
+                        f"{where}.logprobs is true (set it to false for an endpoint without log-probabilities)"
+                    )
+                token_lps = [float(t["logprob"]) for t in content]
+                if k > 0:
+                    tops = [_top_list(t.get("top_logprobs"), k) for t in content]
+            pt = json_path(doc, "usage.prompt_tokens")
+            ct = json_path(doc, "usage.completion_tokens")
+        else:
+            answer_path = cfg["answer_path"]
+            text = json_path(doc, answer_path)
+            if cfg["logprobs"]:
+                if "token_logprobs_path" in cfg:
+                    v = json_path(doc, cfg["token_logprobs_path"])
+                    if v is _MISSING or not isinstance(v, list):
+                        raise EndpointError(
+                            f"the remote endpoint {self.endpoint} answered without a list at "
+                            f"{cfg['token_logprobs_path']!r} ({where}.token_logprobs_path)"
+                        )
+                    token_lps = [float(x) for x in v]
+                if "top_logprobs_path" in cfg and k > 0:
+                    v = json_path(doc, cfg["top_logprobs_path"])
+                    if v is _MISSING or not isinstance(v, list):
+                        raise EndpointError(
+                            f"the remote endpoint {self.endpoint} answered without a list at "
+                            f"{cfg['top_logprobs_path']!r} ({where}.top_logprobs_path)"
+                        )
+                    tops = [_top_list(x, k) for x in v]
+            pt = json_path(doc, cfg["prompt_tokens_path"]) if "prompt_tokens_path" in cfg else _MISSING
+            ct = json_path(doc, cfg["completion_tokens_path"]) if "completion_tokens_path" in cfg else _MISSING
+        if text is _MISSING:
+            raise EndpointError(
+                f"the remote endpoint {self.endpoint} answered without the answer field {answer_path!r}"
+                + (f" ({where}.answer_path)" if cfg["api"] == "json" else f" ({where}.api is openai)")
+            )
+        if not isinstance(text, str):
+            raise EndpointError(
+                f"the remote endpoint {self.endpoint} answered a {type(text).__name__} at {answer_path!r}, not text"
+                + (f" ({where}.answer_path)" if cfg["api"] == "json" else "")
+            )
+        if not text.strip() and cfg["on_empty_answer"] == "error":
+            raise EndpointError(
+                f"the remote endpoint {self.endpoint} answered an empty answer at {answer_path!r} "
+                f"({where}.on_empty_answer: error; set it to keep to accept empty answers)"
+            )
+        return {
+            "response_text": text,
+            "first_token_logprobs": tops[0] if tops else [],
+            "token_logprobs": token_lps,
+            "token_top_logprobs": tops,
+            "prompt_tokens": int(pt) if isinstance(pt, int | float) else 0,
+            "completion_tokens": int(ct) if isinstance(ct, int | float) else 0,
+            "latency_s": latency,
+        }
+
+    def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
+        """Answer every request, ``concurrency`` at a time; ``on_result(i, answer)`` as each arrives.
+        On the first failure no further request is sent, the answers of those in flight are still
+        reported (and so cached), then the failure is raised."""
+        if not requests:
+            return []
+        self._stop.clear()
+        results: list = [None] * len(requests)
+        n = min(self.cfg["concurrency"], len(requests))
+        self.log(f"  {n} requests in flight at most to {self.endpoint}")
+        failure = None
+        done = 0
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            futures = {pool.submit(self._guarded, r): i for i, r in enumerate(requests)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    res = fut.result()
+                except _Cancelled:
+                    continue
+                except EndpointError as e:
+                    if failure is None:
+                        failure = e
+                        self._stop.set()
+                    continue
+                except BaseException as e:  # noqa: BLE001 - stop sending, keep what arrived, re-raise
+                    if failure is None:
+                        failure = e
+                        self._stop.set()
+                    continue
+                results[i] = res
+                if on_result is not None:
+                    on_result(i, res)
+                done += 1
+                if done % max(1, len(requests) // 10) == 0 or done == len(requests):
+                    self.log(f"  answered {done}/{len(requests)}")
+        if failure is not None:
+            self.log(f"  {done} answers obtained before the failure (kept in the response cache)")
+            raise failure
+        return results
+
+    def _guarded(self, req: Mapping) -> dict:
+        """:meth:`request`, and on its failure no further request of the batch is sent."""
+        try:
+            return self.request(req)
+        except _Cancelled:
+            raise
+        except BaseException:
+            self._stop.set()
+            raise
+
+    def summary(self) -> str:
+        limit = self.budget.limit
+        budget = f", budget {self.budget.limit} per run" if limit is not None else ""
+        return f"remote endpoint {self.endpoint}: {self.stats['sent']} HTTP requests ({self.stats['retried']} retries){budget}"
+
+    def close(self):
+        pass
+
+
+class _Cancelled(Exception):
+    """A queued request not sent because another one failed."""
+
+
+class RemoteTarget:
+    """A remote RAG service as a target: the attack's prompt is the user message, nothing else is
+    added (the service builds its own context); answers come from the response cache or the endpoint."""
+
+    def __init__(
+        self, generator, logprobs: bool, temperature: float, seed: int, log: Callable = print, send_query_id=False
+    ):
+        self.generator = generator
+        self.logprobs = bool(logprobs)
+        self.send_query_id = bool(send_query_id)
+        self.temperature = temperature
+        self.seed = seed
+        self.log = log
+        self.defenses: list = []
+
+    def answer(self, user_prompts, max_tokens, top_logprobs, query_ids=None) -> list[dict]:
+        query_ids = query_ids or [str(i) for i in range(len(user_prompts))]
+        requests = [
+            make_request(
+                [{"role": "user", "content": str(q)}],
+                mt,
+                int(k) if self.logprobs else 0,  # a service without log-probabilities is asked for none
+                self.temperature,
+                self.seed,
+            )
+            for q, mt, k in zip(user_prompts, max_tokens, top_logprobs)
+        ]
+        if self.send_query_id:
+            requests = [dict(r, query_id=str(qid)) for r, qid in zip(requests, query_ids)]
+        out = []
+        for resp in self.generator.generate(requests) if requests else []:
+            r = dict(resp)
+            r["retrieved_ids"] = None  # unknown: the service retrieves on its own
+            r["retrieval_scores"] = None
+            r["retrieval_s"] = 0.0
+            r["response_text_raw"] = r["response_text"]
+            r["refused"] = False
+            r["hook_trace"] = "[]"
+            out.append(r)
+        return out
+
+
+@contextlib.contextmanager
+def remote_target(spec, log):
+    """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.target.factory``)."""
+    cfg = spec.target["remote"]
+    where = f"targets.{spec.name}.remote"
+    budget = RequestBudget.for_run(cfg["max_requests"], spec.cache_dir, spec.name, where)
+    client = RemoteClient(cfg, where, budget, log)  # a missing API key stops here, before any request
+    gen = CachedGenerator(client.model_id(), lambda: client, ResponseCache(spec.cache_dir), log=log)
+    try:
+        yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log, cfg["send_query_id"])
+    finally:
+        if gen.stats["requests"]:
+            log(gen.summary())
+        if client.stats["sent"]:
+            log(client.summary())
