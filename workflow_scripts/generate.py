@@ -1,13 +1,24 @@
-"""Rule generate: the target RAG system (with its defenses) answers one shard of queries."""
+"""Rule generate: the target RAG system (with its defenses) answers one shard of queries.
+
+Besides the responses, the job records what its generation cost (``CachedGenerator.serving_record``:
+prompt tokens sent, prompt tokens the server actually computed after its prefix-cache hits,
+completion tokens, wall time) in its log and in ``<log>.serving.json`` next to the log; that file is
+no rule output and no table reads it.
+"""
+
+import json
+import time
+from pathlib import Path
 
 import pandas as pd
 
-from ragmi.io import atomic_write_parquet
+from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.target.factory import rag_system
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
 def main(smk, log):
+    t0 = time.perf_counter()
     shard = pd.read_parquet(smk.input.shard)
     members = pd.read_parquet(smk.input.members)
     spec = target_spec(smk)
@@ -21,9 +32,21 @@ def main(smk, log):
         )
         for d in rag.defenses:
             log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
+        serving = rag.generator.serving_record()
     out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[RESPONSE_FILE_COLUMNS]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")
+    if len(smk.log):
+        record = dict(
+            serving,
+            target=spec.name,
+            dataset=smk.wildcards.dataset,
+            attack=smk.wildcards.attack,
+            shard=smk.wildcards.shard,
+            job_wall_s=round(time.perf_counter() - t0, 3),
+        )
+        path = Path(smk.log[0]).with_suffix(".serving.json")
+        atomic_write_text(json.dumps(record, indent=1), path)
 
 
 run_step(snakemake, main)  # noqa: F821
