@@ -1,15 +1,26 @@
-"""Rule generate: the target RAG system (with its defenses) answers one shard of queries."""
+"""Rule generate: the target RAG system (with its defenses) answers one shard of queries.
+
+Besides the responses, the job records what its generation cost (``CachedGenerator.serving_record``:
+prompt tokens sent, prompt tokens the server actually computed after its prefix-cache hits,
+completion tokens, wall time) in its log and in ``<log>.serving.json`` next to the log; that file is
+no rule output and no table reads it.
+"""
+
+import json
+import time
+from pathlib import Path
 
 import pandas as pd
 
 from ragmi.config import is_remote
-from ragmi.io import atomic_write_parquet
+from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.target.factory import rag_system
 from ragmi.target.remote import remote_target
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
 def main(smk, log):
+    t0 = time.perf_counter()
     shard = pd.read_parquet(smk.input.shard)
     spec = target_spec(smk)
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
@@ -29,9 +40,22 @@ def main(smk, log):
         framework = getattr(rag, "framework", None)  # a remote target has none of its own
         if framework is not None and framework.name != "standard":
             log(f"framework {framework.name}: {getattr(framework, 'stats', {})}")
+        record_fn = getattr(rag.generator, "serving_record", None)
+        serving = record_fn() if record_fn else {}
     out = pd.DataFrame(answers).assign(query_id=shard["query_id"].to_numpy())[RESPONSE_FILE_COLUMNS]
     atomic_write_parquet(out, smk.output.responses)
     log(f"wrote {len(out)} responses ({int(out['cached'].sum())} from cache)")
+    if len(smk.log):
+        record = dict(
+            serving,
+            target=spec.name,
+            dataset=smk.wildcards.dataset,
+            attack=smk.wildcards.attack,
+            shard=smk.wildcards.shard,
+            job_wall_s=round(time.perf_counter() - t0, 3),
+        )
+        path = Path(smk.log[0]).with_suffix(".serving.json")
+        atomic_write_text(json.dumps(record, indent=1), path)
 
 
 run_step(snakemake, main)  # noqa: F821

@@ -7,6 +7,7 @@ code reads ``cfg["key"]`` and holds no defaults of its own.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from .generators import (
 )
 from .index import Retriever, RetrieverSpec, database_documents
 from .rag import RAGSystem
+from .serving_metrics import metrics_url
 from .templates import get_template
 from .vllm_server import SharedVLLMServer, VLLMServer
 
@@ -58,6 +60,7 @@ class ManagedGenerator:
         self.log = log
         self.server = None
         self.inner = None
+        self.startup_s = None  # seconds this job waited for the server to be ready (vllm backend)
         if gen_cfg["backend"] == "vllm":
             server = VLLMServer.from_config(
                 gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT
@@ -77,7 +80,20 @@ class ManagedGenerator:
         else:
             if hub_offline(self.server.server.environment()):
                 require_cached_hub_model(model_path(c, self.model_dir), "generator model (backend vllm)")
+            t0 = time.perf_counter()
             base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
+            self.startup_s = round(time.perf_counter() - t0, 3)
+            # the local server's Prometheus counters: prefix-cache hits per job
+            return OpenAIGenerator(
+                base_url,
+                c["model"],
+                api_key,
+                concurrency=c["concurrency"],
+                timeout=c["timeout_s"],
+                max_retries=c["max_retries"],
+                log=self.log,
+                metrics_url=metrics_url(base_url),
+            )
         return OpenAIGenerator(
             base_url,
             c["model"],
@@ -92,6 +108,11 @@ class ManagedGenerator:
         if self.inner is None:
             self.inner = self._create()
         return self.inner.generate(requests, on_result=on_result)
+
+    @property
+    def usage(self) -> list[dict]:
+        """The backend's per-call token accounting (OpenAI backend), [] otherwise."""
+        return list(getattr(self.inner, "usage", None) or [])
 
     def close(self):
         if self.server is not None:
@@ -108,6 +129,7 @@ def cached_generator(gen_cfg: Mapping, model_dir, cache_dir, threads: int, serve
     finally:
         if gen.stats["requests"]:
             log(gen.summary())
+            log(gen.serving_summary())
         managed.close()
 
 

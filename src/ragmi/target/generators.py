@@ -11,6 +11,9 @@ attack reads to find where the answer says Yes or No; ``first_token_logprobs`` i
 * :class:`OpenAIGenerator`: any OpenAI-compatible endpoint (the shared vLLM server of the ``vllm``
   backend, or an external ``base_url``), with a per-request timeout and retries; requests in flight
   are bounded for an external endpoint and unbounded for the local vLLM server (its scheduler queues).
+  Requests are sent in :func:`prefix_order` (those sharing a prompt prefix one after the other, so
+  that vLLM's prefix cache computes the shared part once) and answered in their original order; with
+  a ``metrics_url`` it reads the server's counters around each batch (``ragmi.target.serving_metrics``).
 * :class:`TransformersGenerator`: in-process batched greedy ``generate`` (causal LMs with their chat
   template, and encoder-decoders such as Flan-T5).
 * :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
@@ -47,6 +50,18 @@ def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) 
     }
 
 
+def prefix_order(requests: list[dict]) -> list[int]:
+    """The indices of ``requests`` in the order to send them: sorted by their messages as the chat
+    template lays them out (role and text of each message in turn), so that requests sharing a prompt
+    prefix (the same system message, the same retrieved context after the same instructions) are
+    adjacent; ties keep their original order.  Sorting strings puts each one next to those it shares
+    the longest prefix with, which is what a prefix cache with LRU eviction rewards.  How much the
+    prompts of a template share depends on where it puts the question: see ``ragmi.target.templates``.
+    """
+    keys = [tuple(x for m in r["messages"] for x in (m["role"], m["content"])) for r in requests]
+    return sorted(range(len(requests)), key=keys.__getitem__)
+
+
 class OpenAIGenerator:
     def __init__(
         self,
@@ -58,6 +73,8 @@ class OpenAIGenerator:
         timeout: float,
         max_retries: int,
         log: Callable = print,
+        metrics_url: str | None = None,
+        order_by_prefix: bool = True,
     ):
         self.base_url = base_url
         self.model = model
@@ -66,6 +83,9 @@ class OpenAIGenerator:
         self.timeout = timeout
         self.max_retries = max_retries
         self.log = log
+        self.metrics_url = metrics_url  # the server's Prometheus /metrics (local vLLM), or None
+        self.order_by_prefix = order_by_prefix
+        self.usage: list[dict] = []  # one serving_metrics.account record per generate call
 
     async def _one(self, client, sem, req):
         kwargs = dict(
@@ -126,8 +146,10 @@ class OpenAIGenerator:
                 if done % max(1, len(requests) // 10) == 0 or done == len(requests):
                     self.log(f"  generated {done}/{len(requests)}")
 
+            order = prefix_order(requests) if self.order_by_prefix else range(len(requests))
             try:
-                await asyncio.gather(*(run(i, r) for i, r in enumerate(requests)))
+                # tasks start, and take the semaphore, in this order: the server receives them so
+                await asyncio.gather(*(run(i, requests[i]) for i in order))
             except openai.APIConnectionError as e:
                 raise EndpointError(f"cannot reach the generator endpoint {self.base_url}: {e}") from None
             except openai.AuthenticationError:
@@ -141,7 +163,19 @@ class OpenAIGenerator:
     def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         if not requests:
             return []
-        return asyncio.run(self._run(requests, on_result))
+        from . import serving_metrics as sm
+
+        before = sm.scrape(self.metrics_url) if self.metrics_url else None
+        t0 = time.perf_counter()
+        results = asyncio.run(self._run(requests, on_result))
+        wall = time.perf_counter() - t0
+        prompt = sum(r["prompt_tokens"] for r in results)
+        after = sm.settle(self.metrics_url, before, prompt) if before is not None else None
+        rec = sm.account(prompt, sum(r["completion_tokens"] for r in results), wall, sm.delta(before, after))
+        rec["requests"] = len(requests)
+        self.usage.append(rec)
+        self.log("  " + sm.summary_line(rec))
+        return results
 
     def close(self):
         pass
@@ -267,7 +301,10 @@ class CachedGenerator:
     Each fresh answer is stored the moment the backend hands it over (``on_result``), not when the
     whole batch is done.  A request that appears several times in one batch is sent once.
     ``stats`` counts, over the generator's life, the requests asked for, those served from the cache
-    and those generated; :meth:`summary` is the line a job logs at its end.
+    and those generated; :meth:`summary` is the line a job logs at its end, and :meth:`serving_record`
+    what the backend did for the generated ones: prompt tokens sent, prompt tokens the server actually
+    computed (sent minus its prefix-cache hits, where the backend reads server counters), completion
+    tokens and wall time.
     """
 
     def __init__(self, model_id: str, factory: Callable[[], object], cache: ResponseCache, log=print):
@@ -277,6 +314,7 @@ class CachedGenerator:
         self.backend = None
         self.log = log
         self.stats = {"requests": 0, "from_cache": 0, "generated": 0}
+        self.serving = {"requests": 0, "prompt_tokens_sent": 0, "completion_tokens": 0, "wall_s": 0.0}
 
     def generate(self, requests: list[dict]) -> list[dict]:
         keys = [request_key(self.model_id, r) for r in requests]
@@ -308,9 +346,14 @@ class CachedGenerator:
                 stored.add(i)
                 self.stats["generated"] += 1
 
+            t0 = time.perf_counter()
             fresh = self.backend.generate([requests[i] for i in todo], on_result=store)
+            self.serving["wall_s"] += time.perf_counter() - t0
             for j, res in enumerate(fresh):  # a backend that returned without reporting every result
                 store(j, res)
+            self.serving["requests"] += len(todo)
+            self.serving["prompt_tokens_sent"] += sum(int(results[i]["prompt_tokens"]) for i in todo)
+            self.serving["completion_tokens"] += sum(int(results[i]["completion_tokens"]) for i in todo)
             for i in missing:
                 results[i] = results[first[keys[i]]]
         fresh_set = set(missing)
@@ -321,6 +364,49 @@ class CachedGenerator:
         return (
             f"responses of {self.model_id}: {s['requests']} requests, {s['from_cache']} from cache, "
             f"{s['generated']} generated"
+        )
+
+    def serving_record(self) -> dict:
+        """The generated requests' token accounting over the generator's life (module
+        ``ragmi.target.serving_metrics``).  ``wall_s`` is the time spent in the backend, including a
+        server start-up this job paid for (``server_startup_s``); ``prompt_tokens_computed`` is None
+        when the backend has no server counters, or when another job used the server meanwhile."""
+        s = self.serving
+        usage = list(getattr(self.backend, "usage", None) or [])
+        rec = {
+            "model": self.model_id,
+            "requests": self.stats["requests"],
+            "from_cache": self.stats["from_cache"],
+            "generated": s["requests"],
+            "prompt_tokens_sent": s["prompt_tokens_sent"],
+            "prompt_tokens_computed": None,
+            "prefix_cache_hit_tokens": None,
+            "prefix_cache_hit_rate": None,
+            "completion_tokens": s["completion_tokens"],
+            "wall_s": round(s["wall_s"], 3),
+            "server_startup_s": getattr(self.backend, "startup_s", None),
+            "generate_calls": usage,
+        }
+        if s["requests"] == 0:
+            rec.update(prompt_tokens_computed=0, prefix_cache_hit_tokens=0)
+        elif usage and all(u.get("prefix_cache_hit_tokens") is not None for u in usage):
+            hits = sum(u["prefix_cache_hit_tokens"] for u in usage)
+            rec["prefix_cache_hit_tokens"] = hits
+            rec["prompt_tokens_computed"] = s["prompt_tokens_sent"] - hits
+            rec["prefix_cache_hit_rate"] = round(hits / s["prompt_tokens_sent"], 4) if s["prompt_tokens_sent"] else None
+        return rec
+
+    def serving_summary(self) -> str:
+        r = self.serving_record()
+        computed = (
+            f"{r['prompt_tokens_computed']} computed ({r['prefix_cache_hit_tokens']} prefix-cache hits)"
+            if r["prompt_tokens_computed"] is not None
+            else "computed unknown"
+        )
+        startup = f", of which server start-up {r['server_startup_s']:.1f} s" if r["server_startup_s"] else ""
+        return (
+            f"serving of {self.model_id}: {r['generated']} requests generated; prompt tokens {r['prompt_tokens_sent']} "
+            f"sent, {computed}; {r['completion_tokens']} completion tokens; {r['wall_s']:.1f} s{startup}"
         )
 
     def close(self):

@@ -4,6 +4,20 @@ Each template is a (system, user) pair of format strings with ``{context}`` and 
 placeholders; ``system`` may be ``None``.  Retrieved documents are joined with ``doc_separator``.
 Each template's source (a paper figure or the authors' code) and any deviation from it:
 docs/provenance.md#templates.
+
+**Prompt order and prefix reuse.**  vLLM's prefix cache skips the part of a prompt that an earlier
+prompt already computed, from the first token on; ragmi sends the requests of a shard sorted by their
+prompt text (``ragmi.target.generators.prefix_order``), so that queries retrieving the same documents
+follow each other.  That helps only where the context comes before the question:
+
+* ``ia``, ``dcmi``, ``menta``: fixed instructions, then the context, then the question — queries
+  with the same retrieved documents share the whole prefix up to the question;
+* ``rag_mia`` and ``mba`` put the question first, as their papers print them (RAG-MIA Fig. 1 asks the
+  question before and after the context; MBA Fig. 5 gives "the text" — the masked document — before
+  "the context").  Their prompts share only the fixed instructions before ``{question}``; they are
+  kept as published, not reordered (the prompt order changes what the model answers).
+
+:attr:`Template.question_first` says which is which; the README's measured serving section records it.
 """
 
 from __future__ import annotations
@@ -19,6 +33,13 @@ class Template:
     user: str
     system: str | None = None
     doc_separator: str = "\n\n"
+
+    @property
+    def question_first(self) -> bool:
+        """True when the question comes before the retrieved context in the prompt (system message
+        first, then user message), so that queries on the same documents share little prefix."""
+        text = (self.system or "") + "\x00" + self.user
+        return text.index("{question}") < text.index("{context}")
 
     def messages(self, question: str, docs: list[str]) -> list[dict]:
         context = self.doc_separator.join(docs)

@@ -1,7 +1,8 @@
 """The local vLLM server of the ``vllm`` backend, shared by the jobs of one machine.
 
-:class:`VLLMServer` describes one ``vllm serve`` process: its command line (127.0.0.1, a free port),
-environment, log file and readiness (``GET /v1/models`` lists the served model).  On a machine
+:class:`VLLMServer` describes one ``vllm serve`` process: its command line (127.0.0.1, a free port,
+prefix caching on, stats and ``/metrics`` on), environment, log file and readiness (``GET /v1/models``
+lists the served model).  On a machine
 without CUDA it adds the CPU settings of docs/provenance.md#vllm-cpu: float32, ``--enforce-eager``,
 ``--no-enable-chunked-prefill``, ``VLLM_CPU_KVCACHE_SPACE`` and ``VLLM_CPU_OMP_THREADS_BIND``.
 
@@ -127,8 +128,14 @@ class VLLMServer:
             str(MAX_LOGPROBS),
             "--generation-config",
             "vllm",
-            "--disable-log-stats",
         ]
+        # Stats stay on (no --disable-log-stats): that flag also turns off the Prometheus counters of
+        # /metrics from which each job reads its prefix-cache hits (ragmi.target.serving_metrics); the
+        # engine then logs a throughput line every 10 s while busy, nothing while idle.
+        # Prefix caching is vLLM 0.32's default for a model that supports it, on CPU too (off only for
+        # RISC-V and MLA models); named explicitly so that no platform default turns it off silently.
+        if not any(a.startswith(("--enable-prefix-caching", "--no-enable-prefix-caching")) for a in self.extra_args):
+            cmd.append("--enable-prefix-caching")
         if not gpu:
             # Faster start, same throughput (docs/provenance.md#vllm-cpu).
             if "--enforce-eager" not in self.extra_args:
