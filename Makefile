@@ -4,7 +4,7 @@ CORES ?= all
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint install lock dry-run report clean
+.PHONY: run test test-extended test-fast lint install lock dry-run report clean
 
 install:
 	@bash tools/install.sh
@@ -29,7 +29,11 @@ lint: install
 
 # Lint, then the whole suite (CI: .ci/run).
 test: lint
-	.venv/bin/python -m pytest -q $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -m "not extended" $(PYTEST_ARGS)
+
+# The tests left out of CI for time (their assertions are also made by a CI test).
+test-extended: install
+	.venv/bin/python -m pytest -q -m extended $(PYTEST_ARGS)
 
 # For development: no lint, no slow end-to-end tests.
 test-fast: install

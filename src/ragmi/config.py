@@ -185,6 +185,13 @@ def _check_frameworks(cfg: dict) -> None:
 
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"
+        if is_remote(t):  # the service runs its own pipeline: ragmi cannot choose its framework
+            if t.get("framework", "standard") != "standard":
+                raise ConfigError(
+                    f"config key {key}: a remote target (kind remote) does its own retrieval and generation; "
+                    f"framework {t['framework']!r} cannot be applied to it"
+                )
+            continue
         fw = build_framework(t["framework"], t["framework_params"], where=key)
         t["framework_params"] = fw.params
         gen = cfg["generators"][t["generator"]]
