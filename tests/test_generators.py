@@ -111,7 +111,7 @@ def test_backends_get_their_settings_from_the_config(monkeypatch):
         log=print,
     )._create()
     assert o.args == ("http://h/v1", "gpt", "sk-test")
-    assert o.kwargs == {"concurrency": 3, "timeout": 7.5, "max_retries": 1, "log": print}
+    assert o.kwargs == {"concurrency": 3, "timeout": 7.5, "max_retries": 1, "log": print, "metrics_url": None}
     o = factory.ManagedGenerator(
         section_params("generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1"}),
         None,

@@ -77,23 +77,14 @@ class ManagedGenerator:
             )
         if c["backend"] == "openai":
             base_url, api_key = c["base_url"], api_key_from_env(c.get("api_key_env"))
+            server_metrics = None  # an external endpoint: no server counters to read
         else:
             if hub_offline(self.server.server.environment()):
                 require_cached_hub_model(model_path(c, self.model_dir), "generator model (backend vllm)")
             t0 = time.perf_counter()
             base_url, api_key = self.server.acquire(log=self.log), NO_API_KEY
             self.startup_s = round(time.perf_counter() - t0, 3)
-            # the local server's Prometheus counters: prefix-cache hits per job
-            return OpenAIGenerator(
-                base_url,
-                c["model"],
-                api_key,
-                concurrency=c["concurrency"],
-                timeout=c["timeout_s"],
-                max_retries=c["max_retries"],
-                log=self.log,
-                metrics_url=metrics_url(base_url),
-            )
+            server_metrics = metrics_url(base_url)  # the local server's Prometheus counters: prefix-cache hits
         return OpenAIGenerator(
             base_url,
             c["model"],
@@ -102,6 +93,7 @@ class ManagedGenerator:
             timeout=c["timeout_s"],
             max_retries=c["max_retries"],
             log=self.log,
+            metrics_url=server_metrics,
         )
 
     def generate(self, requests, on_result=None):
