@@ -125,6 +125,7 @@ def test_backends_get_their_settings_from_the_config(monkeypatch):
         "timeout": schema["timeout_s"]["default"],
         "max_retries": schema["max_retries"]["default"],
         "log": print,
+        "metrics_url": None,  # an external endpoint: no server counters
     }
 
 
