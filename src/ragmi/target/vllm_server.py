@@ -19,6 +19,11 @@ is gone before the job step ends) or by the watchdog within a second when the la
 without releasing it.  ``server_idle_s`` does not apply there: a server idling after its job would
 hold a GPU that SLURM has already given to the next job.  Its log is the generator's server log with
 the job id before the suffix (``logs/servers/<generator>.slurm<id>.log``), one file per job.
+
+``RAGMI_SERVERS_DIR`` (an absolute folder) moves the registry out of the working directory, so that
+runs in several working directories on one machine share one server per configuration (the test
+suite's end-to-end runs do); the server's log is then ``<that folder>/<host>-<key>/server.log``.
+A SLURM job ignores it (its server is its own).
 """
 
 from __future__ import annotations
@@ -226,7 +231,7 @@ class _Lock:
 
 
 class SharedVLLMServer:
-    def __init__(self, server: VLLMServer, *, idle_s: float, state_root: str | os.PathLike = ".ragmi/servers"):
+    def __init__(self, server: VLLMServer, *, idle_s: float, state_root: str | os.PathLike | None = None):
         self.server = server
         self.idle_s = idle_s
         cmd = server.command()
@@ -235,12 +240,17 @@ class SharedVLLMServer:
         ident = json.dumps([cmd, {k: env.get(k) for k in sorted(env) if k.startswith("VLLM_")}])
         key = hashlib.sha256(ident.encode()).hexdigest()[:16]
         self.slurm_job = os.environ.get("SLURM_JOB_ID") or None
+        shared_root = None if self.slurm_job else os.environ.get("RAGMI_SERVERS_DIR") or None
+        if state_root is None:
+            state_root = shared_root or ".ragmi/servers"
         if self.slurm_job:  # the job's own server, stopped with it, with a log of its own (module docstring)
             self.idle_s = 0
             key = f"slurm{self.slurm_job}-{key}"
             log = server.log_path
             server.log_path = log.with_name(f"{log.stem}.slurm{self.slurm_job}{log.suffix}")
         self.dir = Path(state_root) / f"{socket.gethostname()}-{key}"
+        if shared_root and Path(state_root) == Path(shared_root):  # one log for every directory that uses it
+            server.log_path = (self.dir / "server.log").absolute()
         # one file per user: <pid>.<n>; the watchdog checks that the pid still runs
         self.user_file = self.dir / "users" / f"{os.getpid()}.{next(_USER_IDS)}"
         self.base_url = None
@@ -357,6 +367,25 @@ def _stop(d: Path, state: dict) -> None:
             if not _alive(dog):
                 break
             time.sleep(0.1)
+
+
+def stop_all(root: str | os.PathLike, *, unused_only: bool = False) -> list[int]:
+    """Stop every server registered under ``root`` (a ``RAGMI_SERVERS_DIR``), whoever uses it (with
+    ``unused_only``: those without a live user); the pids of those stopped."""
+    stopped = []
+    for d in sorted(Path(root).glob("*/")):
+        if not (d / "state.json").exists():
+            continue
+        with _Lock(d / "lock"):
+            try:
+                state = json.loads((d / "state.json").read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue
+            if unused_only and _live_users(d):
+                continue
+            _stop(d, state)
+            stopped.append(state["pid"])
+    return stopped
 
 
 def watchdog(state_dir: str, idle_s: float) -> None:
