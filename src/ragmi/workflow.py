@@ -98,6 +98,25 @@ def run_step(smk, fn) -> None:
         raise
 
 
+def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict, requested: str) -> None:
+    """The outputs of rules split and split_candidates (members, non-members, candidates, split.json),
+    after a loud warning when ``split.allow_shrink`` capped the candidate sets (``requested`` says what
+    was asked for)."""
+    if info["capped"]:
+        bar = "!" * 100
+        log(bar)
+        log(
+            f"WARNING: dataset {name}: SHRUNK to {info['n_reference_per_class']} reference + "
+            f"{info['n_eval_per_class']} evaluation candidates per class ({requested}), because "
+            "split.allow_shrink is true. Every number of this dataset rests on these smaller sets (see split.json)."
+        )
+        log(bar)
+    atomic_write_parquet(members, smk.output.members)
+    atomic_write_parquet(nonmembers, smk.output.nonmembers)
+    atomic_write_parquet(candidates, smk.output.candidates)
+    write_json(info, smk.output.info)
+
+
 def target_spec(smk, index_dir: str | None = None):
     """The :class:`~ragmi.target.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
     config entries (rules/common.smk ``target_spec_params``) and whose inputs hold its files."""
