@@ -41,9 +41,10 @@ def minilm_path() -> str:
 # directories, and each pytest process (each xdist worker) holds every one (a user file with its pid)
 # until it ends, so that each later run reuses it instead of paying vLLM's start-up again; the last
 # process to end stops them. Tests of the server's own life cycle (test_shared_server, the SLURM
-# jobs) keep their own servers.
-_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-SESSION_SERVERS = Path(os.environ.get("RAGMI_TEST_SERVERS", f"/tmp/ragmi-test-servers-{_RUN_ID}"))
+# jobs) keep their own servers. The registry (with the servers' logs) is <the run's basetemp>/
+# vllm-servers, the folder both xdist workers' basetemps lie in, so pytest's retention of the last
+# three runs' temporary folders keeps it with them (RAGMI_TEST_SERVERS overrides it).
+SESSION_SERVERS = Path("/nonexistent")  # set by the session_servers fixture before any test runs
 
 # The end-to-end modules, longest first: make test runs pytest-xdist with --dist loadfile (each
 # module on one worker, its module-scoped run once) and --no-loadscope-reorder, so the workers take
@@ -75,7 +76,12 @@ def _hold_session_servers() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_servers():
+def session_servers(tmp_path_factory):
+    global SESSION_SERVERS
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # <basetemp>/popen-gwN: the run's folder is the workers' common parent
+    SESSION_SERVERS = Path(os.environ.get("RAGMI_TEST_SERVERS") or base / "vllm-servers")
     yield SESSION_SERVERS
     if SESSION_SERVERS.exists():
         from ragmi.target.vllm_server import stop_all
