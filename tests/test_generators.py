@@ -230,22 +230,24 @@ def test_openai_backend_returns_the_top_k_of_every_position():
 
 
 class _InFlightHandler:
-    """A stand-in OpenAI-compatible chat endpoint that answers after 0.3 s and records the largest
-    number of requests it held at once."""
+    """A stand-in OpenAI-compatible chat endpoint that records the largest number of requests it held
+    at once. It holds each request until ``release_at`` requests are in flight (or 5 s have passed), so
+    that the peak does not depend on how fast a loaded machine opens the connections; 0.3 s more."""
 
     lock = None
     now = 0
     peak = 0
+    release_at = 1
 
 
-def _stand_in_server():
+def _stand_in_server(release_at: int = 1):
     import http.server
     import json as _json
     import threading
     import time as _time
 
     state = _InFlightHandler
-    state.lock, state.now, state.peak = threading.Lock(), 0, 0
+    state.lock, state.now, state.peak, state.release_at = threading.Condition(), 0, 0, release_at
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -258,6 +260,8 @@ def _stand_in_server():
             with state.lock:
                 state.now += 1
                 state.peak = max(state.peak, state.now)
+                state.lock.notify_all()
+                state.lock.wait_for(lambda: state.now >= state.release_at, timeout=5)
             _time.sleep(0.3)
             with state.lock:
                 state.now -= 1
@@ -300,7 +304,7 @@ def test_requests_in_flight_follow_the_backend(concurrency, expected):
     scheduler queue; an external endpoint keeps its bound."""
     from ragmi.target.generators import OpenAIGenerator
 
-    server, state = _stand_in_server()
+    server, state = _stand_in_server(release_at=expected)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         logs = []
