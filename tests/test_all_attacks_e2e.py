@@ -16,7 +16,7 @@ ATTACKS = {
     "dcmi": {"thetas": [0.06, 0.10]},
     "menta": {"n_questions": 2, "question_max_tokens": 64, "max_tokens": 24, "budgets": [1, 2]},
     "ia": {"n_questions": 2, "question_max_tokens": 64, "shadow_max_tokens": 8, "budgets": [1, 2]},
-    "mba": {"n_masks": 3},
+    "mba": {"n_masks": 3, "max_tokens_per_mask": 6},
     "s2mia": {"max_tokens_cap": 24, "cv_folds": 3},
 }
 

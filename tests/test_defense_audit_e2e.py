@@ -37,12 +37,12 @@ def config(models_dir: str, **extra) -> dict:
         },
         "attacks": {
             "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
-            "extraction": {"prompts": ["zeng"], "max_tokens": 48},
+            "extraction": {"prompts": ["zeng"], "max_tokens": 32},
         },
         "audit": {
             "canary_seeds": [101],
             "canary_max_tokens": 24,
-            "canary_targets": ["plain", "pad", "lprag"],
+            "canary_targets": ["plain", "pad"],  # PAD acts on the output: its canaries come from the cache
             "n_boot": 200,
         },
         "generation": {"models_dir": models_dir},
@@ -100,11 +100,11 @@ def test_leakage_dashboard_and_canaries(run):
     assert dash.loc["plain", "Email change"] == "baseline"
     assert dash.loc["pad", "runs (distinct)"] == 1
     can = pd.read_csv(run / "results/tables/canaries.csv").set_index("target")
-    assert set(can.index) == {"plain", "pad", "lprag"}
+    assert set(can.index) == {"plain", "pad"}
     for t in can.index:
         k, n = can.loc[t, "seed 101"].split("/")
         assert n == "50" and 0 <= int(k) <= 50
-    res = json.loads((run / "results/audit/canaries/lprag/101.json").read_text())
+    res = json.loads((run / "results/audit/canaries/pad/101.json").read_text())
     assert res["n_queries"] == 50 and res["n_leaked"] <= res["n_leaked_raw"] or res["n_leaked_raw"] == 0
 
 
