@@ -14,7 +14,7 @@ rule prepare:
         cache_dir=config["generation"]["cache_dir"],
         server_log=server_log(config["attacker"]["generator"]),
         seed=SEED,
-    threads: config["generation"]["threads"]
+    threads: lambda wc: model_job_threads(config, attack=wc.attack)
     resources:
         gpu=local_backend(attacker_cfg()),
         mem_mb=8000,
@@ -56,7 +56,7 @@ rule generate:
         responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
     params:
         spec=target_spec_params,
-    threads: config["generation"]["threads"]
+    threads: lambda wc: model_job_threads(config, target=wc.target)
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
