@@ -24,7 +24,7 @@ rule hook_inventory:
     params:
         spec=target_spec_params,
         fail_on_inactive=config["audit"]["fail_on_inactive_hook"],
-    threads: lambda wc: model_job_threads(config, target=wc.target)
+    threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
@@ -70,7 +70,7 @@ rule canaries:
         workdir="results/audit/canaries/.work",
     wildcard_constraints:
         seed=r"\d+",
-    threads: lambda wc: model_job_threads(config, target=wc.target)
+    threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,

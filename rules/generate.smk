@@ -14,7 +14,7 @@ rule prepare:
         cache_dir=config["generation"]["cache_dir"],
         server_log=server_log(config["attacker"]["generator"]),
         seed=SEED,
-    threads: lambda wc: model_job_threads(config, attack=wc.attack)
+    threads: config["generation"]["threads"]
     resources:
         gpu=local_backend(attacker_cfg()),
         mem_mb=8000,
@@ -56,7 +56,7 @@ rule generate:
         responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
     params:
         spec=target_spec_params,
-    threads: lambda wc: model_job_threads(config, target=wc.target)
+    threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,

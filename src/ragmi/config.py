@@ -341,37 +341,6 @@ def target_attacks(cfg: dict, target: str) -> list[str]:
     return sorted(cfg["attacks"]) if chosen is None else sorted(chosen)
 
 
-def model_job_threads(cfg: dict, target: str | None = None, attack: str | None = None) -> int:
-    """Threads (Snakemake cores) of a model job on ``target`` (rules generate, canaries,
-    hook_inventory) or of the offline stage of ``attack`` (rule prepare), run locally.
-
-    A job that runs a model itself (a ``transformers`` generator, the target framework's proxy LM, an
-    attack's proxy LM when it prepares) gets ``generation.threads``.  A job whose models all answer
-    over HTTP (the shared vLLM server, an ``openai`` endpoint, a remote target) gets one core: it only
-    retrieves and sends requests, so a light job or a second client runs beside it and the server is
-    not left idle while the next job starts.  The vLLM server's own threads are
-    ``generation.threads`` whichever job starts it (:func:`ragmi.workflow.server_threads`).  On SLURM
-    the profile sets every model job's threads (``set-threads``) and each job owns its server."""
-    from .attacks import attack_class
-    from .target.frameworks import framework_class
-
-    full = int(cfg["generation"]["threads"])
-    gens = []
-    if target is not None:
-        t = cfg["targets"][target]
-        if not is_remote(t):
-            if framework_class(t.get("framework", "standard")).needs_local_model:
-                return full
-            gens.append(cfg["generators"][t["generator"]])
-            if target_needs_defender(cfg, target):
-                gens.append(cfg["generators"][cfg["defender"]["generator"]])
-    if attack is not None:
-        if attack_class(attack).prepare_loads_model:
-            return full
-        gens.append(cfg["generators"][cfg["attacker"]["generator"]])
-    return full if any(g["backend"] == "transformers" for g in gens) else 1
-
-
 def target_needs_defender(cfg: dict, target: str) -> bool:
     from .defenses import defense_class
 

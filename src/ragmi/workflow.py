@@ -117,17 +117,6 @@ def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict
     write_json(info, smk.output.info)
 
 
-def server_threads(smk) -> int:
-    """Threads of a vLLM server that this job starts: ``generation.threads`` on a workstation, where
-    the server is shared by every job and the job itself may hold one core only
-    (:func:`ragmi.config.model_job_threads`); inside a SLURM job, the job's own threads (the
-    server is the job's, within its allocation)."""
-    config = getattr(smk, "config", None) or {}
-    if os.environ.get("SLURM_JOB_ID") or "generation" not in config:
-        return int(smk.threads)
-    return int(config["generation"]["threads"])
-
-
 def target_spec(smk, index_dir: str | None = None):
     """The :class:`~ragmi.target.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
     config entries (rules/common.smk ``target_spec_params``) and whose inputs hold its files."""
@@ -138,7 +127,7 @@ def target_spec(smk, index_dir: str | None = None):
     return TargetSpec(
         **p,
         index_dir=index_dir or (smk.input.index if "index" in inputs else ""),  # a remote target has none
-        threads=server_threads(smk),
+        threads=smk.threads,
         model_dir=smk.input.model if "model" in inputs else None,
         defender_model_dir=smk.input.defender_model if "defender_model" in inputs else None,
     )

@@ -95,7 +95,6 @@ class Attack(ABC):
 
     name = "attack"
     needs_prepare = False
-    prepare_loads_model = False  # its offline stage runs a model in the job itself (not over HTTP)
     channels = ("text",)  # what the attack reads of the target's responses (ragmi.audit.inventory)
     extraction = False  # its responses are also scored for generated-text leakage (ragmi.audit.leakage)
 

@@ -344,7 +344,6 @@ def select_gamma(ref_fractions, ref_labels, gammas) -> tuple[float, float]:
 class MBA(Attack):
     name = "mba"
     needs_prepare = True
-    prepare_loads_model = True  # the proxy LM ranks the mask candidates in the prepare job
 
     def __init__(self, params: Mapping | None = None):
         super().__init__(params)
