@@ -387,7 +387,7 @@ def test_load_embedder_is_the_shared_embedder_with_mentas_settings(minilm_path):
     assert load_embedder(minilm_path) is emb
     assert isinstance(emb.embedder, Embedder) and emb.embedder.batch_size == 64
     # the model's own max_seq_length (256 for all-MiniLM-L6-v2), as MEntA's similarity scorer always had
-    assert emb.embedder.model.max_seq_length == 256
+    assert emb.embedder.max_seq_length == 256
     texts = ["Cache test: owls hunt at night.", "Cache test: the river froze in 1962.", "Cache test: no idea."]
     v = emb.encode(texts)  # texts no other test encodes: one batch, as the direct call below
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)

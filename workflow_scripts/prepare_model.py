@@ -1,11 +1,16 @@
-"""Rule prepare_model: dequantise a GGUF model shipped in a PyPI wheel into a safetensors folder."""
+"""Rule prepare_model: dequantise a GGUF model shipped in a PyPI wheel into a safetensors folder (a
+copy of the conversion `make install` made, when there is one: ragmi.models.cache_packaged_conversion)."""
 
-from ragmi.models import convert_gguf_to_hf
+from ragmi.models import cached_conversion, convert_gguf_to_hf
 from ragmi.workflow import run_step
 
 
 def main(smk, log):
-    log(f"converting {smk.params.model} (GGUF) to a float32 safetensors folder")
+    cached = cached_conversion(smk.params.model)
+    if cached is not None:
+        log(f"copying {smk.params.model}, converted at install time, from {cached}")
+    else:
+        log(f"converting {smk.params.model} (GGUF) to a float32 safetensors folder")
     out = convert_gguf_to_hf(smk.params.model, smk.output.model)
     log(f"wrote {out}")
 

@@ -1,5 +1,9 @@
 """Sentence-transformers embedder, shared by the target's dense retriever and the attacker's own
-similarity scorers (an attack loads its own copy; it never touches the target's index)."""
+similarity scorers (an attack loads its own copy; it never touches the target's index).
+
+A local BERT mean-pooling folder (the packaged all-MiniLM-L6-v2 among them) runs through
+:mod:`ragmi.bert_encoder`, the same function without sentence-transformers' 6-second import; every
+other model through sentence-transformers."""
 
 from __future__ import annotations
 
@@ -14,10 +18,21 @@ class Embedder:
     name); ``None`` keeps the model's own limit."""
 
     def __init__(self, name: str, batch_size: int = 64, max_seq_length: int | None = None):
-        from sentence_transformers import SentenceTransformer
+        from .bert_encoder import BertMeanEncoder, supported
 
         self.name = name
+        self.batch_size = batch_size
         path = resolve_embedder(name)
+        self.fast = None
+        if supported(path):
+            try:
+                self.fast = BertMeanEncoder(path, max_seq_length=max_seq_length)
+            except Exception as e:  # noqa: BLE001 - a broken folder: one sentence, no traceback
+                raise load_error("embedder", name, e) from None
+            self.max_seq_length = self.fast.max_seq_length
+            return
+        from sentence_transformers import SentenceTransformer
+
         try:
             self.model = SentenceTransformer(path, device="cpu")
         except RagmiError:
@@ -26,9 +41,11 @@ class Embedder:
             raise load_error("embedder", name, e) from None
         if max_seq_length:
             self.model.max_seq_length = max_seq_length
-        self.batch_size = batch_size
+        self.max_seq_length = self.model.max_seq_length
 
     def encode(self, texts: list[str], normalize: bool = True, progress: bool = False) -> np.ndarray:
+        if self.fast is not None:
+            return self.fast.encode(list(texts), batch_size=self.batch_size, normalize=normalize)
         vecs = self.model.encode(
             list(texts),
             batch_size=self.batch_size,

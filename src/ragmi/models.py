@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
+import sys
 from collections.abc import Collection
 from pathlib import Path
 
@@ -122,17 +124,60 @@ def gguf_location(name: str) -> tuple[Path, str]:
     return folder, fname
 
 
-def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
-    """Dequantise a packaged GGUF model into a float32 safetensors folder (written atomically).
+def conversion_cache_dir(env: dict | None = None) -> Path:
+    """Where ``make install`` keeps the packaged GGUF models already converted to safetensors:
+    ``$RAGMI_MODEL_CACHE``, else ``<the Python environment>/share/ragmi/models`` (inside ``.venv``: the
+    conversion depends on that environment's transformers)."""
+    value = (os.environ if env is None else env).get("RAGMI_MODEL_CACHE", "").strip()
+    return Path(value).expanduser() if value else Path(sys.prefix) / "share" / "ragmi" / "models"
 
-    The quantizer is dropped before ``save_pretrained``, which transformers refuses otherwise although
-    the weights are already float32 (docs/provenance.md#models).
-    """
+
+def _conversion_key(name: str) -> str:
+    """``<name>-<package version>-transformers<version>``: a new wheel or transformers re-converts."""
+    from importlib.metadata import version
+
+    return f"{name}-{version(name)}-transformers{version('transformers')}"
+
+
+def cached_conversion(name: str) -> Path | None:
+    """The install-time conversion of packaged model ``name``, or None when there is none."""
+    path = conversion_cache_dir() / _conversion_key(name)
+    return path if (path / "config.json").is_file() and (path / ".complete").is_file() else None
+
+
+def cache_packaged_conversion(name: str) -> Path:
+    """Convert packaged model ``name`` into :func:`conversion_cache_dir` once (``tools/install.sh``
+    calls this, so that ``make run`` and the tests copy a folder instead of converting)."""
+    done = cached_conversion(name)
+    if done is not None:
+        return done
+    out = conversion_cache_dir() / _conversion_key(name)
+    _convert(name, out)
+    (out / ".complete").write_text("converted by ragmi.models.cache_packaged_conversion\n")
+    return out
+
+
+def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
+    """Dequantise a packaged GGUF model into a float32 safetensors folder (written atomically); a
+    copy of the install-time conversion (:func:`cache_packaged_conversion`) when there is one."""
+    cached = cached_conversion(name)
+    out = Path(out_dir)
+    if cached is None:
+        return _convert(name, out)
+    with atomic_dir(out) as tmp:
+        for f in cached.iterdir():
+            if f.is_file() and f.name != ".complete":
+                shutil.copy2(f, tmp / f.name)
+    return out
+
+
+def _convert(name: str, out: Path) -> Path:
+    """The conversion itself.  The quantizer is dropped before ``save_pretrained``, which transformers
+    refuses otherwise although the weights are already float32 (docs/provenance.md#models)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = gguf_location(name)
-    out = Path(out_dir)
     with atomic_dir(out) as tmp:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
@@ -143,3 +188,10 @@ def convert_gguf_to_hf(name: str, out_dir: str | os.PathLike) -> Path:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return out
+
+
+if __name__ == "__main__":  # python -m ragmi.models cache  (tools/install.sh)
+    if sys.argv[1:] != ["cache"]:
+        raise SystemExit("usage: python -m ragmi.models cache")
+    for _name in PACKAGED_GGUF:
+        print(f"{_name}: {cache_packaged_conversion(_name)}")
