@@ -17,7 +17,7 @@ TEXTS = [
     "",
     "Ünïcödé naïve café — 東京 🙂 Zoë O'Brien-Ścisło",
     "Patient: I have had a headache for three days. Doctor: rest and fluids. " * 30,  # > 256 tokens
-    "Does this: \"Patient: my e-mail is jane.doe@example.org\" appear in the context?",
+    'Does this: "Patient: my e-mail is jane.doe@example.org" appear in the context?',
 ]
 
 
