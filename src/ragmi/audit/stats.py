@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 N_BOOT = 2000
 LEVEL = 0.95
@@ -36,6 +35,8 @@ def fisher_one_sided(leaked_a: int, total_a: int, leaked_b: int, total_b: int) -
         if not 0 <= k <= n:
             raise ValueError(f"leaked count {k} outside 0..{n}")
     table = [[int(leaked_a), int(total_a - leaked_a)], [int(leaked_b), int(total_b - leaked_b)]]
+    from scipy import stats  # here, not at import: the Snakefile imports this module (0.5 s)
+
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
 
 
@@ -46,6 +47,8 @@ def clopper_pearson_lower(k: int, n: int, confidence: float = LEVEL) -> float:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     if k == 0:
         return 0.0
+    from scipy import stats
+
     return float(stats.beta.ppf(1.0 - confidence, k, n - k + 1))
 
 
