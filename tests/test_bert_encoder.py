@@ -69,6 +69,7 @@ def test_only_bert_mean_pooling_folders_take_the_fast_path(minilm_path, tmp_path
     cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
     pooling.write_text(json.dumps(cfg))
     assert not supported(d)  # CLS pooling
+    assert Embedder(str(d)).fast is None  # ... goes through sentence-transformers
     assert not supported(tmp_path / "missing")
     (d / "tokenizer.json").unlink()
     cfg.update(pooling_mode_mean_tokens=True, pooling_mode_cls_token=False)

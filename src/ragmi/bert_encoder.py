@@ -73,7 +73,7 @@ def supported(folder: str | Path) -> bool:
 class BertMeanEncoder:
     """The encoder of a :func:`supported` folder; :meth:`encode` mirrors ``SentenceTransformer.encode``."""
 
-    def __init__(self, folder: str | Path, max_seq_length: int | None = None, threads: int | None = None):
+    def __init__(self, folder: str | Path, max_seq_length: int | None = None):
         import torch
         from safetensors.torch import load_file
         from tokenizers import Tokenizer
@@ -82,7 +82,7 @@ class BertMeanEncoder:
         self.torch = torch
         cfg = json.loads((d / "config.json").read_text())
         st_cfg = _read_json(d / "sentence_bert_config.json") or {}
-        self.normalize_module = len(json.loads((d / "modules.json").read_text())) == 3
+        self.normalize_module = len(_read_json(d / "modules.json")) == 3  # [Transformer, Pooling, Normalize]
         limit = int(cfg.get("max_position_embeddings", 512))
         self.max_seq_length = min(int(max_seq_length or st_cfg.get("max_seq_length") or limit), limit)
         self.heads = int(cfg["num_attention_heads"])
@@ -120,12 +120,12 @@ class BertMeanEncoder:
         hd = hidden // self.heads
         bias = torch.zeros(n, 1, 1, t)
         bias = bias.masked_fill(mask[:, None, None, :] == 0, torch.finfo(torch.float32).min)
+
+        def split(z):  # (n, t, hidden) -> (n, heads, t, head_dim)
+            return z.view(n, t, self.heads, hd).transpose(1, 2)
+
         for i in range(self.layers):
             p = f"encoder.layer.{i}"
-
-            def split(z):
-                return z.view(n, t, self.heads, hd).transpose(1, 2)
-
             q = split(self._lin(x, f"{p}.attention.self.query"))
             k = split(self._lin(x, f"{p}.attention.self.key"))
             v = split(self._lin(x, f"{p}.attention.self.value"))
