@@ -37,6 +37,14 @@ localrules:
 
 workflow.localrules(*(f"figure_{f.name}" for t in TABLES.values() for f in t.figures))
 
+# Priorities (local runs): the jobs that talk to the vLLM server take all of generation.threads, so they
+# run one at a time; priority >= 1 runs them back to back, with the jobs they need (corpus, split,
+# index), and the one-core jobs after them (score, metrics, tables, figures, leakage) wait and then run
+# side by side instead of one at a time between two model jobs. prepare and queries (priority 2) come
+# first, so that every generate job is known before the one-core jobs start: Snakemake starts a
+# two-core job only when both cores are free, and a stream of one-core jobs would keep it waiting.
+# prepare_model (priority 3) starts first of all: it also starts the server (generation.start_server_early).
+
 
 rule all:
     input:

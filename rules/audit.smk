@@ -24,6 +24,7 @@ rule hook_inventory:
     params:
         spec=target_spec_params,
         fail_on_inactive=config["audit"]["fail_on_inactive_hook"],
+    priority: 1
     threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),
@@ -70,6 +71,7 @@ rule canaries:
         workdir="results/audit/canaries/.work",
     wildcard_constraints:
         seed=r"\d+",
+    priority: 1
     threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),

@@ -160,6 +160,32 @@ def model_input(gen):
     return {"model": f"{MODELS_DIR}/{gen['model']}"} if needs_model_dir(gen) else {}
 
 
+def model_job_threads():
+    """The threads Snakemake gives a model job here: generation.threads, capped by --max-threads and
+    --cores as Snakemake caps a rule's threads (they also pick the local server's cores, so a server
+    started early must see the same number to be the one the model jobs reuse)."""
+    t = config["generation"]["threads"]
+    for cap in (workflow.resource_settings.max_threads, workflow.global_resources.get("_cores")):
+        if isinstance(cap, int):
+            t = min(t, cap)
+    return t
+
+
+def early_servers(model):
+    """[generator name, entry, server log] of every local vLLM generator of this run that serves the
+    packaged model ``model``: rule prepare_model starts their shared server (generation.start_server_early).
+    None on a cluster, where every model job runs a server of its own."""
+    if not config["generation"]["start_server_early"] or not workflow.local_exec:
+        return []
+    used = {config["targets"][t]["generator"] for t in config["targets"] if not is_remote(config["targets"][t])}
+    used.add(config["attacker"]["generator"])
+    return [
+        [name, config["generators"][name], server_log(name)]
+        for name in sorted(used)
+        if config["generators"][name]["backend"] == "vllm" and config["generators"][name]["model"] == model
+    ]
+
+
 def prepare_inputs(wc):
     return {"candidates": f"results/split/{wc.dataset}/candidates.parquet", **model_input(attacker_cfg())}
 

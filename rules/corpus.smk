@@ -9,6 +9,7 @@ rule corpus:
         name=lambda wc: wc.dataset,
         spec=lambda wc: config["datasets"][wc.dataset],
         seed=SEED,
+    priority: 1
     log:
         "logs/corpus/{dataset}.log",
     benchmark:
@@ -36,6 +37,7 @@ rule split:
         n_eval=config["split"]["n_eval"],
         allow_shrink=config["split"]["allow_shrink"],
         seed=SEED,
+    priority: 1
     log:
         "logs/split/{dataset}.log",
     benchmark:
@@ -65,6 +67,7 @@ rule split_candidates:
         n_eval=config["split"]["n_eval"],
         allow_shrink=config["split"]["allow_shrink"],
         seed=SEED,
+    priority: 1
     log:
         "logs/split/{dataset}.log",
     benchmark:
@@ -85,6 +88,7 @@ rule null_database:
     params:
         name=lambda wc: wc.dataset,
         seed=SEED,
+    priority: 1
     log:
         "logs/split/{dataset}.null.log",
     benchmark:

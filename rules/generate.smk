@@ -14,6 +14,7 @@ rule prepare:
         cache_dir=config["generation"]["cache_dir"],
         server_log=server_log(config["attacker"]["generator"]),
         seed=SEED,
+    priority: 2
     threads: config["generation"]["threads"]
     resources:
         gpu=local_backend(attacker_cfg()),
@@ -39,6 +40,7 @@ checkpoint queries:
         attack=lambda wc: config["attacks"][wc.attack],
         shard_size=config["generation"]["shard_size"],
         seed=SEED,
+    priority: 2
     log:
         "logs/queries/{dataset}/{attack}.log",
     benchmark:
@@ -56,6 +58,7 @@ rule generate:
         responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
     params:
         spec=target_spec_params,
+    priority: 1
     threads: config["generation"]["threads"]
     resources:
         gpu=lambda wc: local_backend(generator_cfg(wc)),

@@ -10,6 +10,7 @@ rule index:
     params:
         retriever=lambda wc: config["retrievers"][wc.retriever],
         with_titles=lambda wc: wc.titles == "titled",
+    priority: 1
     threads: config["generation"]["threads"]
     resources:
         mem_mb=4000,
@@ -34,13 +35,20 @@ use rule index as index_null with:
         "benchmarks/out/index/{dataset}/{titles}/{retriever}.null.tsv"
 
 
+# Also starts the shared vLLM server of the model (when generation.start_server_early, on a local run) and
+# waits until it is ready. It then declares no threads: the corpus, split and index jobs run beside the
+# server's start-up (mostly one core importing vLLM), and the model jobs after it find the server ready.
 rule prepare_model:
     output:
         model=directory(f"{MODELS_DIR}/{{model}}"),
     params:
         model=lambda wc: wc.model,
+        servers=lambda wc: early_servers(wc.model),
+        server_threads=model_job_threads(),
+    threads: lambda wc: 0 if early_servers(wc.model) else 1
     resources:
         mem_mb=4000,
+    priority: 3
     log:
         "logs/prepare_model/{model}.log",
     benchmark:

@@ -173,3 +173,84 @@ def test_servers_dir_shares_one_server_between_working_directories(tmp_path, mon
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     c = SharedVLLMServer(FakeServer(tmp_path), idle_s=60)
     assert c.dir.parent == Path(".ragmi/servers") and "slurm77" in c.dir.name
+
+
+def test_server_started_early_is_the_one_model_jobs_reuse(tmp_path, monkeypatch):
+    """Rule prepare_model starts the server and lets go of it (ragmi.target.factory.start_server_early):
+    the next job with the same settings reuses it, and nothing is started inside a SLURM job."""
+    import json
+
+    from ragmi.target import factory
+    from ragmi.target.vllm_server import stop_all
+
+    monkeypatch.delenv("RAGMI_SERVERS_DIR", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(factory.VLLMServer, "from_config", classmethod(lambda cls, *a, **k: FakeServer(tmp_path)))
+    cfg = section_params("generators", {"backend": "vllm", "model": "m"})
+    logs = []
+    assert factory.start_server_early("g", cfg, None, 2, "server.log", logs.append)
+    assert any("starting vLLM" in m for m in logs) and any("vLLM ready" in m for m in logs)
+    (d,) = Path(".ragmi/servers").iterdir()
+    pid = json.loads((d / "state.json").read_text())["pid"]
+    assert _alive(pid) and not list((d / "users").iterdir()), "up, and no longer held by prepare_model"
+    job = SharedVLLMServer(FakeServer(tmp_path), idle_s=60)
+    later = []
+    job.acquire(log=later.append)
+    assert job.dir == d and any("reusing" in m for m in later) and not any("starting" in m for m in later)
+    job.release()
+    assert stop_all(".ragmi/servers") == [pid]
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    logs.clear()
+    assert not factory.start_server_early("g", cfg, None, 2, "server.log", logs.append)
+    assert not list(Path(".ragmi/servers").glob("*slurm5*")) and "SLURM job 5" in logs[0]
+
+
+def test_install_time_model_inspection_is_copied_into_an_empty_vllm_cache(tmp_path, monkeypatch):
+    from ragmi.target.vllm_server import modelinfo_seed_dir, seed_modelinfo_cache
+
+    monkeypatch.setenv("RAGMI_MODEL_CACHE", str(tmp_path / "share" / "models"))
+    seed = modelinfo_seed_dir()
+    assert seed == tmp_path / "share" / "vllm-cache" / "modelinfos"
+    assert seed_modelinfo_cache(tmp_path / "run") == []  # nothing cached at install: nothing copied
+    seed.mkdir(parents=True)
+    (seed / "a.json").write_text('{"hash": "h1"}')
+    (seed / "b.json").write_text('{"hash": "h2"}')
+    (tmp_path / "run" / "modelinfos").mkdir(parents=True)
+    (tmp_path / "run" / "modelinfos" / "b.json").write_text('{"hash": "newer"}')
+    assert seed_modelinfo_cache(tmp_path / "run") == ["a.json"]
+    assert (tmp_path / "run" / "modelinfos" / "a.json").read_text() == '{"hash": "h1"}'
+    assert (tmp_path / "run" / "modelinfos" / "b.json").read_text() == '{"hash": "newer"}', "never overwritten"
+
+
+def test_cpu_server_threads_follow_its_cores_not_the_starting_job(tmp_path, monkeypatch):
+    """A server started by a one-core job (prepare_model) must still run torch on all its cores."""
+    from ragmi.target.vllm_server import _bound_cpus
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    cfg = section_params("generators", {"backend": "vllm", "model": "m"})
+    env = VLLMServer.from_config(cfg, "/models/m", tmp_path / "l.log", threads=1, cache_root=None).environment()
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(min(os.sched_getaffinity(0)))
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
+    if len(os.sched_getaffinity(0)) >= 2:
+        env = VLLMServer.from_config(cfg, "/models/m", tmp_path / "l.log", threads=2, cache_root=None).environment()
+        assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "2"
+    assert _bound_cpus("0,1") == 2 and _bound_cpus("0-3") == 4 and _bound_cpus("0-1,4|2-3") == 3
+    assert _bound_cpus("auto") is None and _bound_cpus("nobind") is None
+
+
+def test_watchdog_stops_the_server_when_its_folder_is_deleted(tmp_path):
+    """rm -rf of the working directory while the server idles must not leave it running."""
+    import json
+    import shutil
+
+    a = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    a.acquire(log=lambda m: None)
+    pid = json.loads((a.dir / "state.json").read_text())["pid"]
+    a.release()
+    time.sleep(1.5)  # the watchdog has read the state at least once
+    assert _alive(pid)
+    shutil.rmtree(tmp_path / "state")
+    assert _gone(pid, 10), "the watchdog stops a server whose state folder is gone"

