@@ -174,7 +174,7 @@ def model_job_threads():
 def early_servers(model):
     """[generator name, entry, server log] of every local vLLM generator of this run that serves the
     packaged model ``model``: rule prepare_model starts their shared server (generation.start_server_early).
-    None on a cluster, where every model job runs a server of its own."""
+    Empty on a cluster, where every model job runs a server of its own."""
     if not config["generation"]["start_server_early"] or not workflow.local_exec:
         return []
     used = {config["targets"][t]["generator"] for t in config["targets"] if not is_remote(config["targets"][t])}

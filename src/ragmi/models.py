@@ -204,4 +204,6 @@ if __name__ == "__main__":  # python -m ragmi.models cache  (tools/install.sh)
         _archs.update(json.loads((_out / "config.json").read_text()).get("architectures") or [])
     # vLLM's inspection of the model classes, seeded into every run's cache (ragmi.target.vllm_server)
     _files = warm_modelinfo_cache(sorted(_archs))
-    print(f"vLLM model-class inspections: {', '.join(f.name for f in _files) or 'none (vLLM unavailable)'}")
+    print(
+        f"vLLM model-class inspections: {', '.join(f.name for f in _files) or 'none (vLLM missing, or its inspection failed)'}"
+    )

@@ -51,6 +51,12 @@ def model_path(gen_cfg: Mapping, model_dir: str | None) -> str:
     return str(model_dir) if needs_model_dir(gen_cfg) else gen_cfg["model"]
 
 
+def shared_server(gen_cfg: Mapping, model_dir, threads: int, server_log: str) -> SharedVLLMServer:
+    """The shared local vLLM server of a ``vllm`` generator entry (not started yet)."""
+    server = VLLMServer.from_config(gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT)
+    return SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
+
+
 class ManagedGenerator:
     """Creates the backend on first use; for ``vllm`` it holds (and on first use starts) the shared server."""
 
@@ -62,10 +68,7 @@ class ManagedGenerator:
         self.inner = None
         self.startup_s = None  # seconds this job waited for the server to be ready (vllm backend)
         if gen_cfg["backend"] == "vllm":
-            server = VLLMServer.from_config(
-                gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT
-            )
-            self.server = SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
+            self.server = shared_server(gen_cfg, model_dir, threads, server_log)
             self.server.hold()
 
     def _create(self):
@@ -118,8 +121,7 @@ def start_server_early(name: str, gen_cfg: Mapping, model_dir, threads: int, ser
     and the jobs without a model run beside the start-up.  Its watchdog stops it after
     ``server_idle_s`` if no job uses it.  Nothing inside a SLURM job (each model job there runs a
     server of its own).  True when a server is ready."""
-    server = VLLMServer.from_config(gen_cfg, model_path(gen_cfg, model_dir), server_log, threads, VLLM_CACHE_ROOT)
-    shared = SharedVLLMServer(server, idle_s=gen_cfg["server_idle_s"])
+    shared = shared_server(gen_cfg, model_dir, threads, server_log)
     if shared.slurm_job:
         log(f"{name}: not starting a vLLM server early inside SLURM job {shared.slurm_job}")
         return False
