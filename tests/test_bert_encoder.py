@@ -85,3 +85,16 @@ def test_a_broken_fast_folder_is_one_message(minilm_path, tmp_path):
     (d / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ConfigError, match="does not hold a loadable model"):
         Embedder(str(d))
+
+
+def test_embedding_does_not_import_torch(minilm_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ragmi.embedder import Embedder;"
+        f"e = Embedder({minilm_path!r}); v = e.encode(['a query'], normalize=True);"
+        "print(v.shape, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "(1, 384) False"

@@ -5,6 +5,7 @@ the real vLLM path is exercised by tests/test_pipeline_e2e.py.
 """
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -92,6 +93,7 @@ def test_cpu_command_uses_measured_settings(tmp_path):
     assert cmd[cmd.index("--dtype") + 1] == "float32"  # dtype 'auto' on a CPU
     assert cmd[cmd.index("--max-model-len") + 1] == str(cfg["max_model_len"])
     assert cmd[cmd.index("--max-logprobs") + 1] == "20"
+    assert cmd[cmd.index("--block-size") + 1] == "32"  # prefix-cache hits on shorter shared prefixes
     assert srv.startup_timeout == cfg["startup_timeout_s"]
     env = srv.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
@@ -254,3 +256,42 @@ def test_watchdog_stops_the_server_when_its_folder_is_deleted(tmp_path):
     assert _alive(pid)
     shutil.rmtree(tmp_path / "state")
     assert _gone(pid, 10), "the watchdog stops a server whose state folder is gone"
+
+
+def test_a_block_size_in_extra_args_replaces_the_cpu_default(tmp_path):
+    cfg = section_params("generators", {"backend": "vllm", "model": "m", "extra_args": ["--block-size", "64"]})
+    srv = VLLMServer.from_config(cfg, "/models/m", tmp_path / "l.log", threads=None, cache_root=None)
+    srv.port = 1234
+    cmd = srv.command()
+    assert cmd.count("--block-size") == 1 and cmd[cmd.index("--block-size") + 1] == "64"
+
+
+def _probe(code: str, extra_path: str | None = None) -> str:
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = extra_path + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_cpu_only_torch_build_is_recognised_without_importing_torch():
+    code = (
+        "import sys; from ragmi.target.vllm_server import cuda_available, _torch_build_has_gpu;"
+        "print(_torch_build_has_gpu(), cuda_available(), 'torch' in sys.modules)"
+    )
+    assert _probe(code) == "False False False"  # this project's CPU build (2.13.0+cpu)
+
+
+def test_a_cuda_build_is_recognised_and_then_asked(tmp_path):
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "version.py").write_text("from typing import Optional\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n")
+    (fake / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def is_available():\n        return True\n")
+    code = (
+        "import sys; from ragmi.target.vllm_server import cuda_available, _torch_build_has_gpu;"
+        "print(_torch_build_has_gpu(), cuda_available(), 'torch' in sys.modules)"
+    )
+    assert _probe(code, str(tmp_path)) == "True True True"
+    (fake / "version.py").write_text("garbage = (\n")  # unreadable: fall back to importing torch
+    assert _probe(code, str(tmp_path)) == "None True True"

