@@ -84,6 +84,21 @@ def test_roc_points_endpoints():
     assert any(f == 0.5 and t == 0.5 for f, t in zip(fpr, tpr))
 
 
+def test_roc_auc_and_points_equal_sklearn_with_ties():
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    rng = np.random.default_rng(11)
+    for n in (2, 5, 16, 200):
+        y = np.r_[0, 1, rng.integers(0, 2, n)]
+        s = rng.integers(0, 6, y.size) / 5.0  # many ties
+        if rng.random() < 0.5:
+            s = s + rng.normal(0, 1e-3, y.size) * (rng.random(y.size) < 0.5)
+        assert roc_auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        fpr, tpr = roc_points(y, s)
+        ref_fpr, ref_tpr, _ = roc_curve(y, s, drop_intermediate=False)
+        assert np.array_equal(fpr, ref_fpr) and np.array_equal(tpr, ref_tpr)
+
+
 def test_threshold_at_fpr_exact_values():
     s = [1.0, 2.0, 3.0, 4.0]
     assert threshold_at_fpr(s, 0.0) == np.nextafter(4.0, np.inf)

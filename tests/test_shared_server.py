@@ -97,6 +97,7 @@ def test_cpu_command_uses_measured_settings(tmp_path):
     assert srv.startup_timeout == cfg["startup_timeout_s"]
     env = srv.environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] and env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # no separate worker process on a CPU
     assert os.sched_getaffinity(0) and env["VLLM_CPU_OMP_THREADS_BIND"]
 
 

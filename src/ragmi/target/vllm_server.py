@@ -268,6 +268,10 @@ class VLLMServer:
             n = self.threads or len(os.sched_getaffinity(0))
             cores = sorted(os.sched_getaffinity(0))[:n]
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+            # The engine's worker in the engine-core process instead of a third process that imports
+            # vLLM again: ready in 21.5 s instead of 27.1 s, the same log-probabilities, no loss of
+            # throughput (docs/provenance.md#vllm-cpu).
+            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cores))
             # The math libraries' thread counts of the job that starts the server (ragmi.workflow.run_step
             # sets them to the job's threads) must not reach it: a server started by a one-core job ran
