@@ -27,6 +27,7 @@ rule index:
 use rule index as index_null with:
     input:
         members="results/split/{dataset}/null_members.parquet",
+        reuse="results/index/{dataset}/{titles}/{retriever}",
     output:
         index=directory("results/index_null/{dataset}/{titles}/{retriever}"),
     log:

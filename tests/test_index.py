@@ -211,3 +211,27 @@ def test_query_embeddings_are_cached_and_do_not_depend_on_the_batch(tmp_path, do
     third = Retriever(tmp_path / "idx", other, embedding_cache_dir=tmp_path / "emb")
     third.search(queries[:1], k=1)
     assert third.embedding_cache.misses == 1
+
+
+def test_the_null_index_reuses_the_targets_vectors(tmp_path, docs):
+    spec = RetrieverSpec.from_config("r", {"kind": "dense", "index": "flat_ip"})
+    build_index(docs.iloc[:40], spec, tmp_path / "a", with_titles=True, log=lambda m: None)
+    other = pd.concat([docs.iloc[10:40], docs.iloc[40:50]])  # 30 shared documents, 10 new ones
+    logs = []
+    build_index(other, spec, tmp_path / "b", with_titles=True, reuse_from=tmp_path / "a", log=logs.append)
+    assert any("reusing the vectors of 30 documents" in m for m in logs)
+    assert any("embedding 10 member documents" in m for m in logs)
+    import faiss
+
+    va = faiss.read_index(str(tmp_path / "a" / "index.faiss")).reconstruct_n(0, 40)
+    vb = faiss.read_index(str(tmp_path / "b" / "index.faiss")).reconstruct_n(0, 40)
+    assert np.array_equal(vb[:30], va[10:40])  # the very same vectors
+    build_index(other, spec, tmp_path / "c", with_titles=True, log=lambda m: None)  # without reuse
+    vc = faiss.read_index(str(tmp_path / "c" / "index.faiss")).reconstruct_n(0, 40)
+    assert np.abs(vb - vc).max() < 1e-5  # reused or computed here: the same function of the text
+    ids, _ = Retriever(tmp_path / "b", spec).search(other["text"].tolist()[:5], k=1)
+    assert [row[0] for row in ids] == other["doc_id"].tolist()[:5]
+    # an index of another setting (untitled) is not reused
+    logs = []
+    build_index(other, spec, tmp_path / "d", with_titles=False, reuse_from=tmp_path / "a", log=logs.append)
+    assert any("not reusing" in m for m in logs) and any("embedding 40 member documents" in m for m in logs)

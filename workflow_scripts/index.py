@@ -1,4 +1,5 @@
-"""Rule index: embed / tokenise the members into the retriever's index (titled or untitled documents)."""
+"""Rules index and index_null: embed / tokenise the members into the retriever's index (titled or untitled
+documents); index_null reuses the vectors of the target's index for the documents both hold."""
 
 import pandas as pd
 
@@ -9,7 +10,10 @@ from ragmi.workflow import run_step
 def main(smk, log):
     spec = RetrieverSpec.from_config(smk.wildcards.retriever, dict(smk.params.retriever))
     members = pd.read_parquet(smk.input.members)
-    meta = build_index(members, spec, smk.output.index, with_titles=bool(smk.params.with_titles), log=log)
+    reuse = smk.input.reuse if "reuse" in smk.input.keys() else None  # index_null: the target's index, whose vectors it shares
+    meta = build_index(
+        members, spec, smk.output.index, with_titles=bool(smk.params.with_titles), reuse_from=reuse, log=log
+    )
     log(f"index built: {meta}")
 
 

@@ -87,9 +87,13 @@ def _make_model(rng: np.random.Generator):
     elif kind == 3:
         model = KNeighborsClassifier(n_neighbors=int(rng.integers(3, 12)))
     else:
+        # L-BFGS, sklearn's advice for small training sets: the reference sets are tens to a few
+        # thousand documents of 3 features.  With the default Adam the MLP ran into its 2,000
+        # iterations without converging and took 85% of the scoring time (docs/provenance.md#rag_mia).
         model = MLPClassifier(
             hidden_layer_sizes=(int(rng.integers(4, 16)),),
             alpha=float(10 ** rng.uniform(-4, -1)),
+            solver="lbfgs",
             max_iter=2000,
             random_state=seed,
         )

@@ -83,12 +83,45 @@ def database_documents(docs: pd.DataFrame, with_titles: bool) -> dict:
     return dict(zip(docs["doc_id"].astype(str), database_texts(docs, with_titles)))
 
 
+def reusable_vectors(index_dir: str | os.PathLike | None, meta: dict, log=print) -> dict[str, np.ndarray]:
+    """{doc_id: vector} of a dense index built with the same embedder, prefixes, titles and
+    normalisation as ``meta`` describes (empty when ``index_dir`` is None or differs).  The negative
+    control's database (rule ``index_null``) shares most documents with the target's; their vectors
+    are taken from the target's index instead of being computed again (13 s of the embedded default's
+    start, beside vLLM's start-up), so both indexes hold the very same vectors for them."""
+    if index_dir is None:
+        return {}
+    d = Path(index_dir)
+    try:
+        other = json.loads((d / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    keys = ("kind", "embedder", "normalized", "passage_prefix", "with_titles")
+    if any(other.get(k) != meta.get(k) for k in keys):
+        log(f"not reusing {d}: built with {({k: other.get(k) for k in keys})}")
+        return {}
+    import faiss
+
+    ids = pd.read_parquet(d / "ids.parquet")["doc_id"].astype(str).tolist()
+    index = faiss.read_index(str(d / "index.faiss"))
+    vecs = index.reconstruct_n(0, index.ntotal)
+    return dict(zip(ids, vecs))
+
+
 def build_index(
-    docs: pd.DataFrame, spec: RetrieverSpec, out_dir: str | os.PathLike, *, with_titles: bool, log=print
+    docs: pd.DataFrame,
+    spec: RetrieverSpec,
+    out_dir: str | os.PathLike,
+    *,
+    with_titles: bool,
+    reuse_from: str | os.PathLike | None = None,
+    log=print,
 ) -> dict:
     """Index ``docs`` (doc_id, text, title) into ``out_dir`` atomically; return its meta.
 
-    ``with_titles``: index ``"<title>\\n<text>"`` for documents with a title (:func:`document_text`)."""
+    ``with_titles``: index ``"<title>\\n<text>"`` for documents with a title (:func:`document_text`).
+    ``reuse_from``: a dense index of the same setting whose vectors are reused for the documents it
+    holds (:func:`reusable_vectors`)."""
     ids = docs["doc_id"].astype(str).tolist()
     texts = database_texts(docs, with_titles)
     query_prefix, passage_prefix = text_prefixes(spec)
@@ -103,10 +136,24 @@ def build_index(
         if spec.kind == "dense":
             import faiss
 
-            emb = Embedder(spec.embedder, max_seq_length=spec.max_seq_length)
-            log(f"embedding {len(texts)} member documents with {spec.embedder}")
             normalize = spec.index != "flat_l2"
-            vecs = emb.encode([passage_prefix + t for t in texts], normalize=normalize, progress=False)
+            meta.update(embedder=spec.embedder, normalized=normalize)
+            known = reusable_vectors(reuse_from, meta, log)
+            todo = [i for i, doc_id in enumerate(ids) if doc_id not in known]
+            if known:
+                log(f"reusing the vectors of {len(ids) - len(todo)} documents from {reuse_from}")
+            new = None
+            if todo or not known:
+                emb = Embedder(spec.embedder, max_seq_length=spec.max_seq_length)
+                log(f"embedding {len(todo)} member documents with {spec.embedder}")
+                new = emb.encode([passage_prefix + texts[i] for i in todo], normalize=normalize, progress=False)
+            dim = new.shape[1] if new is not None else len(next(iter(known.values())))
+            vecs = np.zeros((len(ids), dim), dtype=np.float32)
+            if todo:
+                vecs[todo] = new
+            for i, doc_id in enumerate(ids):
+                if doc_id in known:
+                    vecs[i] = known[doc_id]
             d = vecs.shape[1]
             if spec.index == "flat_ip":
                 index = faiss.IndexFlatIP(d)
