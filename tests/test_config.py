@@ -61,3 +61,18 @@ def test_dangling_references():
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "none.yaml")
+
+
+def test_reference_set_smaller_than_the_cv_folds_is_refused_before_any_job():
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["split"]["n_reference"] = 3
+    cfg["attacks"]["rag_mia"]["cv_folds"] = 4
+    with pytest.raises(ConfigError, match=r"split.n_reference: 3 .* attacks.rag_mia.cv_folds is 4"):
+        validate_config(cfg)
+    cfg["attacks"]["rag_mia"]["cv_folds"] = 3
+    cfg["attacks"]["s2mia"]["cv_folds"] = 5
+    with pytest.raises(ConfigError, match=r"attacks.s2mia.cv_folds is 5"):
+        validate_config(cfg)
+    for t in cfg["targets"].values():  # no target runs S2MIA: nothing to refuse
+        t["attacks"] = [a for a in t.get("attacks", list(cfg["attacks"])) if a != "s2mia"]
+    validate_config(cfg)

@@ -93,6 +93,7 @@ def _check_references(cfg: dict) -> None:
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
     _derive_controls(cfg)
+    _check_folds(cfg)
     _check_frameworks(cfg)
     _check_defenses(cfg)
     _check_models(cfg)
@@ -102,6 +103,24 @@ def _check_references(cfg: dict) -> None:
         if g["backend"] != "openai" and "base_url" in g:
             raise ConfigError(
                 f"config key generators.{name}.base_url: only used with backend 'openai' (backend is {g['backend']!r})"
+            )
+
+
+def _check_folds(cfg: dict) -> None:
+    """An attack that scores its reference candidates out of fold (RAG-MIA's gray-box ensemble,
+    S²MIA's classifier) needs at least ``cv_folds`` reference members and non-members: say so before
+    any model runs, not in the score job at the end."""
+    n_ref = cfg.get("split", {}).get("n_reference")
+    if n_ref is None:
+        return
+    used = {a for t in cfg["targets"] for a in target_attacks(cfg, t)}
+    for attack in ("rag_mia", "s2mia"):
+        folds = cfg.get("attacks", {}).get(attack, {}).get("cv_folds")
+        if attack in used and folds is not None and n_ref < folds:
+            raise ConfigError(
+                f"config key split.n_reference: {n_ref} reference candidates per class, but "
+                f"attacks.{attack}.cv_folds is {folds}: its out-of-fold reference scores need at least "
+                f"cv_folds members and non-members (lower cv_folds or raise split.n_reference)"
             )
 
 
