@@ -60,10 +60,15 @@ def test_local_file_with_wrong_column(tmp_path):
 
 
 def small_corpus(n_docs=60, **split):
-    """The default config on a small synthetic corpus (the first rules run in seconds)."""
+    """The default config on a small synthetic corpus (the first rules run in seconds); two reference
+    candidates per class, so the attacks that score them out of fold use two folds."""
+    attacks = yaml.safe_load((ROOT / "config/config.yaml").read_text())["attacks"]
+    for name in ("rag_mia", "s2mia"):
+        attacks[name]["cv_folds"] = 2
     return {
         "datasets": {"synthetic": {"source": "synthetic", "n_docs": n_docs}},
         "split": {"member_fraction": 0.8, "n_reference": 2, "n_eval": 2, **split},
+        "attacks": attacks,
     }
 
 
@@ -143,6 +148,7 @@ def corpus_error(tmp_path, path):
         tmp_path,
         datasets={"mine": {"source": "local", "path": str(path), "text_column": "text"}},
         split=small_corpus()["split"],
+        attacks=small_corpus()["attacks"],
     )
     out = snakemake(tmp_path, "results/corpus/mine.parquet", "--configfile", str(cfg))
     assert out.returncode != 0
