@@ -84,7 +84,7 @@ def _gelu(h: np.ndarray, block: int = 1 << 15) -> np.ndarray:
 def _gelu_block(h: np.ndarray) -> None:
     x = h * np.float32(1.0 / np.sqrt(2.0))
     a = np.abs(x)
-    t = np.multiply(a, np.float32(0.3275911), out=np.empty_like(a))
+    t = a * np.float32(0.3275911)
     t += 1.0
     np.reciprocal(t, out=t)
     poly = t * np.float32(1.061405429)

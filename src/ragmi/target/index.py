@@ -143,15 +143,14 @@ def build_index(
             todo = [i for i, doc_id in enumerate(ids) if doc_id not in known]
             if known:
                 log(f"reusing the vectors of {len(ids) - len(todo)} documents from {reuse_from}")
-            new = None
             if todo or not known:
                 emb = Embedder(spec.embedder, max_seq_length=spec.max_seq_length)
                 log(f"embedding {len(todo)} member documents with {spec.embedder}")
                 new = emb.encode([passage_prefix + texts[i] for i in todo], normalize=normalize, progress=False)
-            dim = new.shape[1] if new is not None else len(next(iter(known.values())))
-            vecs = np.zeros((len(ids), dim), dtype=np.float32)
-            if todo:
-                vecs[todo] = new
+            else:  # every document's vector is known
+                new = np.zeros((0, len(next(iter(known.values())))), dtype=np.float32)
+            vecs = np.zeros((len(ids), new.shape[1]), dtype=np.float32)
+            vecs[todo] = new
             for i, doc_id in enumerate(ids):
                 if doc_id in known:
                     vecs[i] = known[doc_id]
@@ -165,7 +164,7 @@ def build_index(
                 index = faiss.IndexHNSWFlat(d, spec.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.add(vecs)
             faiss.write_index(index, str(tmp / "index.faiss"))
-            meta.update(index=spec.index, embedder=spec.embedder, dim=int(d), normalized=normalize)
+            meta.update(index=spec.index, dim=int(d))
         else:
             import bm25s
 

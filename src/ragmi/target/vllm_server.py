@@ -57,6 +57,8 @@ from ..io import atomic_write_text
 
 # The largest ``top_logprobs`` an attack may ask for (the schema's maximum for attacks.*.top_logprobs).
 MAX_LOGPROBS = 20
+# vLLM-CPU's prefix-cache block size here (its own default is 128): see VLLMServer.command.
+CPU_BLOCK_SIZE = 32
 
 
 def free_port() -> int:
@@ -119,9 +121,6 @@ def _bound_cpus(spec: str) -> int | None:
             return None
         count += int(hi) - int(lo) + 1 if hi else 1
     return count or None
-
-
-CPU_BLOCK_SIZE = 32
 
 
 def _torch_build_has_gpu() -> bool | None:
