@@ -132,6 +132,36 @@ def test_slurm_job_owns_its_server_and_release_stops_it(tmp_path, monkeypatch):
     assert not (a.dir / "state.json").exists()
 
 
+def test_slurm_release_drops_its_user_file_under_the_lock(tmp_path, monkeypatch):
+    """The watchdog of a SLURM job's server waits 0 s: had release dropped the user file before taking
+    the lock, the watchdog could stop the server in between, and the job would not log the stop (a CI
+    failure of tests/test_slurm_e2e.py).  The lock must be held while the user file goes."""
+    import fcntl
+
+    monkeypatch.setenv("SLURM_JOB_ID", "104")
+    a = SharedVLLMServer(FakeServer(tmp_path), state_root=tmp_path / "state", idle_s=600)
+    a.acquire(log=lambda m: None)
+    held = []
+    unlink = Path.unlink
+
+    def probing_unlink(self, *args, **kwargs):
+        if self == a.user_file:
+            with open(a.dir / "lock", "a+") as fh:  # another open file: flock conflicts even in-process
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+                    held.append(False)
+                except BlockingIOError:
+                    held.append(True)
+        return unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", probing_unlink)
+    logs = []
+    a.release(log=logs.append)
+    assert held == [True]
+    assert any(m.startswith("stopped the vLLM server of SLURM job 104") for m in logs), logs
+
+
 def test_slurm_job_server_stops_when_its_user_dies_without_release(tmp_path, monkeypatch):
     import json
     import subprocess

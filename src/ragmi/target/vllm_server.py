@@ -432,18 +432,22 @@ class SharedVLLMServer:
         return False
 
     def release(self, log=None) -> None:
-        self.user_file.unlink(missing_ok=True)
-        if self.slurm_job:
-            with _Lock(self.dir / "lock"):
-                state = self._state()
-                if state and not _live_users(self.dir):
-                    _stop(self.dir, state)
-                    if log is not None:
-                        log(f"stopped the vLLM server of SLURM job {self.slurm_job} (pid {state['pid']})")
-                    for child in (self._proc, self._watchdog):  # reap them: no zombie left in the job either
-                        if child is not None:
-                            with contextlib.suppress(subprocess.TimeoutExpired):
-                                child.wait(timeout=10)
+        if not self.slurm_job:
+            self.user_file.unlink(missing_ok=True)
+            return
+        # inside a SLURM job the watchdog waits 0 s: the user file goes under the lock, or the watchdog
+        # could see no user between the unlink and the lock and stop the server unlogged in this job
+        with _Lock(self.dir / "lock"):
+            self.user_file.unlink(missing_ok=True)
+            state = self._state()
+            if state and not _live_users(self.dir):
+                _stop(self.dir, state)
+                if log is not None:
+                    log(f"stopped the vLLM server of SLURM job {self.slurm_job} (pid {state['pid']})")
+                for child in (self._proc, self._watchdog):  # reap them: no zombie left in the job either
+                    if child is not None:
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            child.wait(timeout=10)
 
 
 def _live_users(d: Path) -> list[Path]:
