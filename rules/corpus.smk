@@ -36,6 +36,7 @@ rule split:
         n_reference=config["split"]["n_reference"],
         n_eval=config["split"]["n_eval"],
         allow_shrink=config["split"]["allow_shrink"],
+        min_reference=lambda wc: min_reference(config, wc.dataset),
         seed=SEED,
     priority: 1
     log:
@@ -66,6 +67,7 @@ rule split_candidates:
         n_reference=config["split"]["n_reference"],
         n_eval=config["split"]["n_eval"],
         allow_shrink=config["split"]["allow_shrink"],
+        min_reference=lambda wc: min_reference(config, wc.dataset),
         seed=SEED,
     priority: 1
     log:

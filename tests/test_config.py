@@ -76,3 +76,20 @@ def test_reference_set_smaller_than_the_cv_folds_is_refused_before_any_job():
     for t in cfg["targets"].values():  # no target runs S2MIA: nothing to refuse
         t["attacks"] = [a for a in t.get("attacks", list(cfg["attacks"])) if a != "s2mia"]
     validate_config(cfg)
+
+
+def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset():
+    from ragmi.config import min_reference
+
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["attacks"]["rag_mia"]["cv_folds"] = 4
+    cfg["attacks"]["s2mia"]["cv_folds"] = 3
+    validate_config(cfg)
+    assert min_reference(cfg, "synthetic") == (4, "attacks.rag_mia.cv_folds")
+    for t in cfg["targets"].values():  # no target runs RAG-MIA: S2MIA's folds are the floor
+        t["attacks"] = [a for a in t.get("attacks", list(cfg["attacks"])) if a != "rag_mia"]
+    cfg.pop("controls", None)
+    assert min_reference(cfg, "synthetic") == (3, "attacks.s2mia.cv_folds")
+    for t in cfg["targets"].values():
+        t["attacks"] = ["mba"]
+    assert min_reference(cfg, "synthetic") == (0, "")

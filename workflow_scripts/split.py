@@ -10,7 +10,15 @@ def main(smk, log):
     p = smk.params
     corpus = pd.read_parquet(smk.input.corpus)
     members, nonmembers, candidates, info = split_corpus(
-        corpus, p.member_fraction, p.n_reference, p.n_eval, int(p.seed), name=p.name, allow_shrink=p.allow_shrink
+        corpus,
+        p.member_fraction,
+        p.n_reference,
+        p.n_eval,
+        int(p.seed),
+        name=p.name,
+        allow_shrink=p.allow_shrink,
+        min_reference=p.min_reference[0],
+        min_reference_reason=p.min_reference[1],
     )
     log(
         f"{info['n_members']} members, {info['n_nonmembers']} non-members; candidates per class: "

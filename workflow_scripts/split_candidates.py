@@ -11,7 +11,14 @@ def main(smk, log):
     p = smk.params
     labelled = read_candidates(p.name, with_schema_defaults(dict(p.spec)))
     members, nonmembers, candidates, info = split_labelled(
-        labelled, p.n_reference, p.n_eval, int(p.seed), name=p.name, allow_shrink=p.allow_shrink
+        labelled,
+        p.n_reference,
+        p.n_eval,
+        int(p.seed),
+        name=p.name,
+        allow_shrink=p.allow_shrink,
+        min_reference=p.min_reference[0],
+        min_reference_reason=p.min_reference[1],
     )
     log(
         f"{info['n_members']} members, {info['n_nonmembers']} non-members from {smk.input.candidates}; candidates: "

@@ -106,17 +106,47 @@ def _check_references(cfg: dict) -> None:
             )
 
 
+# The attacks that score their reference candidates out of fold (RAG-MIA's gray-box ensemble, S²MIA's
+# classifier): each needs at least ``cv_folds`` reference members and non-members.
+FOLD_ATTACKS = ("rag_mia", "s2mia")
+
+
+def fold_requirements(cfg: dict, dataset: str | None = None) -> list[tuple[str, int]]:
+    """(attack, cv_folds) of every out-of-fold attack run (on ``dataset``, or on any dataset)."""
+    used = {
+        a
+        for t in cfg["targets"]
+        if dataset is None or dataset in target_datasets(cfg, t)
+        for a in target_attacks(cfg, t)
+    }
+    needs = []
+    for attack in FOLD_ATTACKS:
+        folds = cfg.get("attacks", {}).get(attack, {}).get("cv_folds")
+        if attack in used and folds is not None:
+            needs.append((attack, int(folds)))
+    return needs
+
+
+def min_reference(cfg: dict, dataset: str) -> tuple[int, str]:
+    """The fewest reference candidates per class that ``dataset``'s split may have (its attacks'
+    largest ``cv_folds``; 0 when none needs folds) and the config key that asks for it, for
+    ``split.allow_shrink`` and for candidates files whose roles are given."""
+    needs = fold_requirements(cfg, dataset)
+    if not needs:
+        return 0, ""
+    attack, folds = max(needs, key=lambda n: n[1])
+    return folds, f"attacks.{attack}.cv_folds"
+
+
 def _check_folds(cfg: dict) -> None:
-    """An attack that scores its reference candidates out of fold (RAG-MIA's gray-box ensemble,
-    S²MIA's classifier) needs at least ``cv_folds`` reference members and non-members: say so before
-    any model runs, not in the score job at the end."""
+    """An attack that scores its reference candidates out of fold needs at least ``cv_folds``
+    reference members and non-members: say so before any model runs, not in the score job at the
+    end."""
     n_ref = cfg.get("split", {}).get("n_reference")
     if n_ref is None:
         return
-    used = {a for t in cfg["targets"] for a in target_attacks(cfg, t)}
-    for attack in ("rag_mia", "s2mia"):
-        folds = cfg.get("attacks", {}).get(attack, {}).get("cv_folds")
-        if attack in used and folds is not None and n_ref < folds:
+    for attack, folds in fold_requirements(cfg):
+        if n_ref < folds:
             raise ConfigError(
                 f"config key split.n_reference: {n_ref} reference candidates per class, but "
                 f"attacks.{attack}.cv_folds is {folds}: its out-of-fold reference scores need at least "

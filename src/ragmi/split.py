@@ -26,10 +26,18 @@ def _norm(text: str) -> str:
 MIN_PER_SET = 2
 
 
-def _shrunk(avail: int, n_ref: int, n_eval: int) -> tuple[int, int]:
-    """Proportional sizes for ``avail`` documents per class, each at least MIN_PER_SET."""
-    ref = min(max(MIN_PER_SET, avail * n_ref // (n_ref + n_eval)), avail - MIN_PER_SET)
+def _shrunk(avail: int, n_ref: int, n_eval: int, min_ref: int = MIN_PER_SET) -> tuple[int, int]:
+    """Proportional sizes for ``avail`` documents per class: at least ``min_ref`` reference and
+    MIN_PER_SET evaluation documents (the caller checked that ``avail`` holds both)."""
+    ref = min(max(min_ref, avail * n_ref // (n_ref + n_eval)), avail - MIN_PER_SET)
     return ref, avail - ref
+
+
+def _floor(min_reference: int, reason: str) -> tuple[int, str]:
+    """The reference floor under ``split.allow_shrink`` and how a message explains it."""
+    if min_reference <= MIN_PER_SET:
+        return MIN_PER_SET, f"{MIN_PER_SET} reference + {MIN_PER_SET} evaluation"
+    return min_reference, f"{min_reference} reference ({reason} is {min_reference}) + {MIN_PER_SET} evaluation"
 
 
 def split_corpus(
@@ -40,13 +48,16 @@ def split_corpus(
     seed: int,
     name: str = "dataset",
     allow_shrink: bool = False,
+    min_reference: int = 0,
+    min_reference_reason: str = "",
 ):
     """Return (members, nonmembers, candidates, info).
 
     ``candidates`` has doc_id, text, title, human_turn, label (1 member / 0 non-member) and role
     ("reference" / "eval"), in a seeded random order (never sorted by label or role).  Too few
     members or non-members for ``n_reference + n_eval`` is a DataError unless ``allow_shrink`` (then
-    ``info["capped"]`` is true).
+    ``info["capped"]`` is true), never below ``min_reference`` reference candidates per class (the
+    attacks' ``cv_folds``, named by ``min_reference_reason``: :func:`ragmi.config.min_reference`).
     """
     lacking = [c for c in CORPUS_COLUMNS if c not in corpus.columns]
     if lacking:
@@ -81,12 +92,12 @@ def split_corpus(
                 f"{counts}; lower split.n_reference / split.n_eval, use a larger corpus, or set "
                 "split.allow_shrink: true to shrink both sets to what exists"
             )
-        if avail < 2 * MIN_PER_SET:
+        floor, parts = _floor(min_reference, min_reference_reason)
+        if avail < floor + MIN_PER_SET:
             raise DataError(
-                f"{counts}; even with split.allow_shrink at least {2 * MIN_PER_SET} per class are needed "
-                f"({MIN_PER_SET} reference + {MIN_PER_SET} evaluation)"
+                f"{counts}; even with split.allow_shrink at least {floor + MIN_PER_SET} per class are needed ({parts})"
             )
-        ref, ev = _shrunk(avail, n_reference, n_eval)
+        ref, ev = _shrunk(avail, n_reference, n_eval, floor)
     parts = []
     for label, frame in ((1, members), (0, nonmembers)):
         pick = rng.permutation(len(frame))[: ref + ev]
@@ -134,14 +145,22 @@ def null_database(
 
 
 def split_labelled(
-    labelled: pd.DataFrame, n_reference: int, n_eval: int, seed: int, name: str = "dataset", allow_shrink: bool = False
+    labelled: pd.DataFrame,
+    n_reference: int,
+    n_eval: int,
+    seed: int,
+    name: str = "dataset",
+    allow_shrink: bool = False,
+    min_reference: int = 0,
+    min_reference_reason: str = "",
 ):
     """The split of a user's labelled candidates (``ragmi.datasets.candidates.read_candidates``):
     return (members, nonmembers, candidates, info) as :func:`split_corpus` does, without drawing
     members from a corpus.  With a ``role`` column the user's roles are kept (each class needs at least
     MIN_PER_SET of each role); without one, ``n_reference`` + ``n_eval`` documents per class are drawn
     (seeded), shrunk as in :func:`split_corpus` under ``allow_shrink``; documents left over are not
-    candidates."""
+    candidates.  Either way each class needs ``min_reference`` reference documents (the attacks'
+    ``cv_folds``)."""
     members = labelled[labelled["label"] == 1][CORPUS_COLUMNS].reset_index(drop=True)
     nonmembers = labelled[labelled["label"] == 0][CORPUS_COLUMNS].reset_index(drop=True)
     rng = np.random.default_rng(seed)
@@ -150,11 +169,17 @@ def split_labelled(
         sizes = labelled.groupby(["label", "role"]).size()
         for label in (1, 0):
             for role in ("reference", "eval"):
-                if int(sizes.get((label, role), 0)) < MIN_PER_SET:
-                    kind = "members" if label else "non-members"
+                have = int(sizes.get((label, role), 0))
+                kind = "members" if label else "non-members"
+                if have < MIN_PER_SET:
                     raise DataError(
-                        f"dataset {name}: the candidates file has {int(sizes.get((label, role), 0))} {role} {kind}; "
-                        f"at least {MIN_PER_SET} are needed"
+                        f"dataset {name}: the candidates file has {have} {role} {kind}; at least {MIN_PER_SET} are needed"
+                    )
+                if role == "reference" and have < min_reference:
+                    raise DataError(
+                        f"dataset {name}: the candidates file has {have} reference {kind}, but "
+                        f"{min_reference_reason} is {min_reference}: its out-of-fold reference scores need at "
+                        f"least that many (lower it, or give more documents the role 'reference')"
                     )
         candidates = labelled[CORPUS_COLUMNS + ["label", "role"]]
         ref = ev = None
@@ -171,9 +196,12 @@ def split_labelled(
                     f"{ask}; lower split.n_reference / split.n_eval, add documents, give each a role "
                     "(role_column), or set split.allow_shrink: true"
                 )
-            if avail < 2 * MIN_PER_SET:
-                raise DataError(f"{ask}; even with split.allow_shrink at least {2 * MIN_PER_SET} per class are needed")
-            ref, ev = _shrunk(avail, n_reference, n_eval)
+            floor, parts = _floor(min_reference, min_reference_reason)
+            if avail < floor + MIN_PER_SET:
+                raise DataError(
+                    f"{ask}; even with split.allow_shrink at least {floor + MIN_PER_SET} per class are needed ({parts})"
+                )
+            ref, ev = _shrunk(avail, n_reference, n_eval, floor)
         parts = []
         for label, frame in ((1, members), (0, nonmembers)):
             chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)
