@@ -25,9 +25,8 @@ rule hook_inventory:
         spec=target_spec_params,
         fail_on_inactive=config["audit"]["fail_on_inactive_hook"],
     priority: 1
-    threads: lambda wc: model_job_cores(target_generators(wc))
+    threads: config["generation"]["threads"]
     resources:
-        model_slot=lambda wc: model_slot(target_generators(wc)),
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
     log:
@@ -73,9 +72,8 @@ rule canaries:
     wildcard_constraints:
         seed=r"\d+",
     priority: 1
-    threads: lambda wc: model_job_cores(target_generators(wc))
+    threads: config["generation"]["threads"]
     resources:
-        model_slot=lambda wc: model_slot(target_generators(wc)),
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
     log:

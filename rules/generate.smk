@@ -15,9 +15,8 @@ rule prepare:
         server_log=server_log(config["attacker"]["generator"]),
         seed=SEED,
     priority: 2
-    threads: lambda wc: model_job_cores([attacker_cfg()], in_process=runs_model_in_job(wc.attack))
+    threads: config["generation"]["threads"]
     resources:
-        model_slot=model_slot([attacker_cfg()]),
         gpu=local_backend(attacker_cfg()),
         mem_mb=8000,
         runtime=240,
@@ -60,9 +59,8 @@ rule generate:
     params:
         spec=target_spec_params,
     priority: 1
-    threads: lambda wc: model_job_cores(target_generators(wc))
+    threads: config["generation"]["threads"]
     resources:
-        model_slot=lambda wc: model_slot(target_generators(wc)),
         gpu=lambda wc: local_backend(generator_cfg(wc)),
         mem_mb=8000,
         runtime=240,

@@ -6,7 +6,7 @@ from ragmi.attacker_tools import attacker_tools
 from ragmi.attacks import get_attack
 from ragmi.attacks.base import attack_candidates
 from ragmi.io import atomic_write_parquet
-from ragmi.workflow import run_step, server_threads
+from ragmi.workflow import run_step
 
 
 def main(smk, log):
@@ -15,7 +15,7 @@ def main(smk, log):
     attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
     model_dir = smk.input.model if "model" in smk.input.keys() else None
     with attacker_tools(
-        dict(p.generator), model_dir, p.cache_dir, server_threads(smk), p.server_log, int(p.seed), log
+        dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed), log
     ) as tools:
         materials = attack.prepare(candidates, tools)
     atomic_write_parquet(materials, smk.output.materials)

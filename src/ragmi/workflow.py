@@ -117,14 +117,6 @@ def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict
     write_json(info, smk.output.info)
 
 
-def server_threads(smk) -> int:
-    """The threads of the local vLLM server a model job starts or reuses: the run's
-    ``RAGMI_SERVER_THREADS`` (rules/common.smk: generation.threads capped as Snakemake caps a rule's
-    threads), which need not be the job's own threads (one, when the server runs on this CPU)."""
-    value = os.environ.get("RAGMI_SERVER_THREADS")
-    return int(value) if value and value.isdigit() and int(value) > 0 else int(smk.threads)
-
-
 def target_spec(smk, index_dir: str | None = None):
     """The :class:`~ragmi.target.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
     config entries (rules/common.smk ``target_spec_params``) and whose inputs hold its files."""
@@ -135,7 +127,7 @@ def target_spec(smk, index_dir: str | None = None):
     return TargetSpec(
         **p,
         index_dir=index_dir or (smk.input.index if "index" in inputs else ""),  # a remote target has none
-        threads=server_threads(smk),
+        threads=smk.threads,
         model_dir=smk.input.model if "model" in inputs else None,
         defender_model_dir=smk.input.defender_model if "defender_model" in inputs else None,
     )

@@ -37,10 +37,5 @@ def needs_prepare(name: str) -> bool:
     return bool(attack_class(name).needs_prepare)
 
 
-def prepare_runs_model(name: str) -> bool:
-    """True when attack ``name``'s prepare step runs a model inside its job (not only on a server)."""
-    return bool(attack_class(name).prepare_runs_model)
-
-
 def get_attack(name: str, params: dict):
     return attack_class(name)(params)

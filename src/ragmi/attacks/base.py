@@ -95,9 +95,6 @@ class Attack(ABC):
 
     name = "attack"
     needs_prepare = False
-    # its prepare step runs a model inside the job (MBA's proxy LM), not only through the attacker's
-    # server: the job then needs generation.threads cores (rules/common.smk, model_job_cores)
-    prepare_runs_model = False
     channels = ("text",)  # what the attack reads of the target's responses (ragmi.audit.inventory)
     extraction = False  # its responses are also scored for generated-text leakage (ragmi.audit.leakage)
 

@@ -344,7 +344,6 @@ def select_gamma(ref_fractions, ref_labels, gammas) -> tuple[float, float]:
 class MBA(Attack):
     name = "mba"
     needs_prepare = True
-    prepare_runs_model = True  # the proxy LM ranks every document's tokens inside the prepare job
 
     def __init__(self, params: Mapping | None = None):
         super().__init__(params)
