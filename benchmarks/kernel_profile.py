@@ -7,7 +7,7 @@ fp32, with the server settings ragmi uses on a CPU (``--enforce-eager``, block s
 prompt token is computed).  The prompts have the shape of RAG-MIA queries: the ``rag_mia`` template
 with ``--k`` synthetic documents (``length: full``) as the context and one of them in the question.
 
-One warm-up call, then one profiled call on all prompts.  Prints the wall time, the prompt and
+One warm-up call, then one profiled call on all prompts (``--ignore-eos --max-tokens 64`` profiles decoding).  Prints the wall time, the prompt and
 completion tokens, and the operators sorted by self CPU time; ``--json PATH`` also writes them.
 
 Run beside ``benchmarks/avx2/run.sh`` to see what AVX2 code paths cost each operator
@@ -36,6 +36,8 @@ def parse_args(argv=None):
     ap.add_argument("--n-prompts", type=int, default=24)
     ap.add_argument("--k", type=int, default=4, help="documents in each prompt's context (default 4)")
     ap.add_argument("--max-tokens", type=int, default=6, help="completion tokens (RAG-MIA's default: 6)")
+    ap.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens (to profile decoding)")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="vLLM's --kv-cache-dtype (default auto: the model's fp32)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=12, help="operators printed (default 12)")
     ap.add_argument("--json", metavar="PATH")
@@ -81,8 +83,9 @@ def main(argv=None) -> int:
         enable_prefix_caching=False,
         block_size=CPU_BLOCK_SIZE,
         enable_chunked_prefill=False,
+        kv_cache_dtype=a.kv_cache_dtype,
     )
-    sampling = SamplingParams(max_tokens=a.max_tokens, temperature=0, logprobs=20)
+    sampling = SamplingParams(max_tokens=a.max_tokens, temperature=0, logprobs=20, ignore_eos=a.ignore_eos)
     llm.chat(msgs[:2], sampling, use_tqdm=False)  # warm-up
     t0 = time.perf_counter()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
