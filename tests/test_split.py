@@ -137,7 +137,7 @@ def test_attacks_see_the_candidates_without_labels_and_with_the_human_turn():
 def test_shrinking_keeps_as_many_reference_documents_as_the_cv_folds():
     # 50 documents, 0.8: 40 members, 10 non-members; proportional would give 5 + 5
     _, _, candidates, info = split_corpus(
-        corpus(50), 0.8, 100, 100, seed=0, allow_shrink=True, min_reference=6, min_reference_reason="attacks.x.cv_folds"
+        corpus(50), 0.8, 100, 100, seed=0, allow_shrink=True, floor=(6, "attacks.x.cv_folds")
     )
     assert (info["n_reference_per_class"], info["n_eval_per_class"]) == (6, 4)
     # 20 documents: 4 non-members cannot hold 4 reference + 2 evaluation
@@ -149,8 +149,7 @@ def test_shrinking_keeps_as_many_reference_documents_as_the_cv_folds():
             10,
             seed=0,
             allow_shrink=True,
-            min_reference=4,
-            min_reference_reason="attacks.rag_mia.cv_folds",
+            floor=(4, "attacks.rag_mia.cv_folds"),
         )
 
 
@@ -158,9 +157,7 @@ def test_candidates_file_roles_need_as_many_reference_documents_as_the_cv_folds(
     from ragmi.split import split_labelled
 
     df = corpus(16).assign(label=[1] * 8 + [0] * 8, role=(["reference"] * 3 + ["eval"] * 5) * 2)
-    _, _, candidates, info = split_labelled(
-        df, 4, 4, seed=0, min_reference=3, min_reference_reason="attacks.a.cv_folds"
-    )
+    _, _, candidates, info = split_labelled(df, 4, 4, seed=0, floor=(3, "attacks.a.cv_folds"))
     assert info["n_reference_per_class"] == 3
     with pytest.raises(DataError, match=r"has 3 reference members, but attacks.a.cv_folds is 4"):
-        split_labelled(df, 4, 4, seed=0, min_reference=4, min_reference_reason="attacks.a.cv_folds")
+        split_labelled(df, 4, 4, seed=0, floor=(4, "attacks.a.cv_folds"))

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from ragmi.split import split_corpus
-from ragmi.workflow import run_step, write_split
+from ragmi.workflow import run_step, split_options, write_split
 
 
 def main(smk, log):
@@ -15,10 +15,7 @@ def main(smk, log):
         p.n_reference,
         p.n_eval,
         int(p.seed),
-        name=p.name,
-        allow_shrink=p.allow_shrink,
-        min_reference=p.min_reference[0],
-        min_reference_reason=p.min_reference[1],
+        **split_options(p),
     )
     log(
         f"{info['n_members']} members, {info['n_nonmembers']} non-members; candidates per class: "

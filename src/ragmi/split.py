@@ -33,8 +33,9 @@ def _shrunk(avail: int, n_ref: int, n_eval: int, min_ref: int = MIN_PER_SET) -> 
     return ref, avail - ref
 
 
-def _floor(min_reference: int, reason: str) -> tuple[int, str]:
+def _floor(floor: tuple[int, str]) -> tuple[int, str]:
     """The reference floor under ``split.allow_shrink`` and how a message explains it."""
+    min_reference, reason = floor
     if min_reference <= MIN_PER_SET:
         return MIN_PER_SET, f"{MIN_PER_SET} reference + {MIN_PER_SET} evaluation"
     return min_reference, f"{min_reference} reference ({reason} is {min_reference}) + {MIN_PER_SET} evaluation"
@@ -48,16 +49,15 @@ def split_corpus(
     seed: int,
     name: str = "dataset",
     allow_shrink: bool = False,
-    min_reference: int = 0,
-    min_reference_reason: str = "",
+    floor: tuple[int, str] = (0, ""),
 ):
     """Return (members, nonmembers, candidates, info).
 
     ``candidates`` has doc_id, text, title, human_turn, label (1 member / 0 non-member) and role
     ("reference" / "eval"), in a seeded random order (never sorted by label or role).  Too few
     members or non-members for ``n_reference + n_eval`` is a DataError unless ``allow_shrink`` (then
-    ``info["capped"]`` is true), never below ``min_reference`` reference candidates per class (the
-    attacks' ``cv_folds``, named by ``min_reference_reason``: :func:`ragmi.config.min_reference`).
+    ``info["capped"]`` is true), never below ``floor[0]`` reference candidates per class (the
+    attacks' ``cv_folds``, named by the config key ``floor[1]``: :func:`ragmi.config.min_reference`).
     """
     lacking = [c for c in CORPUS_COLUMNS if c not in corpus.columns]
     if lacking:
@@ -92,12 +92,12 @@ def split_corpus(
                 f"{counts}; lower split.n_reference / split.n_eval, use a larger corpus, or set "
                 "split.allow_shrink: true to shrink both sets to what exists"
             )
-        floor, parts = _floor(min_reference, min_reference_reason)
-        if avail < floor + MIN_PER_SET:
+        least, parts = _floor(floor)
+        if avail < least + MIN_PER_SET:
             raise DataError(
-                f"{counts}; even with split.allow_shrink at least {floor + MIN_PER_SET} per class are needed ({parts})"
+                f"{counts}; even with split.allow_shrink at least {least + MIN_PER_SET} per class are needed ({parts})"
             )
-        ref, ev = _shrunk(avail, n_reference, n_eval, floor)
+        ref, ev = _shrunk(avail, n_reference, n_eval, least)
     parts = []
     for label, frame in ((1, members), (0, nonmembers)):
         pick = rng.permutation(len(frame))[: ref + ev]
@@ -151,15 +151,14 @@ def split_labelled(
     seed: int,
     name: str = "dataset",
     allow_shrink: bool = False,
-    min_reference: int = 0,
-    min_reference_reason: str = "",
+    floor: tuple[int, str] = (0, ""),
 ):
     """The split of a user's labelled candidates (``ragmi.datasets.candidates.read_candidates``):
     return (members, nonmembers, candidates, info) as :func:`split_corpus` does, without drawing
     members from a corpus.  With a ``role`` column the user's roles are kept (each class needs at least
     MIN_PER_SET of each role); without one, ``n_reference`` + ``n_eval`` documents per class are drawn
     (seeded), shrunk as in :func:`split_corpus` under ``allow_shrink``; documents left over are not
-    candidates.  Either way each class needs ``min_reference`` reference documents (the attacks'
+    candidates.  Either way each class needs ``floor[0]`` reference documents (the attacks'
     ``cv_folds``)."""
     members = labelled[labelled["label"] == 1][CORPUS_COLUMNS].reset_index(drop=True)
     nonmembers = labelled[labelled["label"] == 0][CORPUS_COLUMNS].reset_index(drop=True)
@@ -175,10 +174,10 @@ def split_labelled(
                     raise DataError(
                         f"dataset {name}: the candidates file has {have} {role} {kind}; at least {MIN_PER_SET} are needed"
                     )
-                if role == "reference" and have < min_reference:
+                if role == "reference" and have < floor[0]:
                     raise DataError(
                         f"dataset {name}: the candidates file has {have} reference {kind}, but "
-                        f"{min_reference_reason} is {min_reference}: its out-of-fold reference scores need at "
+                        f"{floor[1]} is {floor[0]}: its out-of-fold reference scores need at "
                         f"least that many (lower it, or give more documents the role 'reference')"
                     )
         candidates = labelled[CORPUS_COLUMNS + ["label", "role"]]
@@ -196,12 +195,12 @@ def split_labelled(
                     f"{ask}; lower split.n_reference / split.n_eval, add documents, give each a role "
                     "(role_column), or set split.allow_shrink: true"
                 )
-            floor, parts = _floor(min_reference, min_reference_reason)
-            if avail < floor + MIN_PER_SET:
+            least, parts = _floor(floor)
+            if avail < least + MIN_PER_SET:
                 raise DataError(
-                    f"{ask}; even with split.allow_shrink at least {floor + MIN_PER_SET} per class are needed ({parts})"
+                    f"{ask}; even with split.allow_shrink at least {least + MIN_PER_SET} per class are needed ({parts})"
                 )
-            ref, ev = _shrunk(avail, n_reference, n_eval, floor)
+            ref, ev = _shrunk(avail, n_reference, n_eval, least)
         parts = []
         for label, frame in ((1, members), (0, nonmembers)):
             chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)

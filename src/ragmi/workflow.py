@@ -98,6 +98,12 @@ def run_step(smk, fn) -> None:
         raise
 
 
+def split_options(p) -> dict:
+    """The keyword arguments of ``ragmi.split.split_corpus`` / ``split_labelled`` from the params of
+    rules split and split_candidates: the dataset's name and what ``split.allow_shrink`` may do."""
+    return {"name": p.name, "allow_shrink": p.allow_shrink, "floor": tuple(p.min_reference)}
+
+
 def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict, requested: str) -> None:
     """The outputs of rules split and split_candidates (members, non-members, candidates, split.json),
     after a loud warning when ``split.allow_shrink`` capped the candidate sets (``requested`` says what
