@@ -26,19 +26,19 @@ def _norm(text: str) -> str:
 MIN_PER_SET = 2
 
 
-def _shrunk(avail: int, n_ref: int, n_eval: int, min_ref: int = MIN_PER_SET) -> tuple[int, int]:
-    """Proportional sizes for ``avail`` documents per class: at least ``min_ref`` reference and
-    MIN_PER_SET evaluation documents (the caller checked that ``avail`` holds both)."""
-    ref = min(max(min_ref, avail * n_ref // (n_ref + n_eval)), avail - MIN_PER_SET)
+def _shrunk(avail: int, n_ref: int, n_eval: int, floor: tuple[int, str], asked: str) -> tuple[int, int]:
+    """Proportional sizes for ``avail`` documents per class under ``split.allow_shrink``: at least
+    ``floor[0]`` reference documents (the attacks' ``cv_folds``, named by the config key ``floor[1]``)
+    and MIN_PER_SET of each set; a DataError starting with ``asked`` when ``avail`` cannot hold them."""
+    least = max(floor[0], MIN_PER_SET)
+    if avail < least + MIN_PER_SET:
+        why = f" ({floor[1]} is {least})" if least > MIN_PER_SET else ""
+        raise DataError(
+            f"{asked}; even with split.allow_shrink at least {least + MIN_PER_SET} per class are needed "
+            f"({least} reference{why} + {MIN_PER_SET} evaluation)"
+        )
+    ref = min(max(least, avail * n_ref // (n_ref + n_eval)), avail - MIN_PER_SET)
     return ref, avail - ref
-
-
-def _floor(floor: tuple[int, str]) -> tuple[int, str]:
-    """The reference floor under ``split.allow_shrink`` and how a message explains it."""
-    min_reference, reason = floor
-    if min_reference <= MIN_PER_SET:
-        return MIN_PER_SET, f"{MIN_PER_SET} reference + {MIN_PER_SET} evaluation"
-    return min_reference, f"{min_reference} reference ({reason} is {min_reference}) + {MIN_PER_SET} evaluation"
 
 
 def split_corpus(
@@ -92,12 +92,7 @@ def split_corpus(
                 f"{counts}; lower split.n_reference / split.n_eval, use a larger corpus, or set "
                 "split.allow_shrink: true to shrink both sets to what exists"
             )
-        least, parts = _floor(floor)
-        if avail < least + MIN_PER_SET:
-            raise DataError(
-                f"{counts}; even with split.allow_shrink at least {least + MIN_PER_SET} per class are needed ({parts})"
-            )
-        ref, ev = _shrunk(avail, n_reference, n_eval, least)
+        ref, ev = _shrunk(avail, n_reference, n_eval, floor, counts)
     parts = []
     for label, frame in ((1, members), (0, nonmembers)):
         pick = rng.permutation(len(frame))[: ref + ev]
@@ -195,12 +190,7 @@ def split_labelled(
                     f"{ask}; lower split.n_reference / split.n_eval, add documents, give each a role "
                     "(role_column), or set split.allow_shrink: true"
                 )
-            least, parts = _floor(floor)
-            if avail < least + MIN_PER_SET:
-                raise DataError(
-                    f"{ask}; even with split.allow_shrink at least {least + MIN_PER_SET} per class are needed ({parts})"
-                )
-            ref, ev = _shrunk(avail, n_reference, n_eval, least)
+            ref, ev = _shrunk(avail, n_reference, n_eval, floor, ask)
         parts = []
         for label, frame in ((1, members), (0, nonmembers)):
             chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)
