@@ -93,3 +93,11 @@ def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset
     for t in cfg["targets"].values():
         t["attacks"] = ["mba"]
     assert min_reference(cfg, "synthetic") == (0, "")
+
+
+def test_the_schema_parses_to_the_same_mapping_with_libyaml():
+    from pathlib import Path
+
+    from ragmi.config import SCHEMA_PATH, load_schema
+
+    assert load_schema() == yaml.safe_load(Path(SCHEMA_PATH).read_text())

@@ -33,7 +33,7 @@ def is_main_variant(variant: str) -> bool:
 
 
 def load_published(path: str | Path) -> list[dict]:
-    return yaml.safe_load(Path(path).read_text()) or []
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
 
 
 def defense_matches(entry: dict, defenses) -> bool:

