@@ -84,6 +84,7 @@ def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset
     cfg = copy.deepcopy(DEFAULT)
     cfg["attacks"]["rag_mia"]["cv_folds"] = 4
     cfg["attacks"]["s2mia"]["cv_folds"] = 3
+    cfg["split"]["n_reference"] = 4
     validate_config(cfg)
     assert min_reference(cfg, "synthetic") == (4, "attacks.rag_mia.cv_folds")
     for t in cfg["targets"].values():  # no target runs RAG-MIA: S2MIA's folds are the floor
