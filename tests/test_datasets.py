@@ -566,6 +566,26 @@ def test_synthetic_short_length():
     assert condition.notna().all() and condition.nunique() == len(synthetic.CLUSTERS)
 
 
+def test_synthetic_compact_length_keeps_the_people_and_every_pii_type():
+    short = synthetic.generate(200, 5, "short")
+    compact, _ = load_corpus("syn", {"source": "synthetic", "n_docs": 200, "length": "compact"}, 5)
+    _assert_frame(compact)
+    words = compact["text"].str.split().str.len()
+    assert words.between(25, 45).all(), (words.min(), words.max())
+    assert compact["text"].str.len().mean() < 0.85 * short["text"].str.len().mean()
+    # the same draws: each compact document is its short twin without the second symptom and trigger
+    who = r"^(Patient: I am \w+ \w+, \d+, from [^.]+\. For \d+ \w+ I have had )"
+    for s_text, c_text in zip(short["text"], compact["text"]):
+        s_head, c_head = re.match(who, s_text), re.match(who, c_text)
+        assert s_head and c_head and s_head.group(1) == c_head.group(1)
+        assert s_text.split("\n")[1] == c_text.split("\n")[1]  # the doctor's turn is the same
+        assert ", mostly " not in c_text.split("\n")[0] and ", mostly " in s_text.split("\n")[0]
+    has_email = compact["text"].map(lambda t: bool(EMAIL.search(t)))
+    has_phone = compact["text"].str.contains(r"\d{3}\D{0,2}\d{3}\D?\d{4}")
+    assert (has_email | has_phone).all()
+    assert compact["human_turn"].tolist() == compact["text"].str.extract(r"^Patient: ([^\n]+)\n", expand=False).tolist()
+
+
 def test_synthetic_bad_length():
     with pytest.raises(ConfigError, match=r"datasets\.syn\.length"):
         synthetic.load("syn", {"n_docs": 10, "length": "tiny"}, 0)

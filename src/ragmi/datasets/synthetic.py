@@ -9,17 +9,21 @@
 
 Format: ``"Patient: <patient turn>\\nDoctor: <doctor turn>"``, title "", ``human_turn`` = the patient turn
 (as for HealthCareMagic), ``doc_id = f"syn-{i:06d}"``.  Same ``(n_docs, seed, length)`` and faker
-version -> identical frame.  Two lengths:
+version -> identical frame.  Three lengths:
 
 * ``full`` (schema default): 85-130 words (mean ~110, ~620 characters), every field above;
 * ``short``: 35-55 words (~280 characters): name, age, city, two symptoms, one trigger and one contact
   detail from the patient; diagnosis, one drug with dose and frequency and the doctor's name in the
   answer.  Same clusters, same PII types, so every attack, defense and leakage scorer has what it
   reads; it exists to halve every prompt of the embedded default on a 2-core CPU (README, "Measured
-  here").
+  here");
+* ``compact``: ``short`` with one symptom and no trigger (25-45 words, ~230 characters, ~72 instead
+  of ~86 SmolLM2 tokens): every PII type and the cluster's symptom, diagnosis and drug stay.  The
+  embedded default uses it: its prompts hold each document up to four times (RAG-MIA's question
+  twice, and the top-2 context), and prompt tokens are most of what the CPU server computes.
 
 Spec keys: ``n_docs`` (schema default 1000), ``seed`` (optional, overrides the run seed), ``length``
-(``full`` or ``short``, schema default ``full``).
+(``full``, ``short`` or ``compact``, schema default ``full``).
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ def _parse(table: str) -> list[dict]:
 
 
 CLUSTERS = _parse(_CLUSTERS)
+LENGTHS = ("full", "short", "compact")
 
 _GREET = ("Hi doctor,", "Hello doctor,", "Dear doctor,", "Hi,")
 _DUR = ("days", "weeks", "months")
@@ -116,8 +121,8 @@ _D0, _D1 = dt.date(2017, 1, 1), dt.date(2023, 12, 31)
 
 def _conversation(c: dict, rng: random.Random, fake: Faker, length: str = "full") -> tuple[str, str]:
     """(document text, patient turn)."""
-    if length == "short":
-        return _short_conversation(c, rng, fake)
+    if length in ("short", "compact"):
+        return _short_conversation(c, rng, fake, compact=length == "compact")
     woman = rng.random() < 0.5
     first = fake.first_name_female() if woman else fake.first_name_male()
     s1, s2, s3 = rng.sample(c["symptoms"], 3)
@@ -145,18 +150,22 @@ def _conversation(c: dict, rng: random.Random, fake: Faker, length: str = "full"
     return f"Patient: {patient}\nDoctor: {doctor}", patient
 
 
-def _short_conversation(c: dict, rng: random.Random, fake: Faker) -> tuple[str, str]:
-    """The ``short`` length: one sentence of each kind of detail, the same PII types as ``full``."""
+def _short_conversation(c: dict, rng: random.Random, fake: Faker, compact: bool = False) -> tuple[str, str]:
+    """The ``short`` length: one sentence of each kind of detail, the same PII types as ``full``;
+    ``compact``: one symptom and no trigger (the random draws are the same, so a compact corpus holds
+    the same people, conditions and drugs as the short one of the same seed)."""
     woman = rng.random() < 0.5
     first = fake.first_name_female() if woman else fake.first_name_male()
     s1, s2 = rng.sample(c["symptoms"], 2)
     med, dose = rng.choice(c["meds"])
     contact = rng.choice((f"My email is {fake.email()}.", f"My number is {fake.phone_number()}."))
-    patient = (
-        f"I am {first} {fake.last_name()}, {rng.randint(18, 79)}, from {fake.city()}. For "
-        f"{rng.randint(2, 9)} {rng.choice(_DUR)} I have had {s1} and {s2}, mostly "
-        f"{rng.choice(c['triggers'])}. {contact}"
-    )
+    who = f"I am {first} {fake.last_name()}, {rng.randint(18, 79)}, from {fake.city()}."
+    since = f"For {rng.randint(2, 9)} {rng.choice(_DUR)} I have had {s1}"
+    trigger = rng.choice(c["triggers"])
+    if compact:
+        patient = f"{who} {since}. {contact}"
+    else:
+        patient = f"{who} {since} and {s2}, mostly {trigger}. {contact}"
     doctor = (
         f"Hello {first}, this looks like {c['name']}. Take {med} {dose} {rng.choice(_FREQ)}. Dr. {fake.last_name()}"
     )
@@ -185,8 +194,8 @@ def load(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
     n_docs = spec["n_docs"]
     seed = spec.get("seed", seed)
     length = spec["length"]
-    if length not in ("full", "short"):
-        raise ConfigError(f"datasets.{name}.length must be 'full' or 'short' (got {length!r}).")
+    if length not in LENGTHS:
+        raise ConfigError(f"datasets.{name}.length must be one of {', '.join(LENGTHS)} (got {length!r}).")
     for key, value, low in (("n_docs", n_docs, 1), ("seed", seed, None)):
         if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
             bound = f" >= {low}" if low is not None else ""
