@@ -1,6 +1,7 @@
 import math
 
 import pytest
+from stand_in import StandIn
 
 from ragmi.config import load_schema, section_params
 from ragmi.errors import ConfigError, EndpointError
@@ -320,39 +321,6 @@ def test_requests_in_flight_follow_the_backend(concurrency, expected):
 # ------------------------------------------------------------------------------ the HTTP chat client
 
 
-def _scripted_endpoint(script):
-    """A stand-in chat endpoint answering the n-th request (1-based) with ``script(n, body, headers)``
-    = (status, JSON body, extra headers); records what it received."""
-    import http.server
-    import json as _json
-    import threading
-
-    seen = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_POST(self):
-            body = _json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body, dict(self.headers)))
-            status, out, extra = script(len(seen), body, self.headers)
-            data = _json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (extra or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-
-
 def _chat_answer(text="Yes", steps=(("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)]),), usage=(9, 1)):
     return {
         "id": "x",
@@ -380,13 +348,13 @@ def _generator(url, retries=0, key="EMPTY"):
 
 
 def test_chat_client_posts_the_openai_request_and_reads_the_answer():
-    server, url, seen = _scripted_endpoint(lambda n, b, h: (200, _chat_answer(), None))
+    server = StandIn(lambda n, path, body, headers: (200, _chat_answer(), None))
     try:
         req = make_request([{"role": "user", "content": "Is it?"}], 4, 2, temperature=0.0, seed=7)
-        [r] = _generator(url, key="sk-test").generate([req])
+        [r] = _generator(server.url + "/v1", key="sk-test").generate([req])
     finally:
-        server.shutdown()
-    path, body, headers = seen[0]
+        server.close()
+    path, body, headers = (server.requests[0][k] for k in ("path", "body", "headers"))
     assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sk-test"
     assert body == {
         "model": "m",
@@ -406,14 +374,14 @@ def test_chat_client_retries_what_the_sdk_retries_and_honours_retry_after():
     import time as _time
 
     script = {1: (503, {"error": {"message": "busy"}}, None), 2: (429, {"error": "slow"}, {"Retry-After": "0.4"})}
-    server, url, seen = _scripted_endpoint(lambda n, b, h: script.get(n, (200, _chat_answer("ok"), None)))
+    server = StandIn(lambda n, path, body, headers: script.get(n, (200, _chat_answer("ok"), None)))
     try:
         t0 = _time.monotonic()
-        [r] = _generator(url, retries=2).generate([make_request([{"role": "user", "content": "q"}], 2)])
+        [r] = _generator(server.url + "/v1", retries=2).generate([make_request([{"role": "user", "content": "q"}], 2)])
         waited = _time.monotonic() - t0
     finally:
-        server.shutdown()
-    assert r["response_text"] == "ok" and len(seen) == 3
+        server.close()
+    assert r["response_text"] == "ok" and len(server.requests) == 3
     assert waited >= 0.4 + 0.375  # Retry-After, then the first backoff of 0.5 s less at most 25 %
 
 
@@ -425,15 +393,15 @@ def test_chat_client_errors_are_one_clear_message():
         (400, {"error": {"message": "max_tokens too large"}}, "answered HTTP 400: max_tokens too large"),
         (503, {"error": {"message": "overloaded"}}, "answered HTTP 503: overloaded"),  # retries spent
     ]:
-        server, url, seen = _scripted_endpoint(lambda n, b, h, s=status, o=body: (s, o, None))
+        server = StandIn(lambda n, path, b, h, s=status, o=body: (s, o, None))
         try:
             with pytest.raises(EndpointError, match=expected):
-                _generator(url, retries=1 if status == 503 else 3).generate(
+                _generator(server.url + "/v1", retries=1 if status == 503 else 3).generate(
                     [make_request([{"role": "user", "content": "q"}], 2)]
                 )
         finally:
-            server.shutdown()
-        assert len(seen) == (2 if status == 503 else 1)  # 4xx other than 408/409/429 are not retried
+            server.close()
+        assert len(server.requests) == (2 if status == 503 else 1)  # 4xx other than 408/409/429 are not retried
     with pytest.raises(EndpointError, match="cannot reach the generator endpoint http://127.0.0.1:9/v1"):
         _generator("http://127.0.0.1:9/v1").generate([make_request([{"role": "user", "content": "q"}], 2)])
     assert retry_delay(10, None) <= 8.0 and retry_delay(0, "120") <= 0.5 and retry_delay(0, "3") == 3.0
