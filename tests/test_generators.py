@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from stand_in import StandIn
+from stand_in import StandIn, logprobs_content, openai_body
 
 from ragmi.config import load_schema, section_params
 from ragmi.errors import ConfigError, EndpointError
@@ -45,8 +45,11 @@ def test_transformers_backend_returns_text_and_logprobs(gen):
 def test_batching_does_not_change_greedy_answers(gen, smollm2_dir):
     reqs = [make_request([{"role": "user", "content": c}], 5, 2) for c in ("Say hello.", "Name a colour.", "Hi")]
     batched = gen.generate(reqs)
-    single = TransformersGenerator(smollm2_dir, batch_size=1, dtype="float32", log=lambda m: None).generate(reqs)
+    logs = []
+    single = TransformersGenerator(smollm2_dir, batch_size=1, dtype="float32", log=logs.append).generate(reqs)
     assert [r["response_text"] for r in batched] == [r["response_text"] for r in single]
+    # the load is logged on its own (benchmarks/generation.py reads it as the backend's start-up)
+    assert logs[0].startswith(f"transformers model {smollm2_dir} loaded in ") and logs[0].endswith(" s")
 
 
 # --------------------------------------------------------------------------- config -> backend
@@ -196,14 +199,7 @@ class FakeChatClient:
             ("Yes", -0.3, [("Yes", -0.3), ("No", -1.4)]),
             ("**", -0.01, [("**", -0.01), ("*", -4.6)]),
         ]
-        content = [
-            {"token": t, "logprob": lp, "top_logprobs": [{"token": a, "logprob": b} for a, b in alts[:k]]}
-            for t, lp, alts in steps
-        ]
-        return {
-            "choices": [{"message": {"content": "**Yes**"}, "logprobs": {"content": content}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 3},
-        }
+        return openai_body("**Yes**", logprobs_content(steps, k), usage=(12, 3))
 
 
 def test_openai_backend_returns_the_top_k_of_every_position():
@@ -320,23 +316,7 @@ def test_requests_in_flight_follow_the_backend(concurrency, expected):
 
 
 def _chat_answer(text="Yes", steps=(("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)]),), usage=(9, 1)):
-    return {
-        "id": "x",
-        "object": "chat.completion",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": {
-                    "content": [
-                        {"token": t, "logprob": lp, "top_logprobs": [{"token": a, "logprob": b} for a, b in alts]}
-                        for t, lp, alts in steps
-                    ]
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
-    }
+    return openai_body(text, logprobs_content(steps), usage)
 
 
 def _generator(url, retries=0, key="EMPTY"):

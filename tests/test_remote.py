@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from stand_in import StandIn
+from stand_in import StandIn, openai_body
 
 from ragmi.config import section_params, validate_config
 from ragmi.errors import ConfigError, DataError, EndpointError
@@ -21,13 +21,6 @@ from ragmi.target.factory import TargetSpec
 from ragmi.target.remote import RemoteClient, RequestBudget, fill_body, json_path, remote_target
 
 SECRET = "sk-test-SECRET-0123456789"
-
-
-def openai_body(text, logprobs=None, usage=(7, 2)):
-    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-    if logprobs is not None:
-        choice["logprobs"] = {"content": logprobs}
-    return {"choices": [choice], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}
 
 
 @pytest.fixture

@@ -287,6 +287,7 @@ class TransformersGenerator:
 
         self.torch = torch
         self.log = log
+        t0 = time.perf_counter()
         try:
             cfg = AutoConfig.from_pretrained(model_path)
             self.seq2seq = bool(getattr(cfg, "is_encoder_decoder", False))
@@ -301,6 +302,7 @@ class TransformersGenerator:
         if self.tok.pad_token is None:
             self.tok.pad_token = self.tok.eos_token
         self.batch_size = max(1, int(batch_size))
+        log(f"transformers model {model_path} loaded in {time.perf_counter() - t0:.1f} s")
 
     def _prompt(self, messages) -> str:
         if not self.seq2seq and getattr(self.tok, "chat_template", None):

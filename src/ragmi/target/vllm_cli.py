@@ -44,7 +44,7 @@ def engine_start_method(environ=os.environ) -> str | None:
     """The start method of vLLM's engine-core process asked for in ``environ`` (``fork`` or
     ``spawn``), or None when it is not set; anything else is an error naming the variable."""
     method = environ.get(ENGINE_START_ENV)
-    if method is None or method == "":
+    if not method:
         return None
     if method not in ENGINE_START_METHODS:
         raise SystemExit(f"ragmi: {ENGINE_START_ENV} must be one of {', '.join(ENGINE_START_METHODS)} (got {method!r})")
