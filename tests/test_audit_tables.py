@@ -2,7 +2,9 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from ragmi.metrics import roc_auc
 from ragmi.report.audit_tables import (
     baseline_targets,
     canaries_frame,
@@ -94,7 +96,25 @@ def test_leakage_dashboard_changes_and_collapsed_runs():
     assert df.loc["plain", "MI AUC"].startswith("0.70 [0.60, 0.80]") and df.loc["pad", "MI AUC"] == "–"
 
 
-def test_defense_effect_indirect_and_delta():
+def eval_scores(scores_by_variant, n=30, role="eval"):
+    """A scores frame (doc_id, variant, score, label, role): n members then n non-members per variant."""
+    parts = []
+    for v, s in scores_by_variant.items():
+        parts.append(
+            pd.DataFrame(
+                {
+                    "doc_id": [f"m{i}" for i in range(n)] + [f"n{i}" for i in range(n)],
+                    "variant": v,
+                    "score": s,
+                    "label": np.r_[np.ones(n, int), np.zeros(n, int)],
+                    "role": role,
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def effect_inputs():
     rows = []
     for t, auc in (("plain", 0.80), ("pad", 0.80), ("lprag", 0.60)):
         for v in ("r/gray/t2", "r/black/t2"):
@@ -105,25 +125,107 @@ def test_defense_effect_indirect_and_delta():
                     "attack": "r",
                     "variant": v,
                     "auc": auc,
+                    "n_ref_nonmembers": 30,
                     "tpr_at_fpr_5": 0.3,
                     "tpr_at_fpr_0": 0.1,
                 }
             )
     m = pd.DataFrame(rows)
+    perfect = np.r_[np.arange(30) + 100.0, np.arange(30.0)]  # every member above every non-member
+    noise = np.random.default_rng(0).normal(size=60)
+    scores = {
+        ("d", "plain", "r"): eval_scores({"r/gray/t2": perfect, "r/black/t2": perfect}),
+        ("d", "pad", "r"): eval_scores({"r/gray/t2": noise, "r/black/t2": perfect}),
+        ("d", "lprag", "r"): eval_scores({"r/gray/t2": noise, "r/black/t2": noise}),
+    }
     ch = {("pad", "pad"): {"text"}, ("lprag", "lprag"): {"context", "prompt", "text", "first_token_logprobs"}}
     reads = lambda a, v: ("first_token_logprobs",) if "gray" in v else ("text",)  # noqa: E731
+    return m, scores, ch, reads
+
+
+def test_defense_effect_paired_delta_and_verdicts():
+    m, scores, ch, reads = effect_inputs()
+    args = (m, {"plain": [], "pad": ["pad"], "lprag": ["lprag"]}, ch, reads)
+    base = {"plain": "plain", "pad": "plain", "lprag": "plain"}
+    df = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=3)
+    by = df.set_index(["target", "variant"])
+    # identical scores on the same candidates: delta 0 and a degenerate interval
+    same = by.loc[("pad", "r/black/t2")]
+    assert (same["delta_auc"], same["delta_auc_lo"], same["delta_auc_hi"]) == (0.0, 0.0, 0.0)
+    assert same["verdict"] == "no detectable change"
+    assert same["effect"] == "ΔAUC +0.00 [+0.00, +0.00], ΔTPR@5%FPR +0.00"
+    # random scores against a perfect undefended target: the whole interval is below 0
+    red = by.loc[("lprag", "r/gray/t2")]
+    auc_noise = roc_auc(np.r_[np.ones(30), np.zeros(30)], scores[("d", "lprag", "r")]["score"][:60])
+    assert red["delta_auc"] == pytest.approx(auc_noise - 1.0)
+    assert red["delta_auc_hi"] < 0 and red["verdict"] == "reduces"
+    assert red["effect"].startswith("ΔAUC −") and "[−" in red["effect"]
+    assert (red["n_paired_members"], red["n_paired_nonmembers"]) == (30, 30)
+    # PAD changes the text only; gray-box reads log-probabilities: indirect, ΔAUC kept for information
+    ind = by.loc[("pad", "r/gray/t2")]
+    assert ind["verdict"] == "indirect" and ind["effect"].startswith("indirect (no shared channel); ")
+    assert ind["delta_auc"] < 0 and "ΔAUC −" in ind["effect"]
+    assert (by.loc["plain", "verdict"] == "baseline").all() and (by.loc["plain", "effect"] == "baseline").all()
+    # the reverse comparison increases
+    up = defense_effect_frame(
+        m[m["target"] != "pad"],
+        {"plain": ["x"], "lprag": []},
+        {("plain", "x"): {"first_token_logprobs"}},
+        reads,
+        {"plain": "lprag", "lprag": "lprag"},
+        scores=scores,
+        n_boot=200,
+    ).set_index(["target", "variant"])
+    assert up.loc[("plain", "r/gray/t2"), "verdict"] == "increases"
+    assert up.loc[("plain", "r/gray/t2"), "delta_auc_lo"] > 0
+    # reproducible, and independent of the other rows
+    again = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=3)
+    pd.testing.assert_frame_equal(df, again)
+    alone = defense_effect_frame(
+        m[m["target"].isin(["plain", "lprag"])], *args[1:], base, scores=scores, n_boot=200, seed=3
+    ).set_index(["target", "variant"])
+    assert alone.loc[("lprag", "r/gray/t2"), "delta_auc_lo"] == red["delta_auc_lo"]
+    other_seed = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=4).set_index(["target", "variant"])
+    assert other_seed.loc[("lprag", "r/gray/t2"), "delta_auc_lo"] != red["delta_auc_lo"]
+
+
+def test_defense_effect_pairs_only_shared_eval_candidates():
+    m, scores, ch, reads = effect_inputs()
+    defended = scores[("d", "lprag", "r")]
+    # reference rows, a skipped variant's NaN score and candidates the baseline lacks are not counted
+    extra = eval_scores({"r/gray/t2": np.zeros(60)}, role="reference").assign(doc_id=lambda d: "ref-" + d["doc_id"])
+    nan_row = pd.DataFrame([{"doc_id": "m0", "variant": "r/gray/t2", "score": np.nan, "label": 1, "role": "eval"}])
+    base = scores[("d", "plain", "r")]
+    base = base[~base["doc_id"].isin(["m1", "n1"])]
+    scores = {
+        **scores,
+        ("d", "lprag", "r"): pd.concat([defended[defended["doc_id"] != "m0"], extra, nan_row]),
+        ("d", "plain", "r"): base,
+    }
     df = defense_effect_frame(
         m,
         {"plain": [], "pad": ["pad"], "lprag": ["lprag"]},
         ch,
         reads,
         {"plain": "plain", "pad": "plain", "lprag": "plain"},
-    )
-    cell = {(r.target, r.variant): r.effect for r in df.itertuples()}
-    assert cell[("pad", "r/gray/t2")].startswith("indirect")
-    assert cell[("pad", "r/black/t2")] == "ΔAUC +0.00, ΔTPR +0.00"
-    assert cell[("lprag", "r/gray/t2")] == "ΔAUC -0.20, ΔTPR +0.00"
-    assert cell[("plain", "r/black/t2")] == "baseline"
+        scores=scores,
+        n_boot=50,
+    ).set_index(["target", "variant"])
+    r = df.loc[("lprag", "r/gray/t2")]
+    assert (r["n_paired_members"], r["n_paired_nonmembers"]) == (28, 29)  # m0 (NaN), m1 and n1 (no baseline)
+    # no undefended target, or no scores: not compared, with the reason
+    none = defense_effect_frame(
+        m,
+        {"plain": [], "pad": ["pad"], "lprag": ["lprag"]},
+        ch,
+        reads,
+        {"plain": "plain", "pad": None, "lprag": "plain"},
+        scores={},
+    ).set_index(["target", "variant"])
+    assert none.loc[("pad", "r/black/t2"), "effect"] == "– (no undefended target)"
+    assert none.loc[("lprag", "r/black/t2"), "verdict"] == "not compared"
+    assert "no scores" in none.loc[("lprag", "r/black/t2"), "effect"]
+    assert np.isnan(none.loc[("lprag", "r/black/t2"), "delta_auc"])
 
 
 def test_hook_inventory_frame():

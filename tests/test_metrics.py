@@ -340,3 +340,78 @@ def test_evaluate_rows_columns_and_costs():
         evaluate(df, n_boot=10, costs={"nope": {"queries_per_candidate": 1}})
     with pytest.raises(ValueError, match="clash"):
         evaluate(df, n_boot=10, costs={"a/gray": {"auc": 1}})
+
+
+# ---------------------------------------------------------------------------------------------
+# Not-estimable FPR levels, paired AUC difference, power
+# ---------------------------------------------------------------------------------------------
+def test_fpr_estimable_needs_one_over_fpr_reference_nonmembers():
+    assert metrics.fpr_estimable(0.0, 1)  # the threshold above every reference non-member
+    assert metrics.fpr_estimable(0.05, 20) and not metrics.fpr_estimable(0.05, 19)
+    assert not metrics.fpr_estimable(0.05, 3)
+    assert metrics.fpr_estimable(0.005, 200) and not metrics.fpr_estimable(0.005, 199)
+    assert metrics.fpr_estimable(0.1, 10)  # 0.1 * 10 == 1 up to rounding
+
+
+def test_unresolvable_fpr_level_is_nan_not_a_copy_of_tpr_at_0():
+    # 3 reference non-members: 5% FPR needs 20; 50% needs 2
+    df = frame("v", ref_m=[2.0, 3.0], ref_n=[0.1, 0.2, 0.3], ev_m=[0.3, 2.0, 3.0], ev_n=[0.0, 0.15, 0.5])
+    r = evaluate_variant(df, fprs=(0.0, 0.05, 0.5), n_boot=30)
+    assert r["tpr_at_fpr_0"] == pytest.approx(2 / 3)
+    for c in ("threshold_fpr_5", "tpr_at_fpr_5", "tpr_at_fpr_5_lo", "tpr_at_fpr_5_hi", "fpr_realized_5"):
+        assert np.isnan(r[c]), c
+    assert r["threshold_fpr_50"] == 0.3 and r["tpr_at_fpr_50"] == pytest.approx(1.0)  # 1/3 of 3 at 0.3
+
+
+def test_paired_auc_difference_identical_scores_give_zero():
+    rng = np.random.default_rng(2)
+    labels = np.r_[np.ones(40, int), np.zeros(40, int)]
+    s = rng.normal(size=80) + labels
+    d, lo, hi = metrics.paired_auc_difference(labels, s, s.copy(), 300, np.random.default_rng(1))
+    assert (d, lo, hi) == (0.0, 0.0, 0.0)
+
+
+def test_paired_auc_difference_random_vs_perfect_is_negative_and_paired():
+    labels = np.r_[np.ones(30, int), np.zeros(30, int)]
+    perfect = labels + np.linspace(0, 0.5, 60)
+    noise = np.random.default_rng(3).normal(size=60)
+    d, lo, hi = metrics.paired_auc_difference(labels, noise, perfect, 500, np.random.default_rng(0))
+    assert d == pytest.approx(roc_auc(labels, noise) - 1.0)
+    assert lo <= d <= hi < 0
+    # the same resample scores both: a constant shift of the scores changes nothing, so the
+    # interval of (a + 1) - a is exactly 0, which independent resampling would not give
+    d2, lo2, hi2 = metrics.paired_auc_difference(labels, noise + 1.0, noise, 200, np.random.default_rng(0))
+    assert (d2, lo2, hi2) == (0.0, 0.0, 0.0)
+    # reproducible from the generator; the pair's generator depends on target and variant only
+    again = metrics.paired_auc_difference(labels, noise, perfect, 500, np.random.default_rng(0))
+    assert again == (d, lo, hi)
+    a = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "v", 0))
+    b = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "v", 0))
+    c = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "w", 0))
+    assert a == b and a[1:] != c[1:]
+    with pytest.raises(ValueError, match="length"):
+        metrics.paired_auc_difference(labels, noise[:-1], perfect, 10, np.random.default_rng(0))
+
+
+def hm_se(a, nm, nn):
+    """Hanley & McNeil 1982 eq. 2, written out independently of ragmi.metrics."""
+    q1, q2 = a / (2 - a), 2 * a**2 / (1 + a)
+    return np.sqrt((a * (1 - a) + (nm - 1) * (q1 - a**2) + (nn - 1) * (q2 - a**2)) / (nm * nn))
+
+
+def test_hanley_mcneil_se_hand_computed():
+    # A = 0.5, 10 + 10: Q1 = Q2 = 1/3, SE^2 = (0.25 + 2 * 9 * (1/3 - 1/4)) / 100 = 0.0175
+    assert metrics.hanley_mcneil_se(0.5, 10, 10) == pytest.approx(np.sqrt(0.0175))
+    # A = 0.7: Q1 = 0.7/1.3, Q2 = 0.98/1.7
+    assert metrics.hanley_mcneil_se(0.7, 10, 10) == pytest.approx(0.1193478, abs=1e-6)
+    assert metrics.hanley_mcneil_se(1.0, 10, 10) == 0.0
+
+
+def test_min_detectable_auc_hand_computed():
+    a = metrics.min_detectable_auc(10, 10)
+    assert a == pytest.approx(0.72649, abs=1e-4)
+    assert a - 1.96 * hm_se(a, 10, 10) == pytest.approx(0.5, abs=1e-9)
+    assert 0.72 - 1.96 * hm_se(0.72, 10, 10) < 0.5 < 0.73 - 1.96 * hm_se(0.73, 10, 10)
+    assert metrics.min_detectable_auc(8, 8) == pytest.approx(0.7475, abs=1e-4)
+    # more candidates, a smaller detectable AUC
+    assert metrics.min_detectable_auc(500, 500) < metrics.min_detectable_auc(50, 50) < a

@@ -113,12 +113,14 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert rate > 0.9
     md = (work / "results/tables/rag_mia.md").read_text()
     assert "8/8" in md and "rag_mia/gray/t2" in md and "candidate retrieved" in md
-    # only rag_mia is configured: the registry builds its table and the comparison, nothing else
+    # only rag_mia is configured: the registry builds the summary, its table and the comparison, nothing else
     assert sorted(p.name for p in (work / "results/tables").iterdir()) == [
         "attack_comparison.csv",
         "attack_comparison.md",
         "rag_mia.csv",
         "rag_mia.md",
+        "summary.csv",
+        "summary.md",
     ]
     for kind in ("roc", "scores"):
         assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000

@@ -129,7 +129,11 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     assert sc_row[5:7] == ["0.60 [0.50, 0.70]", "–"]  # no decision rule: no accuracy
     assert "0.66 [0.57, 0.75]" in bb_row and "0.66 [0.57, 0.75]" in sc_row
     assert "0.30 [0.18, 0.44] (eval FPR 6.0%)" in sc_row
-    assert "0.04 [0.00, 0.10] (eval FPR 2.0%)" in sc_row
+    # 40 reference non-members cannot resolve 0.5% or 1% FPR (200 and 100 needed): n/e, not a number
+    tpr_cells = sc_row[7:11]  # TPR@0, 0.5, 1, 5 %FPR
+    assert tpr_cells == ["0.02 [0.00, 0.06] (eval FPR 0.0%)", "n/e", "n/e", "0.30 [0.18, 0.44] (eval FPR 6.0%)"]
+    assert bb_row[8:10] == ["n/e", "n/e"]
+    assert "0.04 [0.00, 0.10]" not in md
     assert "0.90 [0.81, 0.97]" in bb_row and "0.20 [0.10, 0.31]" in bb_row
     assert sc_row.count("–") == 3  # no accuracy and no rule rates for the score attack
     assert sc_row[-4:] == ["1", "1,234", "95.4%", "0.0%"]
@@ -138,7 +142,9 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     assert "1000 replicates" in md and "Carlini et al. 2022" in md
     assert "- Generator: SmolLM2." in md
     # 40 reference non-members: 0.5% and 1% FPR are below 1/40, 5% is not
-    assert "TPR@0.5%, 1% FPR coincide with TPR@0%FPR" in md
+    assert "- n/e = not estimable: a threshold at x% FPR needs at least 1/x reference non-members " in md
+    assert "(0.5% needs 200, 1% needs 100); with 40 reference non-members" in md
+    assert ", 5% needs" not in md and "(5% needs" not in md
     assert not [p for p in out_md.parent.iterdir() if p.name.startswith(".")]  # no temp files
 
 
@@ -164,10 +170,14 @@ def test_table_from_evaluate_output(tmp_path):
     assert f"{r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}]" in md
     assert "| attack0/gray/t0 | 60/60 | 60/60 |" in md
     assert "100 replicates" in md
-    assert "With 60 reference non-members" in md
+    assert "with 60 reference non-members" in md and "(0.5% needs 200, 1% needs 100)" in md
+    # evaluate itself leaves the unresolvable levels empty (NaN), the resolvable ones filled
+    assert m["tpr_at_fpr_0.5"].isna().all() and m["tpr_at_fpr_1"].isna().all()
+    assert m["tpr_at_fpr_5"].notna().all() and m["tpr_at_fpr_0"].notna().all()
+    assert md.count(" n/e |") == 2 * 2  # two rows, two unresolvable levels each
     big = m.assign(n_ref_nonmembers=200)  # 1/200 = 0.5%: no FPR level is below the resolution
     write_tables(big, tmp_path / "m.csv", tmp_path / "m.md", "real")
-    assert "coincide" not in (tmp_path / "m.md").read_text()
+    assert "n/e" not in (tmp_path / "m.md").read_text()
 
 
 def test_table_errors(metrics_df, tmp_path):
@@ -176,6 +186,29 @@ def test_table_errors(metrics_df, tmp_path):
     with pytest.raises(ValueError, match="empty"):
         write_tables(metrics_df.iloc[:0], tmp_path / "m.csv", tmp_path / "m.md", "t")
     assert not (tmp_path / "m.csv").exists()
+
+
+def test_three_reference_nonmembers_make_5_percent_fpr_not_estimable(tmp_path):
+    """5% FPR needs 20 reference non-members; with 3 the TPR there is n/e (NaN in the CSV), not a copy
+    of TPR@0%FPR."""
+    rows = []
+    for role, n in (("reference", 3), ("eval", 6)):
+        for i in range(n):
+            rows.append(dict(doc_id=f"{role}m{i}", variant="a/v", score=1.0 + i, label=1, role=role))
+            rows.append(dict(doc_id=f"{role}n{i}", variant="a/v", score=0.1 * i, label=0, role=role))
+    m = evaluate(pd.DataFrame(rows), fprs=(0.0, 0.05), n_boot=20)
+    r = m.iloc[0]
+    assert r["n_ref_nonmembers"] == 3
+    assert r["tpr_at_fpr_0"] == 1.0
+    for c in ("tpr_at_fpr_5", "tpr_at_fpr_5_lo", "tpr_at_fpr_5_hi", "threshold_fpr_5", "fpr_realized_5"):
+        assert np.isnan(r[c]), c
+    write_tables(m, tmp_path / "m.csv", tmp_path / "m.md", "t")
+    md = (tmp_path / "m.md").read_text()
+    row = next(line for line in md.splitlines() if "a/v" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-2] == "n/e" and cells[-3].startswith("1.00 [1.00, 1.00]")
+    assert "(5% needs 20); with 3 reference non-members" in md
+    assert np.isnan(pd.read_csv(tmp_path / "m.csv")["tpr_at_fpr_5"].iloc[0])
 
 
 def test_format_extra():

@@ -58,14 +58,22 @@ def test_every_entry_is_complete():
 
 def test_outputs_follow_the_configured_attacks():
     only_rag_mia = outputs(config("rag_mia"))
-    assert only_rag_mia == ["results/tables/attack_comparison.md", "results/tables/rag_mia.md"]
+    # the headline summary first: every configuration with an attack builds it
+    assert only_rag_mia == [
+        "results/tables/summary.md",
+        "results/tables/attack_comparison.md",
+        "results/tables/rag_mia.md",
+    ]
     assert outputs(config("ia", "s2mia")) == [
+        "results/tables/summary.md",
         "results/tables/attack_comparison.md",
         "results/tables/query_budget.md",
         "results/figures/query_budget.png",
     ]
     every = outputs(config(*ATTACKS))
-    assert [p for p in every if p.startswith("results/tables/")] == [f"results/tables/{n}.md" for n in ATTACK_TABLES]
+    assert [p for p in every if p.startswith("results/tables/")] == [
+        f"results/tables/{n}.md" for n in ["summary", *ATTACK_TABLES]
+    ]
 
 
 def test_input_files():
@@ -86,6 +94,55 @@ def test_input_files():
     with pytest.raises(ConfigError, match="query_budget.*attack ia or menta"):
         input_files("query_budget", cfg)
     assert MetricsOf(frozenset({"ia"}))(config("rag_mia")) == {"metrics": []}
+    assert input_files("summary", cfg) == {"metrics": files["metrics"]}  # every run, controls included
+
+
+def test_defense_effect_reads_the_scores_of_the_defended_targets_and_their_baselines():
+    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none", "attacks": None}
+    cfg = {
+        "datasets": {"a": {}, "b": {}},
+        "targets": {
+            "plain": {**t, "defenses": []},
+            "other": {**t, "k": 2, "defenses": []},  # undefended, the baseline of nobody
+            "pad": {**t, "defenses": ["pad"]},
+            "plain--null-db": {**t, "defenses": [], "control": "null_database", "database": "null_control"},
+        },
+        "attacks": {"rag_mia": {}, "mba": {}},
+        "defenses": {"pad": {"kind": "pad"}},
+        "audit": {"canary_targets": None, "canary_dataset": None, "mi_attack": "rag_mia"},
+        "controls": {},
+    }
+    files = input_files("defense_effect", cfg)
+    assert files["scores"] == [
+        f"results/scores/{d}/{tg}/{a}.parquet"
+        for d in ("a", "b")
+        for tg in ("pad", "plain")
+        for a in ("mba", "rag_mia")
+    ]
+    assert files["candidates"] == ["results/split/a/candidates.parquet", "results/split/b/candidates.parquet"]
+    assert len(files["metrics"]) == 2 * 4 * 2 and files["hooks"]
+    assert not built(TABLES["defense_effect"], {**cfg, "targets": {"plain": cfg["targets"]["plain"]}})
+
+
+def test_read_scores_drops_skipped_rows_and_takes_labels_from_the_candidates(tmp_path):
+    from ragmi.attacks.base import with_skipped
+    from ragmi.report.registry import read_scores
+
+    scores = pd.DataFrame({"doc_id": ["x", "y"], "variant": "v/a", "score": [0.2, 0.9], "decision": pd.NA})
+    path = tmp_path / "results/scores/ds/pad/att.parquet"
+    path.parent.mkdir(parents=True)
+    with_skipped(scores, ["v/gray"]).to_parquet(path)
+    cand = tmp_path / "results/split/ds/candidates.parquet"
+    cand.parent.mkdir(parents=True)
+    pd.DataFrame({"doc_id": ["x", "y", "z"], "label": [1, 0, 1], "role": ["eval", "eval", "reference"]}).to_parquet(
+        cand
+    )
+    out = read_scores([str(path)], [str(cand)])
+    df = out[("ds", "pad", "att")]
+    assert df[["doc_id", "variant", "label", "role"]].values.tolist() == [
+        ["x", "v/a", 1, "eval"],
+        ["y", "v/a", 0, "eval"],
+    ]
 
 
 def metrics_csv(path, attack, variants, **costs):
@@ -231,3 +288,57 @@ def test_dry_run_builds_the_registry_tables_of_the_config(tmp_path):
     assert "table 'dcmi_ablation' reads the metrics of attack dcmi; this configuration has none" in (
         refused.stdout + refused.stderr
     )
+
+
+def test_defense_effect_table_from_score_files(tmp_path):
+    """The registry builds the paired ΔAUC from the score parquet files and the split's candidates."""
+    n = 20
+    ids = [f"c{i:02d}" for i in range(4 * n)]
+    cand = pd.DataFrame(
+        {
+            "doc_id": ids,
+            "label": np.tile(np.r_[np.ones(n, int), np.zeros(n, int)], 2),
+            "role": ["reference"] * 40 + ["eval"] * 40,
+        }
+    )
+    cpath = tmp_path / "results/split/nq/candidates.parquet"
+    cpath.parent.mkdir(parents=True)
+    cand.to_parquet(cpath)
+    rng = np.random.default_rng(0)
+    perfect = cand["label"].to_numpy() * 10.0 + rng.normal(0, 0.1, 4 * n)
+    noise = rng.normal(size=4 * n)
+    files = {"scores": [], "metrics": [], "candidates": [str(cpath)], "published": [PUBLISHED]}
+    for target, s in (("plain", perfect), ("pad", noise)):
+        p = tmp_path / f"results/scores/nq/{target}/rag_mia.parquet"
+        p.parent.mkdir(parents=True)
+        pd.DataFrame({"doc_id": ids, "variant": "rag_mia/black/t2", "score": s, "decision": pd.NA}).to_parquet(p)
+        files["scores"].append(str(p))
+        m = evaluate(pd.DataFrame({"doc_id": ids, "variant": "rag_mia/black/t2", "score": s}).merge(cand), n_boot=20)
+        for i, (col, val) in enumerate([("dataset", "nq"), ("target", target), ("attack", "rag_mia")]):
+            m.insert(i, col, val)
+        m["dataset_source"], m["generator_model"] = "synthetic", "x"
+        m.to_csv(tmp_path / f"{target}.csv", index=False)
+        files["metrics"].append(str(tmp_path / f"{target}.csv"))
+    hooks = pd.DataFrame(
+        [{"dataset": "nq", "target": "pad", "defense": "pad", "hook": "output", "status": "active", "logprobs": "keep"}]
+    )
+    hooks.to_csv(tmp_path / "hooks.csv", index=False)
+    files["hooks"] = [str(tmp_path / "hooks.csv")]
+    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none"}
+    cfg = {
+        "targets": {"plain": {**t, "defenses": []}, "pad": {**t, "defenses": ["pad"]}},
+        "defenses": {"pad": {"kind": "pad"}},
+        "metrics": {"n_boot": 200},
+        "seed": 7,
+    }
+    outs = []
+    for name in ("a", "b"):
+        df = write_table(TABLES["defense_effect"], files, cfg, tmp_path / f"{name}.csv", tmp_path / f"{name}.md")
+        outs.append(((tmp_path / f"{name}.csv").read_bytes(), (tmp_path / f"{name}.md").read_bytes()))
+    assert outs[0] == outs[1]
+    pad = df.set_index("target").loc["pad"]
+    assert pad["verdict"] == "reduces" and pad["delta_auc_hi"] < 0
+    assert (pad["n_paired_members"], pad["n_paired_nonmembers"]) == (20, 20)  # eval candidates only
+    assert df.set_index("target").loc["plain", "verdict"] == "baseline"
+    md = (tmp_path / "a.md").read_text()
+    assert "| reduces |" in md and "ΔAUC −" in md

@@ -37,6 +37,16 @@ Inference Attacks From First Principles"), as used in RAG-MIA §5: an attack is 
 identifies some members with confidence, i.e. at a threshold that almost never fires on
 non-members.  The realised eval FPR of each reference threshold is reported next to the TPR so that
 a reader sees whether the reference threshold transfers to the evaluation set.
+
+A threshold at FPR x > 0 needs at least 1/x reference non-members (5% needs 20, 0.5% needs 200):
+with fewer, the smallest non-zero reference FPR is 1/n > x, so the only threshold with reference FPR
+at most x is the one above every reference non-member, and "TPR at x% FPR" would silently repeat
+TPR@0%FPR.  Such levels are *not estimable* (:func:`fpr_estimable`): their ``threshold_fpr_{k}``,
+``tpr_at_fpr_{k}`` (with its interval) and ``fpr_realized_{k}`` are NaN, and the tables print "n/e".
+
+Two more quantities serve the headline tables: :func:`paired_auc_difference` (the change in AUC
+between two targets scored on the same candidates, with a paired stratified bootstrap interval) and
+:func:`min_detectable_auc` (the smallest AUC a run of a given size can tell from 0.5).
 """
 
 from __future__ import annotations
@@ -141,6 +151,14 @@ def threshold_at_fpr(ref_nonmember_scores: Sequence[float], fpr: float) -> float
     rate = (srt.size - np.searchsorted(srt, cand, side="left")) / srt.size  # non-increasing
     ok = np.flatnonzero(rate <= fpr + _RATE_EPS)
     return float(cand[ok[0]])  # the last candidate always has rate 0
+
+
+def fpr_estimable(fpr: float, n_ref_nonmembers: int) -> bool:
+    """Whether ``n_ref_nonmembers`` reference non-members resolve a threshold at FPR ``fpr``: 0 always
+    (the threshold above every reference non-member); otherwise ``fpr * n >= 1``, i.e. at least 1/fpr
+    non-members (5% needs 20), so that one false positive in the reference set is within the level."""
+    f = float(fpr)
+    return f == 0.0 or f * int(n_ref_nonmembers) >= 1.0 - 1e-9
 
 
 def fpr_key(fpr: float) -> str:
@@ -264,6 +282,14 @@ def variant_rng(variant: str, seed: int = 0) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(str(variant).encode("utf-8"))])
 
 
+def paired_rng(target: str, variant: str, seed: int = 0) -> np.random.Generator:
+    """The generator of the paired bootstrap of one (defended target, variant): seeded from ``seed``
+    and the CRC-32 of each name, so a pair's interval depends neither on the other pairs nor on the
+    order in which they are computed."""
+    crc = [zlib.crc32(str(x).encode("utf-8")) for x in (target, variant)]
+    return np.random.default_rng([int(seed), *crc])
+
+
 def _resample_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
     """``(n_boot, n)`` matrix: how often each item is drawn in each resample of size ``n``."""
     idx = rng.integers(0, n, size=(n_boot, n))
@@ -301,6 +327,73 @@ def _ci(values: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def paired_auc_difference(
+    labels: Sequence[int],
+    scores_a: Sequence[float],
+    scores_b: Sequence[float],
+    n_boot: int,
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:
+    """``(delta, lo, hi)``: ``delta = AUC(scores_a) - AUC(scores_b)`` over the same candidates (one
+    label and two scores per candidate, e.g. a defended target's and the undefended target's) and its
+    95% paired stratified bootstrap interval: members and non-members are resampled separately, with
+    replacement, and *the same* resampled candidates score both AUCs, so the interval reflects the
+    variability of the difference, not that of two independent AUCs; percentiles 2.5 / 97.5 of
+    ``n_boot`` replicates (vectorised with :func:`_weighted_auc`).  Identical score sets give
+    ``(0, 0, 0)``."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    y = np.asarray(labels, dtype=int)
+    a = np.asarray(scores_a, dtype=float)
+    b = np.asarray(scores_b, dtype=float)
+    if not (y.shape == a.shape == b.shape):
+        raise ValueError("labels, scores_a and scores_b differ in length")
+    _check_finite(a, "scores_a")
+    _check_finite(b, "scores_b")
+    delta = roc_auc(y, a) - roc_auc(y, b)
+    mem, non = y == 1, y == 0
+    cm = _resample_counts(rng, int(mem.sum()), int(n_boot))
+    cn = _resample_counts(rng, int(non.sum()), int(n_boot))
+    diff = _weighted_auc(a[mem], a[non], cm, cn) - _weighted_auc(b[mem], b[non], cm, cn)
+    lo, hi = _ci(diff)
+    return float(delta), lo, hi
+
+
+def hanley_mcneil_se(auc: float, n_members: int, n_nonmembers: int) -> float:
+    """Standard error of an AUC ``A`` estimated from ``n_members`` members and ``n_nonmembers``
+    non-members (Hanley & McNeil 1982, "The meaning and use of the area under a receiver operating
+    characteristic (ROC) curve", Radiology 143:29-36, eq. 2)::
+
+        SE(A)^2 = (A(1 - A) + (n_m - 1)(Q1 - A^2) + (n_n - 1)(Q2 - A^2)) / (n_m n_n),
+        Q1 = A / (2 - A),  Q2 = 2 A^2 / (1 + A).
+    """
+    a, nm, nn = float(auc), int(n_members), int(n_nonmembers)
+    if nm < 1 or nn < 1:
+        raise ValueError(f"need at least one member and one non-member, got {nm}/{nn}")
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (nm - 1) * (q1 - a * a) + (nn - 1) * (q2 - a * a)) / (nm * nn)
+    return float(np.sqrt(max(var, 0.0)))
+
+
+def min_detectable_auc(n_members: int, n_nonmembers: int, z: float = 1.96) -> float:
+    """The smallest AUC ``A > 0.5`` whose 95% interval excludes 0.5 with ``n_members`` members and
+    ``n_nonmembers`` non-members in the evaluation set: the root of ``A - z SE(A) = 0.5`` on
+    (0.5, 1], with ``SE`` the Hanley-McNeil standard error (:func:`hanley_mcneil_se`; Hanley &
+    McNeil 1982, Radiology 143:29-36).  ``A - z SE(A)`` increases from ``0.5 - z SE(0.5) < 0.5`` to 1
+    on that range, so the root is unique; found by bisection to 1e-12.  A power statement for a run
+    of that size ("an attack with a smaller true AUC is not told apart from chance"), not a property
+    of the bootstrap intervals the tables print (which it approximates)."""
+
+    def gap(a: float) -> float:
+        return a - z * hanley_mcneil_se(a, n_members, n_nonmembers) - 0.5
+
+    lo, hi = 0.5, 1.0
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gap(mid) <= 0 else (lo, mid)
+    return float(hi)
+
+
 # --------------------------------------------------------------------------------------------
 # Evaluation
 # --------------------------------------------------------------------------------------------
@@ -317,7 +410,8 @@ def evaluate_variant(
     (NaN without one) and ``bb_tpr`` / ``bb_fpr`` its eval TPR / FPR (no threshold of ragmi's
     involved).  ``threshold_acc`` / ``threshold_fpr_{k}`` are the reference-set thresholds on the
     score; ``threshold_accuracy`` and ``tpr_at_fpr_{k}`` are their eval-set results and
-    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``.
+    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``; all four are NaN for a level the
+    reference set cannot resolve (fewer than 1/fpr reference non-members, :func:`fpr_estimable`).
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
@@ -358,6 +452,11 @@ def evaluate_variant(
 
     for f in fprs:
         k = fpr_key(f)
+        if not fpr_estimable(f, ref_n.size):  # 1/f reference non-members needed: not estimable
+            for col in ("threshold_fpr", "tpr_at_fpr", "fpr_realized"):
+                row[f"{col}_{k}"] = float("nan")
+            row[f"tpr_at_fpr_{k}_lo"] = row[f"tpr_at_fpr_{k}_hi"] = float("nan")
+            continue
         t = threshold_at_fpr(ref_n, f)
         pos_m = (m >= t).astype(float)
         row[f"threshold_fpr_{k}"] = t

@@ -6,9 +6,10 @@
   run-level bootstrap CI, their signed change against the undefended target, and the MI AUC (Table II).
 * ``canaries``: exact-match recovery of the out-of-vocabulary e-mail canaries per seed, with the
   one-sided Fisher test against the undefended target (Table III).
-* ``defense_effect``: attack variant × target, AUC and TPR at low FPR with CI, the change against
-  the undefended target, or "indirect" where the defense's active channels and the channels the
-  attack reads do not overlap.
+* ``defense_effect``: attack variant × target, AUC and TPR at low FPR with CI, the paired change in
+  AUC against the undefended target over the same candidates with its bootstrap interval and a
+  verdict (reduces / increases / no detectable change), or "indirect" where the defense's active
+  channels and the channels the attack reads do not overlap.
 
 Provenance of the layouts: docs/provenance.md#hook-inventory.
 """
@@ -16,14 +17,16 @@ Provenance of the layouts: docs/provenance.md#hook-inventory.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
 
+from .. import metrics as metrics_mod
 from ..audit import stats
 from ..audit.inventory import PRE_GENERATION, interpretable
 from .comparison import is_main_variant
-from .tables import DASH, format_ci
+from .tables import DASH, format_ci, tpr_estimable
 
 UNDEFENDED = "none"
 
@@ -162,55 +165,165 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _signed(x: float) -> str:
+    """``+0.12`` / ``−0.21`` (a true minus sign)."""
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def format_delta(delta: float, lo: float, hi: float) -> str:
+    """``"ΔAUC −0.21 [−0.35, −0.08]"`` (the interval left out when it is missing)."""
+    cell = f"ΔAUC {_signed(delta)}"
+    if not (math.isnan(lo) or math.isnan(hi)):
+        cell += f" [{_signed(lo)}, {_signed(hi)}]"
+    return cell
+
+
+def effect_verdict(lo: float, hi: float) -> str:
+    """``reduces`` when the whole 95% interval of ΔAUC is below 0, ``increases`` when above, else
+    ``no detectable change``."""
+    if hi < 0:
+        return "reduces"
+    if lo > 0:
+        return "increases"
+    return "no detectable change"
+
+
+def paired_eval_scores(defended: pd.DataFrame, baseline: pd.DataFrame, variant: str):
+    """``(labels, defended scores, undefended scores)`` of one variant over the evaluation candidates
+    both targets scored (rows with ``role == "eval"`` and a finite score, doc_ids present in both),
+    sorted by doc_id so that the bootstrap does not depend on row order; None when either class is
+    missing.  The frames have doc_id, variant, score, label and role."""
+
+    def one(df):
+        d = df[(df["variant"].astype(str) == variant) & (df["role"] == "eval")]
+        d = d[np.isfinite(pd.to_numeric(d["score"], errors="coerce").astype(float))]
+        return d.assign(doc_id=d["doc_id"].astype(str))[["doc_id", "score", "label"]]
+
+    both = one(defended).merge(one(baseline), on="doc_id", suffixes=("_a", "_b"), validate="one_to_one")
+    if (both["label_a"] != both["label_b"]).any():
+        raise ValueError(f"variant {variant!r}: the two targets give the same candidate different labels")
+    both = both.sort_values("doc_id", kind="stable")
+    labels = both["label_a"].astype(int).to_numpy()
+    if not ((labels == 1).any() and (labels == 0).any()):
+        return None
+    return labels, both["score_a"].to_numpy(float), both["score_b"].to_numpy(float)
+
+
+def _tpr_level(columns) -> str | None:
+    """The lowest non-zero FPR key of the metrics (ΔTPR is read there)."""
+    keys = sorted((c[len("tpr_at_fpr_") :] for c in columns if re.fullmatch(r"tpr_at_fpr_[0-9.]+", c)), key=float)
+    return next((k for k in keys if float(k) > 0), None)
+
+
 def defense_effect_frame(
-    metrics: pd.DataFrame, target_defenses: dict, defense_channels: dict, attack_channels, baselines: dict
+    metrics: pd.DataFrame,
+    target_defenses: dict,
+    defense_channels: dict,
+    attack_channels,
+    baselines: dict,
+    scores: dict | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Metrics rows of the headline variants of every attack on every target, with the columns
-    ``defenses``, ``effect`` (ΔAUC and ΔTPR against the undefended target, or "indirect") and
-    ``channels`` (what the attack reads ∩ what the defenses can change).
+    ``defenses``, ``channels`` (what the attack reads ∩ what the defenses can change), ``delta_auc``,
+    ``delta_auc_lo``, ``delta_auc_hi`` (AUC of the defended target minus AUC of its undefended target
+    on the same evaluation candidates, with a 95% paired stratified bootstrap interval:
+    :func:`ragmi.metrics.paired_auc_difference`), ``n_paired_members`` / ``n_paired_nonmembers``,
+    ``delta_tpr`` (the point difference of TPR at the lowest non-zero FPR level, NaN where either
+    target's reference set cannot resolve it), ``effect`` (the Markdown cell) and ``verdict``:
+    ``baseline`` (an undefended target), ``reduces`` / ``increases`` (the interval excludes 0),
+    ``no detectable change``, ``indirect`` (the defense's active channels and the channels the attack
+    reads do not overlap; ΔAUC is still printed, for information), or ``not compared`` (no undefended
+    target, or no scores of both on the same candidates).
 
     ``target_defenses``: {target: [defense names]}; ``defense_channels``: {(target, defense): set of
-    effective channels}; ``attack_channels(attack, variant)`` → channels the variant reads."""
+    effective channels}; ``attack_channels(attack, variant)`` → channels the variant reads;
+    ``baselines``: :func:`baseline_targets`; ``scores``: {(dataset, target, attack): scores frame with
+    doc_id, variant, score, label, role} of the defended targets and their baselines; ``n_boot`` and
+    ``seed`` drive the bootstrap, whose generator is :func:`ragmi.metrics.paired_rng` of (target,
+    variant)."""
+    scores = scores or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
-    tpr_col = next(
-        (
-            c
-            for c in df.columns
-            if c.startswith("tpr_at_fpr_") and not c.endswith(("_lo", "_hi")) and c != "tpr_at_fpr_0"
-        ),
-        None,
-    )
-    effects, chans, names = [], [], []
+    tpr_key = _tpr_level(df.columns)
+    tpr_col = f"tpr_at_fpr_{tpr_key}" if tpr_key else None
+    out: dict[str, list] = {
+        k: []
+        for k in (
+            "defenses",
+            "channels",
+            "delta_auc",
+            "delta_auc_lo",
+            "delta_auc_hi",
+            "n_paired_members",
+            "n_paired_nonmembers",
+            "delta_tpr",
+            "effect",
+            "verdict",
+        )
+    }
+
+    def add(**kw):
+        for k in out:
+            out[k].append(kw.get(k, float("nan")))
+
     for _, r in df.iterrows():
         t = r["target"]
-        defs = target_defenses.get(t, [])
-        names.append(", ".join(defs) if defs else UNDEFENDED)
-        reads = set(attack_channels(r["attack"], r["variant"]))
-        changes = set().union(*[defense_channels.get((t, d), set()) for d in defs]) if defs else set()
-        chans.append(", ".join(sorted(reads & changes)) if defs else DASH)
-        base = baselines.get(t)
+        defs = list(target_defenses.get(t, []))
+        names = ", ".join(defs) if defs else UNDEFENDED
         if not defs:
-            effects.append("baseline")
-        elif not interpretable(changes, reads):
-            effects.append("indirect (no shared channel)")
-        elif base is None:
-            effects.append(f"{DASH} (no undefended target)")
-        else:
-            b = metrics[
+            add(defenses=names, channels=DASH, effect="baseline", verdict="baseline")
+            continue
+        reads = set(attack_channels(r["attack"], r["variant"]))
+        changes = set().union(*[defense_channels.get((t, d), set()) for d in defs])
+        chans = ", ".join(sorted(reads & changes))
+        indirect = not interpretable(changes, reads)
+        base = baselines.get(t)
+        pair = None
+        if base is not None and base != t:
+            a, b = scores.get((r["dataset"], t, r["attack"])), scores.get((r["dataset"], base, r["attack"]))
+            if a is not None and b is not None:
+                pair = paired_eval_scores(a, b, str(r["variant"]))
+        if pair is None:
+            why = "no undefended target" if base is None else "no scores of both targets on the same candidates"
+            effect = "indirect (no shared channel)" if indirect else f"{DASH} ({why})"
+            add(defenses=names, channels=chans, effect=effect, verdict="indirect" if indirect else "not compared")
+            continue
+        labels, sa, sb = pair
+        rng = metrics_mod.paired_rng(t, str(r["variant"]), seed)
+        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb, n_boot, rng)
+        cell = format_delta(delta, lo, hi)
+        d_tpr = float("nan")
+        if tpr_col and tpr_col in df.columns:
+            bm = metrics[
                 (metrics["dataset"] == r["dataset"])
                 & (metrics["target"] == base)
                 & (metrics["variant"] == r["variant"])
             ]
-            if b.empty:
-                effects.append(DASH)
-                continue
-            cell = f"ΔAUC {r['auc'] - b['auc'].iloc[0]:+.2f}"
-            if tpr_col and not (np.isnan(r[tpr_col]) or np.isnan(b[tpr_col].iloc[0])):
-                cell += f", ΔTPR {r[tpr_col] - b[tpr_col].iloc[0]:+.2f}"
-            effects.append(cell)
-    df["defenses"] = names
-    df["channels"] = chans
-    df["effect"] = effects
+            if len(bm):
+                b_row = bm.iloc[0]
+                ok = all(tpr_estimable(x, tpr_key) for x in (r, b_row))
+                if ok and not (pd.isna(r[tpr_col]) or pd.isna(b_row[tpr_col])):
+                    d_tpr = float(r[tpr_col] - b_row[tpr_col])
+                    cell += f", ΔTPR@{tpr_key}%FPR {_signed(d_tpr)}"
+        if indirect:
+            verdict, cell = "indirect", f"indirect (no shared channel); for information: {cell}"
+        else:
+            verdict = effect_verdict(lo, hi)
+        add(
+            defenses=names,
+            channels=chans,
+            delta_auc=delta,
+            delta_auc_lo=lo,
+            delta_auc_hi=hi,
+            n_paired_members=int((labels == 1).sum()),
+            n_paired_nonmembers=int((labels == 0).sum()),
+            delta_tpr=d_tpr,
+            effect=cell,
+            verdict=verdict,
+        )
+    for k, v in out.items():
+        df[k] = v
     return df.reset_index(drop=True)
 
 

@@ -161,20 +161,34 @@ def comparison_frame(
 
 
 CONTROL_COLUMNS = {"null_database": "null-db control AUC", "no_retrieval": "k=0 control AUC"}
+CONTROL_SUFFIX = {"null_database": "--null-db", "no_retrieval": "--no-retrieval"}
+CONTROL_NAMES = {"null_database": "null-database", "no_retrieval": "no-retrieval (k = 0)"}
+CONTROL_FLAGS = {
+    "null_database": "the attack separates candidates that are not in the database",
+    "no_retrieval": "the attack separates members from non-members without any retrieval",
+}
+
+
+def control_excludes_chance(row) -> bool:
+    """Whether a control row's AUC interval excludes 0.5 (False when it has none)."""
+    lo, hi = row.get("auc_lo"), row.get("auc_hi")
+    return bool(pd.notna(lo) and pd.notna(hi) and (lo > 0.5 or hi < 0.5))
 
 
 def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
     """Move the negative-control targets' AUCs beside their base target's rows (one column per
-    control) and drop the control rows; flag in ``note`` an attack whose null-database AUC interval
-    excludes 0.5 — it separates members from non-members that are not in the database, so it learns
-    something other than membership (corpus artefacts, label order, prompt effects)."""
+    control) and drop the control rows; flag in ``note`` an attack whose control AUC interval
+    excludes 0.5: on the null database it separates members from non-members that are not in the
+    database, with k = 0 it separates them without any retrieval — either way it learns something
+    other than membership (corpus artefacts, label order, prompt effects, the generator's own
+    training data)."""
     from .tables import format_ci
 
     control_of = {t: c["control"] for t, c in targets.items() if c.get("control", "none") != "none"}
     if not control_of:
         return df
     df = df.copy()
-    suffix = {"null_database": "--null-db", "no_retrieval": "--no-retrieval"}
+    suffix = CONTROL_SUFFIX
     key = df.set_index(["dataset", "target", "variant"])
     notes = list(df["note"]) if "note" in df else [""] * len(df)
     for kind, column in CONTROL_COLUMNS.items():
@@ -188,10 +202,10 @@ def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
                 continue
             c = key.loc[ctl]
             cells.append(format_ci(c["auc"], c["auc_lo"], c["auc_hi"]))
-            if kind == "null_database" and (c["auc_lo"] > 0.5 or c["auc_hi"] < 0.5):
+            if control_excludes_chance(c):
                 flag = (
-                    f"null-database control AUC [{c['auc_lo']:.2f}, {c['auc_hi']:.2f}] excludes 0.5: the attack "
-                    "separates candidates that are not in the database"
+                    f"{CONTROL_NAMES[kind]} control AUC [{c['auc_lo']:.2f}, {c['auc_hi']:.2f}] excludes 0.5: "
+                    + (CONTROL_FLAGS[kind])
                 )
                 notes[i] = f"{notes[i]}; {flag}" if notes[i] else flag
         df[column] = cells

@@ -32,7 +32,7 @@ from ..config import SCHEMA_PATH, runs
 from ..costs import COST_COLUMNS
 from ..errors import ConfigError
 from ..workflow import atomic_write_text
-from . import audit_tables
+from . import audit_tables, summary
 from .comparison import (
     CONTROL_COLUMNS,
     FRAMEWORK_DISPLAY,
@@ -182,7 +182,33 @@ def _framework_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()
     return audit_tables.plain_markdown(df[list(FRAMEWORK_DISPLAY)], title, notes)
 
 
+def _summary(files: Files, config: Mapping) -> pd.DataFrame:
+    return summary.summary_frame(read_metrics(files["metrics"]), config["targets"])
+
+
 _TABLES = [
+    Table(  # first: the table a reader opens first
+        name="summary",
+        title="Summary: does each attack leak membership on each target?",
+        notes=(
+            "One row per dataset × target × attack headline variant, for every target that is not a negative "
+            "control; defenses: the target's defenses (none = undefended; empty in the CSV). n eval = evaluation "
+            "members/non-members; AUC with its 95% stratified bootstrap interval (auc, auc_lo, auc_hi in the CSV).",
+            "TPR: at the lowest configured non-zero FPR level the row's reference set resolves (threshold from the "
+            "reference non-members, tpr_fpr in the CSV), with its 95% interval.",
+            "Costs per candidate: queries sent to the target and tokens of those queries (prompt + output; the CSV "
+            "has both parts).",
+            "verdict: leaks = the AUC interval lies above 0.5; inverted = below 0.5 (the score ranks non-members "
+            "higher); no evidence at this n = it contains 0.5; control failed = a negative control of the same "
+            "target, dataset and variant (null database <target>--null-db, no retrieval <target>--no-retrieval) has "
+            "an AUC interval excluding 0.5, so the attack separates candidates by something other than membership "
+            "of the database (overrides the others; the CSV's controls and verdict_detail say which); not computed = "
+            "a skipped variant.",
+        ),
+        inputs=MetricsOf(),
+        build=_summary,
+        markdown=summary.summary_markdown,
+    ),
     Table(
         name="attack_comparison",
         title="Attack comparison: every attack on every dataset × target",
@@ -316,6 +342,51 @@ def _canaries(files: Files, config: Mapping) -> pd.DataFrame:
     return _with_audit_published(df, files, config, "canaries")
 
 
+def read_scores(score_paths: Sequence[str], candidate_paths: Sequence[str]) -> dict:
+    """{(dataset, target, attack): scores frame with doc_id, variant, score, label, role} from
+    ``results/scores/{dataset}/{target}/{attack}.parquet`` and ``results/split/{dataset}/candidates.parquet``
+    (the path's last parts name them).  The skipped-variant rows (score NaN) are dropped; labels and
+    roles come from the candidates when the scores frame lacks them."""
+    from ..attacks.base import split_skipped
+
+    candidates = {Path(p).parent.name: p for p in candidate_paths}
+    cache: dict = {}
+    out = {}
+    for p in score_paths:
+        parts = Path(p).parts
+        dataset, target, attack = parts[-3], parts[-2], Path(p).stem
+        df, _ = split_skipped(pd.read_parquet(p))
+        df = df[df["score"].notna()]
+        if not {"label", "role"} <= set(df.columns):
+            if dataset not in cache:
+                cache[dataset] = pd.read_parquet(candidates[dataset], columns=["doc_id", "label", "role"])
+            df = df.drop(columns=[c for c in ("label", "role") if c in df]).merge(
+                cache[dataset], on="doc_id", how="inner", validate="many_to_one"
+            )
+        out[(dataset, target, attack)] = df
+    return out
+
+
+def _defense_effect_pairs(config: Mapping) -> set:
+    """The defended targets and their undefended targets: the targets whose scores the table reads."""
+    base = audit_tables.baseline_targets(config["targets"])
+    defended = {t for t, c in config["targets"].items() if c.get("defenses")}
+    return defended | {base[t] for t in defended if base.get(t)}
+
+
+def _defense_effect_inputs(config: Mapping) -> dict[str, list[str]]:
+    if not audit_plan.audited(config):
+        return {"metrics": [], "hooks": [], "scores": [], "candidates": []}
+    chosen = _defense_effect_pairs(config)
+    pairs = [(d, t, a) for d, t, a in runs(config) if t in chosen]
+    return {
+        "metrics": audit_plan.metrics_files(config),
+        "hooks": audit_plan.hooks_files(config),
+        "scores": [f"results/scores/{d}/{t}/{a}.parquet" for d, t, a in pairs],
+        "candidates": [f"results/split/{d}/candidates.parquet" for d in sorted({d for d, _, _ in pairs})],
+    }
+
+
 def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
     hooks = _read_csvs(files["hooks"])
     channels = {}
@@ -330,6 +401,9 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
         channels,
         attack_channels,
         audit_tables.baseline_targets(config["targets"]),
+        scores=read_scores(files.get("scores", ()), files.get("candidates", ())),
+        n_boot=int(config["metrics"]["n_boot"]),
+        seed=int(config["seed"]),
     )
     published, defenses = load_published(files["published"][0]), target_defenses(config)
     frameworks = target_frameworks(config)
@@ -408,17 +482,22 @@ _TABLES += [
         name="defense_effect",
         title="Defense effect: every attack's headline variant on every target, against the undefended target",
         notes=(
-            "effect: ΔAUC and ΔTPR at the lowest non-zero FPR level against the undefended target with the same "
-            "retriever, generator, k and template; 'indirect' where the channels the defense's active hooks can "
-            "change (retrieval set, context, prompt, text, log-probabilities) and the channels the attack reads "
-            "do not overlap — such a change is not an effect of the defense.",
+            "effect: ΔAUC = AUC(defended) − AUC(undefended) against the undefended target with the same "
+            "retriever, generator, k and template, on the evaluation candidates both scored (from the per-candidate "
+            "score files), with its 95% paired stratified bootstrap interval (members and non-members resampled "
+            "separately, the same resampled candidates for both targets, percentiles 2.5/97.5; delta_auc, "
+            "delta_auc_lo, delta_auc_hi, n_paired_members, n_paired_nonmembers in the CSV); then ΔTPR at the lowest "
+            "non-zero FPR level (point difference, delta_tpr), left out where either reference set cannot resolve "
+            "that level.",
+            "verdict: reduces = the ΔAUC interval lies below 0; increases = above 0; no detectable change = it "
+            "contains 0; indirect = the channels the defense's active hooks can change (retrieval set, context, "
+            "prompt, text, log-probabilities) and the channels the attack reads do not overlap, so a change is not "
+            "an effect of the defense (ΔAUC still printed, for information); baseline = an undefended target; not "
+            "compared = no undefended target, or no scores of both on the same candidates.",
         ),
-        inputs=lambda cfg: {
-            "metrics": audit_plan.metrics_files(cfg) if audit_plan.audited(cfg) else [],
-            "hooks": audit_plan.hooks_files(cfg),
-        },
+        inputs=_defense_effect_inputs,
         build=_defense_effect,
-        extra_columns=("defenses", "channels", "effect", "published"),
+        extra_columns=("defenses", "channels", "effect", "verdict", "published"),
         published=True,
     ),
 ]

@@ -7,7 +7,9 @@ rule)" and "Rule TPR / FPR" are those of the variant's own decision rule (the pa
 "Best-threshold acc. (ragmi)" is the accuracy of ragmi's reference-set threshold on the score, labelled
 apart and never compared with a paper.  A footnote states the protocol: thresholds chosen on the
 reference set and applied to the evaluation set, stratified bootstrap CIs, and the meaning of TPR@FPR
-(TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).
+(TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  A TPR@x%FPR cell the reference set
+cannot resolve (fewer than 1/x reference non-members: :func:`ragmi.metrics.fpr_estimable`) prints
+"n/e" (not estimable), with a footnote saying why.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from ..costs import COST_LABELS
+from ..metrics import fpr_estimable
 from ..workflow import atomic_write_text
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 DASH = "–"
+NOT_ESTIMABLE = "n/e"
 
 _TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
 
@@ -86,6 +90,40 @@ def _fpr_keys(columns: Iterable[str]) -> list[str]:
     return sorted(keys, key=float)
 
 
+def tpr_estimable(row, key: str) -> bool:
+    """Whether the row's reference set resolves TPR@``key``%FPR (True when its size is unknown)."""
+    n_ref = row.get("n_ref_nonmembers")
+    return _missing(n_ref) or fpr_estimable(float(key) / 100, int(n_ref))
+
+
+def tpr_cell(row, key: str, realized: bool = True) -> str:
+    """``"0.30 [0.18, 0.44] (eval FPR 6.0%)"``; "n/e" when the reference set cannot resolve the level
+    (whatever the CSV holds: metrics written before that rule repeat TPR@0%FPR there)."""
+    if not tpr_estimable(row, key):
+        return NOT_ESTIMABLE
+    g = row.get
+    cell = format_ci(g(f"tpr_at_fpr_{key}"), g(f"tpr_at_fpr_{key}_lo"), g(f"tpr_at_fpr_{key}_hi"))
+    fpr = g(f"fpr_realized_{key}")
+    if realized and cell != DASH and not _missing(fpr):
+        cell += f" (eval FPR {100 * float(fpr):.1f}%)"
+    return cell
+
+
+def not_estimable_note(n_ref_values: Iterable, keys: Sequence[str]) -> str | None:
+    """The footnote explaining "n/e" cells, or None when no row has one."""
+    sizes = sorted({int(n) for n in n_ref_values if not _missing(n)})
+    coarse = [k for k in keys if any(not fpr_estimable(float(k) / 100, n) for n in sizes)]
+    if not coarse:
+        return None
+    small = ", ".join(str(n) for n in sizes if any(not fpr_estimable(float(k) / 100, n) for k in coarse))
+    need = ", ".join(f"{k}% needs {math.ceil(100 / float(k) - 1e-9)}" for k in coarse)
+    return (
+        f"n/e = not estimable: a threshold at x% FPR needs at least 1/x reference non-members ({need}); "
+        f"with {small} reference non-members the smallest non-zero reference FPR is larger than the level, "
+        "so that TPR would only repeat TPR@0%FPR and is not reported (NaN in the CSV)."
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
@@ -125,12 +163,7 @@ def markdown_table(
         cells.append(format_n(g("n_ref_members"), g("n_ref_nonmembers")))
         cells.append(format_ci(g("auc"), g("auc_lo"), g("auc_hi")))
         cells.append(format_ci(g("accuracy"), g("accuracy_lo"), g("accuracy_hi")))
-        for k in keys:
-            cell = format_ci(g(f"tpr_at_fpr_{k}"), g(f"tpr_at_fpr_{k}_lo"), g(f"tpr_at_fpr_{k}_hi"))
-            realized = g(f"fpr_realized_{k}")
-            if cell != DASH and not _missing(realized):
-                cell += f" (eval FPR {100 * float(realized):.1f}%)"
-            cells.append(cell)
+        cells += [tpr_cell(r, k) for k in keys]
         if has_bb:
             cells.append(format_ci(g("bb_tpr"), g("bb_tpr_lo"), g("bb_tpr_hi")))
             cells.append(format_ci(g("bb_fpr"), g("bb_fpr_lo"), g("bb_fpr_hi")))
@@ -162,15 +195,10 @@ def markdown_table(
         "evaluation accuracy of the score threshold that maximises accuracy on the reference set; it is "
         "ragmi's, not a paper's, and is never compared with a published accuracy.",
     ]
-    if "n_ref_nonmembers" in metrics_df.columns and metrics_df["n_ref_nonmembers"].notna().any():
-        n_ref = int(metrics_df["n_ref_nonmembers"].min())
-        coarse = [k for k in keys if 0 < float(k) / 100 < 1 / n_ref]
-        if coarse:
-            levels = ", ".join(f"{k}%" for k in coarse)
-            lines.append(
-                f"- With {n_ref} reference non-members the smallest non-zero reference FPR is "
-                f"1/{n_ref}, so TPR@{levels} FPR coincide with TPR@0%FPR where n ref is that small."
-            )
+    if "n_ref_nonmembers" in metrics_df.columns:
+        ne = not_estimable_note(metrics_df["n_ref_nonmembers"], keys)
+        if ne:
+            lines.append(f"- {ne}")
     if has_bb:
         lines.append(
             "- Rule TPR / Rule FPR (bb_tpr / bb_fpr in the CSV): true- and false-positive rates of the "
