@@ -51,6 +51,7 @@ SESSION_SERVERS = Path("/nonexistent")  # set by the session_servers fixture bef
 # the modules in this order, the long runs first and the short tests to fill the gaps after them.
 HEAVY_MODULES = [
     "test_all_attacks_e2e",
+    "test_known_answers",
     "test_defense_audit_e2e",
     "test_frameworks_e2e",
     "test_remote_e2e",

@@ -38,7 +38,7 @@ def config(models_dir: str, **extra) -> dict:
         },
         "attacks": {
             "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
-            "extraction": {"prompts": ["zeng"], "max_tokens": 32},
+            "extraction": {"prompts": ["zeng", "targeted"], "max_tokens": 32},
         },
         "audit": {
             "canary_seeds": [101],

@@ -102,6 +102,9 @@ def test_prompts_verbatim():
     )
     assert format_prompt("ragthief", "one two") == "one two\n\n" + RAGTHIEF
     assert set(PROMPTS) == {"zeng", "qi", "ragthief"}
+    assert plugin_params("attacks", "extraction")["prompts"] == ["zeng", "qi", "ragthief", "targeted", "generic"]
+    with pytest.raises(ConfigError, match="quotes no anchor"):
+        format_prompt("targeted", "x")
     with pytest.raises(ConfigError, match="unknown prompt"):
         format_prompt("ikea", "x")
     with pytest.raises(ConfigError):
@@ -110,7 +113,8 @@ def test_prompts_verbatim():
 
 def test_build_queries():
     targets = pd.DataFrame({"doc_id": ["d1", "d2"], "text": [TEXT, DOC2], "title": ["", ""]})
-    q = check_queries(attack(anchor_chars=20).build_queries(targets))
+    q = check_queries(attack(anchor_chars=20, prompts=["zeng", "qi", "ragthief"]).build_queries(targets))
+    assert not q["leakage_run"].any()  # the anchor prompts quote the candidate: no leakage runs
     assert q["query_id"].tolist() == [
         "d1::extraction/zeng",
         "d1::extraction/qi",
@@ -135,7 +139,7 @@ def test_build_queries():
 
 def test_score_from_response_text_only():
     targets = pd.DataFrame({"doc_id": ["d1"], "text": [TEXT], "title": [""]})
-    a = attack(anchor_chars=20)
+    a = attack(anchor_chars=20, prompts=["zeng", "qi", "ragthief"])
     q = a.build_queries(targets)
     responses = pd.DataFrame(
         {

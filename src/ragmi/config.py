@@ -279,6 +279,14 @@ def _check_models(cfg: dict) -> None:
     mba = attacks.get("mba")
     if mba is not None and mba.get("proxy_lm", "attacker") != "attacker":
         check_model_reference(mba["proxy_lm"], "attacks.mba.proxy_lm")
+    elif mba is not None:
+        attacker = (cfg.get("attacker") or {}).get("generator")
+        backend = cfg.get("generators", {}).get(attacker, {}).get("backend") if attacker else None
+        if backend == "openai":
+            raise ConfigError(
+                f"attacks.mba.proxy_lm is 'attacker', but the attacker generator {attacker!r} is an openai "
+                "endpoint, whose weights MBA's proxy LM cannot load: name a local model folder or Hugging Face id"
+            )
     menta = attacks.get("menta")
     if menta is not None:
         if menta.get("scorer") == "nli":

@@ -30,7 +30,7 @@ documents, the canary format and the 10 shared queries are the same for every se
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,16 +159,28 @@ def build_kb(base_docs: pd.DataFrame, seed: int, n_docs: int = N_DOCS) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def _topic(base_text: str, title, rng: np.random.Generator) -> str:
+def topic_words(base_text: str, keep: Callable[[re.Match], bool] | None = None, limit: int = 30) -> list[str]:
+    """The first ``limit`` distinct words (4+ letters, not stopwords, nothing of the canary) of
+    ``base_text`` that ``keep`` accepts (it sees each word's regex match, so it can test the span);
+    the vocabulary of a targeted query's ``{topic}`` (also used by ragmi.attacks.extraction)."""
     words, seen = [], set()
-    for w in _WORD.findall(base_text):
+    for m in _WORD.finditer(base_text):
+        w = m.group()
         f = w.casefold()
         if f in _STOPWORDS or f in seen or _mentions_canary(f) or TLD in f:
             continue
+        if keep is not None and not keep(m):
+            continue
         seen.add(f)
         words.append(w)
-        if len(words) == 30:
+        if len(words) == limit:
             break
+    return words
+
+
+def topic_from_words(words: list[str], title, rng: np.random.Generator) -> str:
+    """A ``{topic}``: ``the record [on <title>] that mentions a, b and c`` with up to three of
+    ``words`` drawn by ``rng`` (kept in text order); ``title`` None or empty leaves the title out."""
     k = min(3, len(words))
     picked = [words[j] for j in sorted(rng.choice(len(words), size=k, replace=False))] if k else []
     title = "" if title is None or (isinstance(title, float) and np.isnan(title)) else str(title).strip()
@@ -180,6 +192,10 @@ def _topic(base_text: str, title, rng: np.random.Generator) -> str:
         return head
     said = picked[0] if len(picked) == 1 else ", ".join(picked[:-1]) + f" and {picked[-1]}"
     return f"{head} that mentions {said}"
+
+
+def _topic(base_text: str, title, rng: np.random.Generator) -> str:
+    return topic_from_words(topic_words(base_text), title, rng)
 
 
 def build_queries(kb: pd.DataFrame, seed: int, max_tokens: int = 256) -> pd.DataFrame:

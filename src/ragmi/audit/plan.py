@@ -3,6 +3,12 @@
 The audit runs when at least one target has defenses: a hook inventory per (dataset, defended
 target), the leakage of every extraction attack (an attack class with ``extraction = True``) per
 (dataset, target) that runs it, and the canary experiment per (canary target, seed).
+
+A leakage file counts only the attack's *leakage runs*, the variants whose queries never contain
+their candidate (:func:`leakage_variants`: ``extraction/targeted`` and ``extraction/generic`` when
+``attacks.extraction.prompts`` lists them; ``ragmi.audit.leakage``).  The file is planned for every
+run of an extraction attack all the same; with no leakage prompt configured it holds the header
+and no rows (:func:`attacks_without_leakage_runs` names such attacks).
 """
 
 from __future__ import annotations
@@ -25,6 +31,21 @@ def audited(cfg: Mapping) -> bool:
 
 def leakage_attacks(cfg: Mapping) -> list[str]:
     return sorted(a for a in cfg["attacks"] if getattr(attack_class(a), "extraction", False))
+
+
+def leakage_variants(cfg: Mapping, attack: str) -> list[str]:
+    """The variants of ``attack`` the leakage files count under ``cfg`` (none for an attack that is
+    not an extraction attack, or one whose class does not say)."""
+    cls = attack_class(attack)
+    if not getattr(cls, "extraction", False) or not hasattr(cls, "leakage_variants"):
+        return []
+    return list(cls.leakage_variants(cfg["attacks"].get(attack) or {}))
+
+
+def attacks_without_leakage_runs(cfg: Mapping) -> list[str]:
+    """The extraction attacks of ``cfg`` configured without a leakage prompt (their leakage files
+    have no rows: an anchor-quoting prompt is a membership test, not a leakage run)."""
+    return [a for a in leakage_attacks(cfg) if not leakage_variants(cfg, a)]
 
 
 def canary_dataset(cfg: Mapping) -> str:

@@ -3,7 +3,7 @@
 
 * 32 condition clusters, each with its own symptom / trigger / medication / test / advice
   vocabulary, so documents of a cluster overlap heavily in wording;
-* personal details from ``faker`` (names, e-mail addresses, phone numbers, dates, cities) and random
+* personal details from ``faker`` (names, e-mail addresses at free-mail providers such as gmail.com — real-looking, so that NELstrict counts a leaked one as EMAIL_REAL —, phone numbers, dates, cities) and random
   ages, durations and doses, so every text is unique (and carries the kind of PII that leakage
   metrics look for).
 
@@ -131,9 +131,9 @@ def _conversation(c: dict, rng: random.Random, fake: Faker, length: str = "full"
     since = fake.date_between_dates(_D0, _D1).strftime("%d %B %Y")
     contact = rng.choice(
         (
-            f"My email is {fake.email()}.",
+            f"My email is {fake.free_email()}.",
             f"My number is {fake.phone_number()}.",
-            f"Reach me at {fake.email()} or {fake.phone_number()}.",
+            f"Reach me at {fake.free_email()} or {fake.phone_number()}.",
         )
     )
     patient = (
@@ -158,7 +158,7 @@ def _short_conversation(c: dict, rng: random.Random, fake: Faker, compact: bool 
     first = fake.first_name_female() if woman else fake.first_name_male()
     s1, s2 = rng.sample(c["symptoms"], 2)
     med, dose = rng.choice(c["meds"])
-    contact = rng.choice((f"My email is {fake.email()}.", f"My number is {fake.phone_number()}."))
+    contact = rng.choice((f"My email is {fake.free_email()}.", f"My number is {fake.phone_number()}."))
     who = f"I am {first} {fake.last_name()}, {rng.randint(18, 79)}, from {fake.city()}."
     since = f"For {rng.randint(2, 9)} {rng.choice(_DUR)} I have had {s1}"
     trigger = rng.choice(c["triggers"])
