@@ -11,17 +11,17 @@ DEFAULT = yaml.safe_load(open("config/config.yaml"))
 
 def test_default_config_validates_and_fills_defaults():
     cfg = load_config("config/config.yaml")
-    assert cfg["targets"]["smollm2-rag"]["k"] == 2
+    assert cfg["targets"]["qwen-rag"]["k"] == 2
     assert cfg["retrievers"]["minilm-cosine"]["hnsw_m"] == 32  # filled default
     assert cfg["generation"]["cache_dir"] == "results/cache/responses"
-    assert cfg["attacker"]["generator"] == "smollm2"  # defaults to the first target's generator
+    assert cfg["attacker"]["generator"] == "qwen"  # defaults to the first target's generator
     assert cfg["metrics"]["fprs"] == [0.0, 0.005, 0.01, 0.05]
 
 
 @pytest.mark.parametrize(
     "path, value, fragment",
     [
-        (("targets", "smollm2-rag", "k"), -1, "targets.smollm2-rag.k"),
+        (("targets", "qwen-rag", "k"), -1, "targets.qwen-rag.k"),
         (("retrievers", "minilm-cosine", "index"), "ivf", "retrievers.minilm-cosine.index"),
         (("datasets", "synthetic", "source"), "hub", "datasets.synthetic.source"),
         (("split", "member_fraction"), 1.5, "split.member_fraction"),
@@ -42,15 +42,15 @@ def test_bad_values_name_the_key(path, value, fragment):
 
 def test_unknown_key_is_rejected():
     cfg = copy.deepcopy(DEFAULT)
-    cfg["targets"]["smollm2-rag"]["topk"] = 3
+    cfg["targets"]["qwen-rag"]["topk"] = 3
     with pytest.raises(ConfigError, match="topk"):
         validate_config(cfg)
 
 
 def test_dangling_references():
     cfg = copy.deepcopy(DEFAULT)
-    cfg["targets"]["smollm2-rag"]["retriever"] = "nope"
-    with pytest.raises(ConfigError, match="targets.smollm2-rag.retriever: 'nope' is not defined"):
+    cfg["targets"]["qwen-rag"]["retriever"] = "nope"
+    with pytest.raises(ConfigError, match="targets.qwen-rag.retriever: 'nope' is not defined"):
         validate_config(cfg)
     cfg = copy.deepcopy(DEFAULT)
     cfg["generators"]["ext"] = {"backend": "openai", "model": "m"}

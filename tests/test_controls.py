@@ -19,9 +19,9 @@ def test_control_targets_are_derived_for_undefended_targets_only():
     c = copy.deepcopy(BASE)
     c["controls"] = {"null_database": True, "no_retrieval": True, "attacks": ["rag_mia"]}
     v = validate_config(c)
-    assert v["targets"]["smollm2-rag--null-db"]["database"] == "null_control"
-    assert v["targets"]["smollm2-rag--no-retrieval"]["k"] == 0
-    assert v["targets"]["smollm2-rag--no-retrieval"]["attacks"] == ["rag_mia"]
+    assert v["targets"]["qwen-rag--null-db"]["database"] == "null_control"
+    assert v["targets"]["qwen-rag--no-retrieval"]["k"] == 0
+    assert v["targets"]["qwen-rag--no-retrieval"]["attacks"] == ["rag_mia"]
     assert not any(t.startswith(("pad--", "lprag--", "probe-")) and "--" in t for t in v["targets"])
     assert validate_config(v)["targets"].keys() == v["targets"].keys()  # idempotent
 

@@ -16,8 +16,8 @@ def cfg_with(defenses, target_defenses, retriever=None):
     c = copy.deepcopy(BASE)
     c["defenses"] = defenses
     c["targets"] = {
-        "plain": dict(BASE["targets"]["smollm2-rag"]),
-        "d": {**BASE["targets"]["smollm2-rag"], "defenses": target_defenses},
+        "plain": dict(BASE["targets"]["qwen-rag"]),
+        "d": {**BASE["targets"]["qwen-rag"], "defenses": target_defenses},
     }
     if retriever:
         c["retrievers"] = {"minilm-cosine": retriever}
@@ -61,5 +61,5 @@ def test_canary_colliding_with_a_defense_vocabulary():
 def test_hooks_subset_and_defaults():
     c = validate_config(cfg_with({"x": {"kind": "lprag", "hooks": ["content"]}}, ["x"]))
     assert c["defenses"]["x"]["hooks"] == ["content"]
-    assert c["defender"]["generator"] == "smollm2"
+    assert c["defender"]["generator"] == "qwen"
     assert c["targets"]["plain"]["defenses"] == [] and c["targets"]["plain"]["attacks"] is None

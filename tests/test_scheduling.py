@@ -31,7 +31,10 @@ def dry_run(workdir: Path, *extra: str) -> dict[str, dict[str, str]]:
 
 
 def test_model_jobs_and_their_inputs_come_before_the_one_core_jobs(tmp_path):
-    jobs = dry_run(tmp_path / "w")
+    # with an attack whose queries the attacker LLM writes offline (rule prepare), which the default lacks
+    ia = tmp_path / "ia.yaml"
+    ia.write_text("attacks:\n  ia: {n_questions: 2}\n")
+    jobs = dry_run(tmp_path / "w", "--configfile", str(ROOT / "config" / "config.yaml"), str(ia))
     assert jobs["prepare_model"] == {"priority": "3", "threads": "0"}
     assert jobs["prepare"]["priority"] == "2" and jobs["queries"]["priority"] == "2"
     for rule in ("corpus", "split", "index", "canaries"):

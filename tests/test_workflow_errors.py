@@ -30,11 +30,11 @@ def write_config(tmp_path, **changes):
 
 def test_bad_config_value(tmp_path):
     cfg = write_config(
-        tmp_path, targets={"smollm2-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": -1}}
+        tmp_path, targets={"qwen-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": -1}}
     )
     out = snakemake(tmp_path, "--configfile", str(cfg), "-n")
     assert out.returncode != 0
-    assert "ragmi: config key targets.smollm2-rag.k: -1 is less than the minimum of 0" in out.stderr
+    assert "ragmi: config key targets.qwen-rag.k: -1 is less than the minimum of 0" in out.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -89,10 +89,10 @@ def test_embedder_that_does_not_exist_is_named_at_validation(tmp_path):
 
 
 def test_generator_model_that_is_not_a_model_is_named_at_validation(tmp_path):
-    cfg = write_config(tmp_path, generators={"smollm2": {"backend": "vllm", "model": "SmolLM2"}})
+    cfg = write_config(tmp_path, generators={"qwen": {"backend": "vllm", "model": "SmolLM2"}})
     out = snakemake(tmp_path, "--configfile", str(cfg), "-n")
     assert out.returncode != 0
-    assert ragmi_lines(out.stderr)[0].startswith("ragmi: config key generators.smollm2.model: 'SmolLM2' is neither")
+    assert ragmi_lines(out.stderr)[0].startswith("ragmi: config key generators.qwen.model: 'SmolLM2' is neither")
 
 
 def test_hub_embedder_offline_passes_validation_and_fails_at_the_index_with_one_line(tmp_path):
