@@ -134,7 +134,7 @@ def test_output_hook_runs_after_generation_and_keeps_the_raw_text():
     r = rag([Upper("up", {})])
     out = r.answer(["topic1 w2"], [5], [0], ["q1"])[0]
     assert out["response_text"] == out["response_text_raw"].upper() != out["response_text_raw"]
-    assert json.loads(out["hook_trace"]) == [{"defense": "up", "hook": "output", "changed": True}]
+    assert json.loads(out["hook_trace"]) == [{"defense": "up", "hook": "output", "changed": True, "channels": ["text"]}]
     # generation saw the undefended prompt: the output hook acts after it
     assert "topic1 w2" in r.generator.requests[0]["messages"][-1]["content"]
 
@@ -157,9 +157,16 @@ def test_refusal_skips_generation_and_later_hooks():
 
 
 def test_random_hooks_are_seeded_per_query_not_per_batch():
-    a = rag([Inert("stub", {})]).answer(["w1 w2", "w3 w4"], [5, 5], [0, 0], ["q1", "q2"])
-    b = rag([Inert("stub", {})]).answer(["w3 w4"], [5], [0], ["q2"])
-    assert a[1]["retrieved_ids"] == b[0]["retrieved_ids"]
+    # k = 6 of 8 documents: 720 orders per query, so batch-seeded draws agree with per-query ones by
+    # chance with probability (1/720) per query, and never for all six queries of the batch
+    queries = [f"w{i} w{i + 1}" for i in range(6)]
+    ids = [f"q{i}" for i in range(6)]
+    a = rag([Inert("stub", {})], k=6).answer(queries, [5] * 6, [0] * 6, ids)
+    rev = rag([Inert("stub", {})], k=6).answer(queries[::-1], [5] * 6, [0] * 6, ids[::-1])[::-1]
+    alone = [rag([Inert("stub", {})], k=6).answer([q], [5], [0], [i])[0] for q, i in zip(queries, ids)]
+    orders = [x["retrieved_ids"] for x in a]
+    assert orders == [x["retrieved_ids"] for x in rev] == [x["retrieved_ids"] for x in alone]
+    assert len({tuple(o) for o in orders}) > 1  # the hook did draw different orders
 
 
 def test_inventory_flags_the_inert_output_hook_as_retrieval_only_and_stops():
@@ -192,6 +199,53 @@ def test_trace_fire_rates_count_changes():
         }
     )
     assert trace_fire_rates(traces) == {("p", "output"): (2, 4)}
+
+
+class NudgeScores(Defense):
+    """Adds 0.01 to every released score: the retrieved set, its order and the context stay as they
+    were, so the generated text is the undefended one."""
+
+    kind = "nudge"
+    hooks = ("retrieval",)
+    channels = ("retrieval_set",)
+
+    def on_retrieval(self, states, ctx):
+        for s in states:
+            s.retrieval_scores = [x + 0.01 for x in s.retrieval_scores]
+
+
+def test_a_score_only_retrieval_hook_is_not_active():
+    r = rag([NudgeScores("nudge", {})])
+    resp = pd.DataFrame(r.answer([f"w{i} w{i + 1}" for i in range(4)], [5] * 4, [0] * 4, [f"q{i}" for i in range(4)]))
+    trace = json.loads(resp["hook_trace"].iloc[0])
+    assert trace == [{"defense": "nudge", "hook": "retrieval", "changed": False, "channels": ["scores"]}]
+    plain = pd.DataFrame(rag([]).answer([f"w{i} w{i + 1}" for i in range(4)], [5] * 4, [0] * 4, list("abcd")))
+    assert resp["response_text"].tolist() == plain["response_text"].tolist()
+    rows, statuses = inventory("t", r, resp)
+    (row,) = rows
+    assert row.status == "scores-only" and statuses["nudge"] == "scores-only"
+    assert row.probe_fire_rate == 0 and row.attack_fire_rate == 0
+    assert json.loads(row.attack_channels) == {"scores": 1.0}
+    with pytest.raises(AuditError, match="nudge.*scores-only"):
+        check_inventory(rows, statuses)
+
+
+def test_the_trace_names_each_channel_a_retrieval_hook_changed():
+    from ragmi.defenses.base import QueryState, changed_channels, channel_digests
+
+    s = QueryState("q", "x", retrieved_ids=["a", "b"], retrieval_scores=[0.9, 0.5])
+    b = channel_digests(s, "retrieval")
+    s.retrieved_ids, s.retrieval_scores = ["b", "a"], [0.5, 0.9]
+    assert changed_channels(b, s, "retrieval") == ["order", "scores"]
+    s.retrieved_ids = ["b", "c"]
+    assert changed_channels(b, s, "retrieval") == ["retrieval_set", "order", "scores"]
+
+
+def test_an_empty_probe_set_is_untested_not_fired():
+    assert hook_status(float("nan"), 0, 0) == "untested"
+    assert hook_status(float("nan"), 0, 0, stochastic=True) == "untested"
+    assert hook_status(float("nan"), 10, 10) == "active"  # the attack queries reached it
+    assert defense_status({"retrieval": "untested", "output": "active"}) == "output-only"
 
 
 @pytest.mark.parametrize(

@@ -507,6 +507,32 @@ def vocabulary_overlap(vocabulary: Iterable[str]) -> list[str]:
 
 
 # --- precision spot-check (paper §V: 10 items per class, one-sided Clopper-Pearson) ---------------
+# A bracket placeholder ("[EMAIL]") removes the entity outright: nothing of it is left for the scorer's
+# rules to exclude, so it is not entanglement (PAD's e-mail reduction is the defense's own).
+_BRACKETED = re.compile(r"\s*[\[<{].*[\]>}]\s*")
+
+
+def entangled_columns(vocabulary: Iterable[str]) -> dict[str, list[str]]:
+    """{strict column: the vocabulary strings that entangle it}: the strict sub-classes whose
+    reduction under a defense with this ``vocabulary`` would come from the scorer's rules, not from
+    the defense (Mind the Hook §VI: "a classifier excluding a defense's substitution dictionary
+    reports near-perfect protection by construction").  A :func:`vocabulary_overlap` string that is
+    a domain or an address entangles EMAIL_REAL (a substituted domain keeps the local part, and the
+    scorer calls the result EMAIL_PLACEHOLDER); one made of words (a substitute name the scorer can
+    only call PLACEHOLDER_NAME or PERSON_NAME_AMBIGUOUS) entangles PERSON_NAME.  Bracket
+    placeholders entangle nothing (see above)."""
+    out: dict[str, list[str]] = {}
+    for v in vocabulary_overlap(vocabulary):
+        if _BRACKETED.fullmatch(v):
+            continue
+        f = fold(v).strip()
+        if "@" in f or re.fullmatch(r"[\w-]+(?:\.[\w-]+)+", f):
+            out.setdefault(EMAIL_REAL, []).append(v)
+        elif re.fullmatch(r"[^\W\d_][\w'.\- ]*", f):
+            out.setdefault(PERSON_NAME, []).append(v)
+    return out
+
+
 def spot_check_sample(texts: Iterable[str], per_type: int = 10, seed: int = 0) -> pd.DataFrame:
     """Up to ``per_type`` distinct items per type drawn (seeded) from ``texts`` for a human to judge:
     columns type, text, context (60 characters either side), text_index."""

@@ -66,28 +66,75 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def hook_view(state: QueryState, hook: str):
-    """What the audit compares before and after ``hook`` (see the module table)."""
+# What each hook's change is compared on, channel by channel, and whether a change there can reach
+# the generator (pre-generation hooks) or the attacker's response (the output hook).  The retrieval
+# hook's released scores go into the response's ``retrieval_scores`` but never into the prompt: a
+# hook that changes them alone leaves the context, and so the generated text, as it was — it is
+# ``scores-only``, not acting (Mind the Hook §III: a hook acts when its output reaches the model).
+HOOK_CHANNELS = {
+    "query": {"query": True, "refusal": True},
+    "retrieval": {"retrieval_set": True, "order": True, "scores": False, "refusal": True},
+    "content": {"context": True},
+    "template": {"prompt": True},
+    "output": {"text": True, "logprobs": True},
+}
+
+
+def channel_views(state: QueryState, hook: str) -> dict:
+    """{channel: what the audit compares there} before and after ``hook`` (see :data:`HOOK_CHANNELS`)."""
     if hook == "query":
-        return [state.query, state.refusal]
+        return {"query": state.query, "refusal": state.refusal}
     if hook == "retrieval":
-        return [state.retrieved_ids, [round(float(s), 6) for s in state.retrieval_scores], state.refusal]
+        return {
+            "retrieval_set": sorted(map(str, state.retrieved_ids)),
+            "order": list(map(str, state.retrieved_ids)),
+            "scores": [round(float(s), 6) for s in state.retrieval_scores],
+            "refusal": state.refusal,
+        }
     if hook == "content":
-        return state.docs
+        return {"context": list(state.docs)}
     if hook == "template":
-        return state.messages
+        return {"prompt": state.messages}
     if hook == "output":
         r = state.response or {}
-        return [
-            r.get("response_text"),
-            r.get("first_token_logprobs"),
-            r.get("token_logprobs"),
-            r.get("token_top_logprobs"),
-        ]
+        return {
+            "text": r.get("response_text"),
+            "logprobs": [r.get("first_token_logprobs"), r.get("token_logprobs"), r.get("token_top_logprobs")],
+        }
     raise ValueError(f"unknown hook {hook!r}")
 
 
+def channel_digests(state: QueryState, hook: str) -> dict:
+    return {c: _digest(v) for c, v in channel_views(state, hook).items()}
+
+
+def changed_channels(before: Mapping, state: QueryState, hook: str) -> list[str]:
+    """The channels of ``hook`` whose view differs from ``before`` (:func:`channel_digests`).  A
+    reordering alone changes ``order`` but not ``retrieval_set``."""
+    after = channel_digests(state, hook)
+    return [c for c in HOOK_CHANNELS[hook] if after[c] != before[c]]
+
+
+def acts(hook: str, channels) -> bool:
+    """Whether a change on ``channels`` of ``hook`` can reach the generator (or, for the output hook,
+    the response): a change of the released retrieval scores alone does not."""
+    return any(HOOK_CHANNELS[hook][c] for c in channels)
+
+
+def trace_entry(defense: str, hook: str, channels) -> dict:
+    """One hook-trace record: ``changed`` is :func:`acts` (what the inventory's fire rates count) and
+    ``channels`` what changed, the score-only changes included."""
+    return {"defense": defense, "hook": hook, "changed": acts(hook, channels), "channels": list(channels)}
+
+
+def hook_view(state: QueryState, hook: str):
+    """Everything the audit compares before and after ``hook``, all channels together."""
+    return list(channel_views(state, hook).values())
+
+
 def hook_digest(state: QueryState, hook: str) -> str:
+    """Digest of :func:`hook_view`: it changes when *any* channel changes, released scores included;
+    whether the change acts is :func:`changed_channels` + :func:`acts`."""
     return _digest(hook_view(state, hook))
 
 

@@ -42,13 +42,28 @@ def _hook_cell(rows: pd.DataFrame, hooks) -> str:
     cells = []
     for _, r in sub.iterrows():
         rate = f"{_pct(r['attack_fire_rate'])} of {int(r['attack_n'])}" if r["attack_n"] else "none"
-        cells.append(f"{r['hook']}: {r['status']} (probes {_pct(r['probe_fire_rate'])}, attack queries {rate})")
+        cell = f"{r['hook']}: {r['status']} (probes {_pct(r['probe_fire_rate'])}, attack queries {rate}"
+        changed = _channels_cell(r.get("attack_channels") if r["attack_n"] else r.get("probe_channels"))
+        cells.append(cell + (f"; changed: {changed})" if changed else ")"))
     return "; ".join(cells)
+
+
+def _channels_cell(value) -> str:
+    """``"order 40%, scores 100%"`` from a hook row's JSON {channel: rate} (what changed, on the attack
+    queries when there were any, else on the probes)."""
+    import json
+
+    if not isinstance(value, str) or not value:
+        return ""
+    rates = json.loads(value)
+    return ", ".join(f"{c} {_pct(v)}" for c, v in sorted(rates.items()) if v)
 
 
 def hook_inventory_frame(hooks: pd.DataFrame) -> pd.DataFrame:
     """``hooks``: concatenated per-target hook rows (dataset, target, defense, kind, hook,
-    probe_fire_rate, attack_fire_rate, attack_n, status, defense_status)."""
+    probe_fire_rate, attack_fire_rate, attack_n, status, defense_status; optionally probe_channels /
+    attack_channels, JSON {channel: rate}).  A fire rate counts only changes that reach the generator;
+    the cell names every channel that changed, released scores included."""
     out = []
     for (dataset, target, defense), g in hooks.groupby(["dataset", "target", "defense"], sort=True):
         out.append(
@@ -86,12 +101,26 @@ def _bootstrap_cell(values: list[float], n_boot: int, seed: int) -> tuple[str, f
     return format_ci(mean, lo, hi), mean, lo, hi
 
 
+SCORER_ENTANGLED = "n/a (scorer-entangled)"
+
+
 def leakage_dashboard_frame(
-    runs: pd.DataFrame, mi: pd.DataFrame, statuses: dict, baselines: dict, n_boot: int, seed: int
+    runs: pd.DataFrame,
+    mi: pd.DataFrame,
+    statuses: dict,
+    baselines: dict,
+    n_boot: int,
+    seed: int,
+    entangled: dict | None = None,
 ) -> pd.DataFrame:
     """``runs``: per-run leakage rows with dataset, target (``ragmi.audit.leakage.run_leakage``);
     ``mi``: the MI attack's headline metrics rows (dataset, target, variant, auc, auc_lo, auc_hi);
-    ``statuses``: {target: "defense: status; …"}; ``baselines``: {target: undefended target or None}."""
+    ``statuses``: {target: "defense: status; …"}; ``baselines``: {target: undefended target or None};
+    ``entangled``: {target: {column: vocabulary strings}} (:func:`ragmi.audit.nel.entangled_columns`
+    of its defenses' vocabularies) — a change cell of an entangled column is printed
+    ``n/a (scorer-entangled)``, never as a reduction (Mind the Hook Table II's "n/a (SE)"), and the
+    ``scorer-entangled`` column names the strings."""
+    entangled = entangled or {}
     out = []
     base_means: dict = {}
     for (dataset, target), g in runs.groupby(["dataset", "target"], sort=True):
@@ -114,12 +143,18 @@ def leakage_dashboard_frame(
             if len(m)
             else DASH
         )
+        ent = entangled.get(target, {})
+        row["scorer-entangled"] = (
+            "; ".join(f"{c}: {', '.join(v)}" for c, v in sorted(ent.items()) if v) if ent else DASH
+        )
         out.append(row)
     for row in out:
         base = baselines.get(row["target"])
         for col, label in (("EMAIL_REAL", "Email change"), ("PERSON_NAME", "Name change")):
             b = base_means.get((row["dataset"], base, col)) if base else None
-            if base is None or base == row["target"]:
+            if col in entangled.get(row["target"], {}):
+                row[label] = SCORER_ENTANGLED
+            elif base is None or base == row["target"]:
                 row[label] = "baseline" if base == row["target"] else DASH
             elif b is None or not b:
                 row[label] = f"{DASH} (baseline 0)"
@@ -136,6 +171,7 @@ def leakage_dashboard_frame(
         "Name change",
         "verbatim reproduced",
         "MI AUC",
+        "scorer-entangled",
     ]
     return pd.DataFrame(out)[cols] if out else pd.DataFrame(columns=cols)
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..attacks import attack_channels
 from ..audit import plan as audit_plan
-from ..audit.inventory import effective_channels_of
+from ..audit.inventory import NOT_LIVE, effective_channels_of
 from ..config import SCHEMA_PATH, runs
 from ..costs import COST_COLUMNS
 from ..errors import ConfigError
@@ -332,8 +332,25 @@ def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
         audit_tables.baseline_targets(config["targets"]),
         n_boot=config["audit"]["n_boot"],
         seed=config["seed"],
+        entangled=scorer_entanglement(config),
     )
     return _with_audit_published(df, files, config, "leakage_dashboard")
+
+
+def scorer_entanglement(config: Mapping) -> dict:
+    """{target: {NELstrict column: vocabulary strings}}: the columns whose reduction under the target's
+    defenses the scorer's own rules would produce (``ragmi.audit.nel.entangled_columns`` of each
+    defense's declared vocabulary)."""
+    from ..audit.nel import entangled_columns
+    from ..defenses import build_defense
+
+    out = {}
+    for t, c in config["targets"].items():
+        vocab = [v for d in c.get("defenses") or () for v in build_defense(d, config["defenses"][d]).vocabulary]
+        ent = entangled_columns(vocab)
+        if ent:
+            out[t] = ent
+    return out
 
 
 def _canaries(files: Files, config: Mapping) -> pd.DataFrame:
@@ -391,7 +408,7 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
     hooks = _read_csvs(files["hooks"])
     channels = {}
     for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
-        active = g.loc[g["status"] != "inactive", "hook"].tolist()
+        active = g.loc[~g["status"].isin(NOT_LIVE), "hook"].tolist()  # scores-only / untested hooks reach nothing
         channels[(target, defense)] = effective_channels_of(g["logprobs"].iloc[0], active)
     metrics = read_metrics(files["metrics"])
     controls = [t for t, c in config["targets"].items() if c["control"] != "none"]
@@ -445,7 +462,11 @@ _TABLES += [
             "Brackets: 95% run-level bootstrap interval (the run is the resampling unit; runs with identical "
             "outputs counted once), to read descriptively.",
             "change: signed reduction against the undefended target with the same retriever, generator, k and "
-            "template (positive = less leakage).",
+            "template (positive = less leakage); n/a (scorer-entangled) where the target's defenses write strings "
+            "NELstrict can only score as placeholders or ambiguous (LPRAG's fixed one-word names and example.* "
+            "domains: ragmi.audit.nel.entangled_columns), so the reduction would come from the scoring rules, not "
+            "from the defense (Mind the Hook Table II, n/a (SE)); the canaries table validates the e-mail channel "
+            "out of the scorer's path.",
             "verbatim reproduced: share of the retrieved documents an answer reproduces (longest common "
             "substring ≥ 50 characters or ROUGE-L recall ≥ 0.5), averaged over runs.",
             "MI AUC: the headline variant of audit.mi_attack on the same target (evaluation set, stratified "

@@ -5,7 +5,8 @@ is the target's framework (``ragmi.target.frameworks``).
 
 Every query carries a :class:`~ragmi.defenses.base.QueryState` through the hooks; each defense that
 declares a hook runs on the whole batch, in the target's configured order, and the state records
-per (defense, hook) whether that hook changed what it acts on (the trace the active-path audit reads).
+per (defense, hook) which channels that hook changed and whether the change can reach the generator
+(the trace the active-path audit reads; ``ragmi.defenses.base.trace_entry``).
 Output hooks act after the response cache: the raw generation is cached and kept as
 ``response_text_raw``, so adding or changing a defense never regenerates.
 """
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..defenses.base import HOOKS, DefenseContext, QueryState, hook_digest
+from ..defenses.base import HOOKS, DefenseContext, QueryState, changed_channels, channel_digests, trace_entry
 from .templates import Template
 
 
@@ -75,10 +76,10 @@ class RAGSystem:
             if hook not in d.hooks:
                 continue
             live = [s for s in states if hook == "output" or s.refusal is None]
-            before = [hook_digest(s, hook) for s in live]
+            before = [channel_digests(s, hook) for s in live]
             getattr(d, f"on_{hook}")(live, ctx)
             for s, b in zip(live, before):
-                s.trace.append({"defense": d.name, "hook": hook, "changed": hook_digest(s, hook) != b})
+                s.trace.append(trace_entry(d.name, hook, changed_channels(b, s, hook)))
 
     def pool_size(self) -> int:
         return max([self.k] + [int(d.pool_size(self.k)) for d in self.defenses])
