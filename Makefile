@@ -32,7 +32,7 @@ lint: install
 # code 5 (no test selected, e.g. PYTEST_ARGS naming one file) counts as success for either part.
 # OMP_WAIT_POLICY=PASSIVE: the two workers' jobs and the shared vLLM server together run more OpenMP
 # threads than there are cores, and OpenMP threads that spin while waiting take the CPU from the others;
-# passive waiting made the suite 14:51 instead of 17:22 here (README, "Measured here").
+# passive waiting made the suite 14:51 instead of 17:22 here (benchmarks/README.md, "Pipeline and test-suite timings").
 PYTEST_WORKERS ?= 2
 test: lint
 	@a=0; b=0; export OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}; \

