@@ -12,6 +12,8 @@ def responses_of(dataset, target, attack):
 def inventory_inputs(wc):
     files = target_files(wc)
     files["responses"] = [f for a in target_attacks(config, wc.target) for f in responses_of(wc.dataset, wc.target, a)]
+    # CA-DP's T (queries per candidate) for the probes
+    files["queries"] = [f"results/queries/{wc.dataset}/{a}.parquet" for a in target_attacks(config, wc.target)]
     return files
 
 

@@ -133,3 +133,30 @@ def test_yes_no_absent_at_every_position_is_flagged():
     assert math.isnan(yes_no_at_first_position([])[0]) and yes_no_at_first_position([])[2] == -1
     # words that only start like Yes/No never count
     assert yes_no_at_first_position([_pos(("Nothing", 0.5), ("Yesterday", 0.5))])[2] == -1
+
+
+def test_p_yes_is_read_at_the_first_generated_yes_no_token_as_dcmi_code_does():
+    """An opener ("Sure") whose low-ranked alternatives list "No" must not decide P(Yes): DCMI's code
+    reads it at the first generated token that is a Yes/No token."""
+    import math
+
+    from ragmi.attacks.answers import PYES_READINGS, yes_no_at_first_generated, yes_no_at_first_position
+
+    lp = math.log
+    tops = [
+        [
+            {"token": "Sure", "logprob": lp(0.6)},
+            {"token": "Yes", "logprob": lp(0.1)},
+            {"token": "No", "logprob": lp(0.2)},
+        ],
+        [{"token": ",", "logprob": lp(0.9)}, {"token": ".", "logprob": lp(0.05)}],
+        [{"token": " Yes", "logprob": lp(0.95)}, {"token": " No", "logprob": lp(0.04)}],
+    ]
+    py, pn, pos = yes_no_at_first_generated(tops)
+    assert pos == 2 and py == pytest.approx(0.95) and pn == pytest.approx(0.04)
+    py_topk, _, pos_topk = yes_no_at_first_position(tops)
+    assert pos_topk == 0 and py_topk == pytest.approx(0.1)  # the named variant "first-topk"
+    assert PYES_READINGS["first-generated"] is yes_no_at_first_generated
+    # the generated token is matched by its log-probability when the response gives it
+    assert yes_no_at_first_generated(tops, [lp(0.1), lp(0.9), lp(0.95)])[2] == 0
+    assert yes_no_at_first_generated([tops[1]])[2] == -1

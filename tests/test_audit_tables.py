@@ -272,3 +272,45 @@ def test_published_defense_matching():
     pub = [{"paper": "P", "table": "canaries", "defense": "none", "value": "53/150"}]
     assert audit_published(pub, "canaries", []) == "53/150 (P)"
     assert audit_published(pub, "canaries", [("pad", {})]) == ""
+
+
+def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
+    """LPRAG writes one-word names and example.* domains that NELstrict can only score as
+    PERSON_NAME_AMBIGUOUS / PLACEHOLDER_NAME and EMAIL_PLACEHOLDER: both change cells are n/a."""
+    from ragmi.audit.nel import entangled_columns
+    from ragmi.defenses import build_defense
+    from ragmi.report.registry import scorer_entanglement
+
+    lprag = build_defense("lprag", {"kind": "lprag"})
+    assert set(entangled_columns(lprag.vocabulary)) == {"EMAIL_REAL", "PERSON_NAME"}
+    assert entangled_columns(build_defense("pad", {"kind": "pad"}).vocabulary) == {}  # "[EMAIL]" removes it
+    cfg = {
+        "defenses": {"lprag": {"kind": "lprag"}, "pad": {"kind": "pad"}},
+        "targets": {
+            "plain": {**T, "defenses": []},
+            "lprag": {**T, "defenses": ["lprag"]},
+            "pad": {**T, "defenses": ["pad"]},
+        },
+    }
+    ent = scorer_entanglement(cfg)
+    assert set(ent) == {"lprag"}
+    runs = pd.DataFrame(
+        [
+            {
+                "dataset": "d",
+                "target": t,
+                "run": "x/a",
+                "EMAIL_REAL": e,
+                "PERSON_NAME": n,
+                "reproduced_fraction": 0.0,
+                "outputs_digest": t,
+            }
+            for t, e, n in (("plain", 4, 2), ("lprag", 0, 0), ("pad", 0, 2))
+        ]
+    )
+    mi = pd.DataFrame(columns=["dataset", "target", "variant", "auc", "auc_lo", "auc_hi"])
+    base = {"plain": "plain", "lprag": "plain", "pad": "plain"}
+    df = leakage_dashboard_frame(runs, mi, {}, base, n_boot=50, seed=0, entangled=ent).set_index("target")
+    assert df.loc["lprag", "Email change"] == df.loc["lprag", "Name change"] == "n/a (scorer-entangled)"
+    assert "example.com" in df.loc["lprag", "scorer-entangled"] and "Alice" in df.loc["lprag", "scorer-entangled"]
+    assert df.loc["pad", "Email change"] == "+100.0%" and df.loc["pad", "scorer-entangled"] == "–"

@@ -621,3 +621,14 @@ def test_target_without_logprobs_keeps_adversary_3_and_lists_the_rest():
     ours = variant(s, "dcmi/adv3")
     pd.testing.assert_frame_equal(ours, variant(full, "dcmi/adv3")[ours.columns], check_dtype=False)
     assert set(a.skipped_variants) == set(full["variant"]) - {"dcmi/adv3"}
+
+
+def test_the_query_quotes_title_and_text_as_dcmi_code_does():
+    import pandas as pd
+
+    from ragmi.attacks.dcmi import DCMI
+
+    cands = pd.DataFrame(
+        {"doc_id": ["a", "b"], "text": ["Body one.", "Body two."], "title": ["Deep Voice 2", None], "human_turn": ""}
+    )
+    assert DCMI.candidate_texts(cands) == ["Deep Voice 2 Body one.", "Body two."]

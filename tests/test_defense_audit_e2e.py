@@ -2,6 +2,7 @@
 (hook inventory, leakage dashboard, canaries, defense effect), and a run stopped by an inert hook."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -72,8 +73,17 @@ def test_hook_inventory(run):
     hooks = pd.read_csv(run / "results/tables/hook_inventory.csv").set_index("target")
     assert hooks.loc["lprag", "status"] == "end-to-end"
     assert hooks.loc["shuffle", "status"] == "retrieval-only"
-    assert hooks.loc["mirabel", "status"] in ("retrieval-only", "pattern-limited")  # alarms on its probes only
-    assert hooks.loc["pad", "status"] in ("pattern-limited", "output-only")
+    # Mirabel runs no attack: judged on its probes, it alarms on the verbatim members only (not on the
+    # benign and extraction probes), so it acts on some but fewer than 95% of them
+    assert hooks.loc["mirabel", "status"] == "pattern-limited"
+    mir = pd.read_csv(run / "results/audit/tiny/mirabel/hooks.csv").iloc[0]
+    assert 0 < mir["probe_fire_rate"] < 0.95 and mir["attack_n"] == 0
+    # PAD masks only e-mails and identifiers: the Yes/No answers of RAG-MIA have none
+    assert hooks.loc["pad", "status"] == "pattern-limited"
+    pad = pd.read_csv(run / "results/audit/tiny/pad/hooks.csv").iloc[0]
+    assert pad["probe_fire_rate"] > 0 and pad["attack_fire_rate"] < 0.95
+    # the shuffle changes the order of the context, and the cell says so
+    assert "order" in hooks.loc["shuffle", "retrieval-side hooks"]
     assert "plain" not in hooks.index  # undefended targets have no hooks to inventory
     md = (run / "results/tables/hook_inventory.md").read_text()
     assert "Hook inventory" in md and "| lprag |" in md
@@ -92,9 +102,20 @@ def test_output_defenses_act_after_the_cache(run):
 
 
 def test_attacks_never_see_the_trace_or_raw_text(run):
+    """What an attack receives is ``attack_responses`` of the response files (the score rule's input):
+    those columns, for every response file of the run, hold no trace, raw text or retrieved ids."""
+    from ragmi.attacks.base import RESPONSE_COLUMNS, attack_responses
+
+    hidden = {"hook_trace", "response_text_raw", "retrieved_ids", "retrieval_scores", "refused"}
+    assert not hidden & set(RESPONSE_COLUMNS)
+    files = list((run / "results/responses").rglob("*.parquet"))
+    assert files
+    for f in files:
+        raw = pd.read_parquet(f)
+        assert hidden - {"retrieval_scores"} <= set(raw.columns), f  # the target did write them
+        assert not set(attack_responses(raw).columns) & hidden, f
     for f in (run / "results/scores").rglob("*.parquet"):
-        cols = set(pd.read_parquet(f).columns)
-        assert not cols & {"hook_trace", "response_text_raw", "retrieved_ids", "refused"}, f
+        assert not set(pd.read_parquet(f).columns) & hidden, f
 
 
 def test_leakage_dashboard_and_canaries(run):
@@ -108,15 +129,23 @@ def test_leakage_dashboard_and_canaries(run):
         k, n = can.loc[t, "seed 101"].split("/")
         assert n == "50" and 0 <= int(k) <= 50
     res = json.loads((run / "results/audit/canaries/pad/101.json").read_text())
-    assert res["n_queries"] == 50 and res["n_leaked"] <= res["n_leaked_raw"] or res["n_leaked_raw"] == 0
+    assert res["n_queries"] == 50
+    # PAD masks every e-mail it outputs: none survives its output hook, whatever the raw text leaked
+    assert res["n_leaked"] == 0 and res["n_leaked"] <= res["n_leaked_raw"]
+    plain = json.loads((run / "results/audit/canaries/plain/101.json").read_text())
+    assert plain["n_leaked"] == plain["n_leaked_raw"]  # no output hook: the raw text is the answer
 
 
 def test_defense_effect_marks_indirect_cells(run):
     eff = pd.read_csv(run / "results/tables/defense_effect.csv")
-    pad_gray = eff[(eff["target"] == "pad") & (eff["variant"] == "rag_mia/gray/t2")]["effect"].iloc[0]
-    assert pad_gray.startswith("indirect")  # PAD changes text only; gray-box reads log-probabilities
-    lprag_black = eff[(eff["target"] == "lprag") & (eff["variant"] == "rag_mia/black/t2")]["effect"].iloc[0]
-    assert lprag_black.startswith("ΔAUC")
+    pad_gray = eff[(eff["target"] == "pad") & (eff["variant"] == "rag_mia/gray/t2")].iloc[0]
+    # PAD changes text only; gray-box reads log-probabilities: the whole cell and the verdict say so
+    assert pad_gray["verdict"] == "indirect"
+    assert re.fullmatch(r"indirect \(no shared channel\)(; for information: ΔAUC [+−]\d\.\d\d.*)?", pad_gray["effect"])
+    lprag_black = eff[(eff["target"] == "lprag") & (eff["variant"] == "rag_mia/black/t2")].iloc[0]
+    assert lprag_black["verdict"] in ("reduces", "increases", "no detectable change")
+    assert re.fullmatch(r"ΔAUC [+−]\d\.\d\d \[[+−]\d\.\d\d, [+−]\d\.\d\d\].*", lprag_black["effect"])
+    assert lprag_black["delta_auc_lo"] <= lprag_black["delta_auc"] <= lprag_black["delta_auc_hi"]
     assert (eff.loc[eff["target"] == "plain", "effect"] == "baseline").all()
 
 

@@ -318,3 +318,37 @@ def test_stub_fixture_output_hook_is_a_pass_through():
     original = dict(s.response)
     d.on_output([s], ctx())
     assert hook_digest(s, "output") == before and s.response == original
+
+
+def test_ca_dp_takes_t_from_the_attack_that_queries_the_target():
+    """T is the number of queries the attack spends on one candidate (docs/provenance.md#ca_dp), not a
+    constant: MEntA-like five queries per candidate give epsilon/5, a one-query attack DP-R itself."""
+    import pandas as pd
+
+    from ragmi.defenses import build_defense
+    from ragmi.defenses.ca_dp import queries_per_candidate, set_attack_turns
+
+    five = pd.DataFrame({"doc_id": [f"d{i // 5}" for i in range(20)]})
+    one = pd.DataFrame({"doc_id": [f"d{i}" for i in range(20)]})
+    assert queries_per_candidate(five) == 5 and queries_per_candidate(one) == 1
+    d = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0})
+    assert d.params["turns"] == "attack"
+    set_attack_turns([d], five, "attack menta")
+    rec = d.record()
+    assert rec["turns"] == 5 and rec["per_turn_epsilon"] == 1.0 and "menta" in rec["turns_source"]
+    d = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0})
+    set_attack_turns([d], one, "attack rag_mia")
+    assert d.per_turn_epsilon == 5.0  # one turn: nothing to compose
+    fixed = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0, "turns": 10})
+    set_attack_turns([fixed], five, "attack menta")
+    assert fixed.per_turn_epsilon == 0.5 and fixed.record()["turns_source"] == "params.turns"
+
+
+def test_the_paper_config_measures_ca_dp_turns_per_attack():
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/paper/mind_the_hook.yaml").read_text())
+    ca = {n: d for n, d in cfg["defenses"].items() if d["kind"] == "ca_dp"}
+    assert len(ca) == 2 and all(d.get("turns") == "attack" for d in ca.values())

@@ -528,3 +528,16 @@ def test_a_missing_framework_model_is_one_clear_error(tmp_path, monkeypatch):
     msg = str(e.value)
     assert msg.startswith("the selective_context model (config key targets.t.framework_params.model) ")
     assert "no-model" in msg and "\n" not in msg
+
+
+def test_spring_prompts_start_with_the_bos_token_of_a_causal_model():
+    from types import SimpleNamespace
+
+    from ragmi.target.frameworks.spring import SpringGenerator
+
+    g = object.__new__(SpringGenerator)
+    g.tok, g.seq2seq = SimpleNamespace(bos_token="<s>"), False
+    msgs = [{"role": "user", "content": "ctx[ref1]Question: q\nAnswer:"}]
+    assert g._prompt(msgs) == "<s>ctx[ref1]Question: q\nAnswer:"
+    g.tok = SimpleNamespace(bos_token=None)
+    assert g._prompt(msgs) == "ctx[ref1]Question: q\nAnswer:"

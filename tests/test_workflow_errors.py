@@ -29,9 +29,7 @@ def write_config(tmp_path, **changes):
 
 
 def test_bad_config_value(tmp_path):
-    cfg = write_config(
-        tmp_path, targets={"qwen-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": -1}}
-    )
+    cfg = write_config(tmp_path, targets={"qwen-rag": {"retriever": "minilm-cosine", "generator": "smollm2", "k": -1}})
     out = snakemake(tmp_path, "--configfile", str(cfg), "-n")
     assert out.returncode != 0
     assert "ragmi: config key targets.qwen-rag.k: -1 is less than the minimum of 0" in out.stderr

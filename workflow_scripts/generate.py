@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ragmi.config import is_remote
+from ragmi.defenses.ca_dp import set_attack_turns
 from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.target.factory import rag_system
 from ragmi.target.remote import remote_target
@@ -29,6 +30,12 @@ def main(smk, log):
     else:
         system = rag_system(spec, pd.read_parquet(smk.input.members), log)
     with system as rag:
+        # CA-DP's T: the queries this attack spends on one candidate, over all its shards (the
+        # checkpoint that wrote this shard wrote the whole query file next to the shard directory)
+        if any(d.kind == "ca_dp" for d in getattr(rag, "defenses", ())):
+            shards = Path(smk.input.shard).parent
+            whole = shards.with_name(shards.name.removesuffix(".shards") + ".parquet")
+            set_attack_turns(rag.defenses, pd.read_parquet(whole, columns=["doc_id"]), f"attack {smk.wildcards.attack}")
         answers = rag.answer(
             shard["user_prompt"].tolist(),
             shard["max_tokens"].tolist(),

@@ -5,6 +5,7 @@ declared hook never fires."""
 import pandas as pd
 
 from ragmi.audit.inventory import check_inventory, inventory
+from ragmi.defenses.ca_dp import queries_per_candidate, set_attack_turns
 from ragmi.io import atomic_write_text, write_json
 from ragmi.target.factory import rag_system
 from ragmi.workflow import run_step, target_spec
@@ -18,6 +19,12 @@ def main(smk, log):
     )
     spec = target_spec(smk)
     with rag_system(spec, members, log) as rag:
+        # CA-DP's probes use the largest T among the attacks that query this target
+        qfiles = list(getattr(smk.input, "queries", []))
+        if qfiles:
+            per = {f: queries_per_candidate(pd.read_parquet(f, columns=["doc_id"])) for f in qfiles}
+            top = max(per, key=per.get)
+            set_attack_turns(rag.defenses, pd.read_parquet(top, columns=["doc_id"]), f"probes, as {top}")
         rows, statuses = inventory(spec.name, rag, responses)
     df = pd.DataFrame([r.__dict__ for r in rows])
     df.insert(0, "dataset", smk.wildcards.dataset)

@@ -1,6 +1,8 @@
 """Parsers of the target's short answers: Yes / No / "I don't know", and P(Yes), P(No) at the first
-generated position whose top-K alternatives hold a Yes or No token.  Every attack that reads such
-answers (RAG-MIA, DCMI, IA, MEntA's IDK check) uses these.
+generated token that is a Yes or No token (:func:`yes_no_at_first_generated`, the reading of the
+code DCMI's gray-box numbers came from, FlashRAG's generator) or, as the named variant
+``first-topk`` (:func:`yes_no_at_first_position`), at the first position whose top-K alternatives
+hold one.  Every attack that reads such answers (RAG-MIA, DCMI, IA, MEntA's IDK check) uses these.
 
 Word boundaries everywhere, so "know", "not" or "Nothing" never read as No.  Provenance:
 docs/provenance.md#answers.
@@ -97,3 +99,37 @@ def yes_no_at_first_position(top_per_position) -> tuple[float, float, int]:
             return py, pn, i
     py, pn = yes_no_probabilities(positions[0] if positions else None)
     return py, pn, -1
+
+
+def generated_token(top: list, logprob: float | None = None):
+    """The entry of a position's top-K list that was generated: the one whose log-probability is
+    ``logprob`` (the response's ``token_logprobs`` at that position) when given, else the most
+    probable one (greedy decoding).  None without a top-K list."""
+    if top is None or len(top) == 0:
+        return None
+    if logprob is not None and not (isinstance(logprob, float) and math.isnan(logprob)):
+        return min(top, key=lambda e: abs(float(e["logprob"]) - float(logprob)))
+    return max(top, key=lambda e: float(e["logprob"]))
+
+
+def yes_no_at_first_generated(top_per_position, token_logprobs=None) -> tuple[float, float, int]:
+    """(P(Yes), P(No), position) at the first position whose *generated* token reads Yes or No
+    (:func:`generated_token`, :func:`yes_no_key`), the probabilities summed over that position's
+    top-K (:func:`yes_no_probabilities`).  This is where DCMI's code reads ``P_yes`` ("the first
+    generated token that is a Yes/No token"): an opener such as "Sure" or "**" whose low-ranked
+    alternatives happen to hold a Yes or No does not decide the score.  Without a generated Yes/No
+    token the position is -1 and the probabilities are token 0's (the floor for a label absent
+    there); NaN, NaN, -1 without any top-K list."""
+    positions = [] if top_per_position is None else list(top_per_position)
+    lps = list(token_logprobs) if token_logprobs is not None else []
+    for i, top in enumerate(positions):
+        g = generated_token(top, lps[i] if i < len(lps) else None)
+        if g is not None and yes_no_key(g["token"]):
+            py, pn = yes_no_probabilities(top)
+            return py, pn, i
+    py, pn = yes_no_probabilities(positions[0] if positions else None)
+    return py, pn, -1
+
+
+# The two readings of P(Yes): the default follows DCMI's code; "first-topk" is the earlier reading.
+PYES_READINGS = {"first-generated": yes_no_at_first_generated, "first-topk": yes_no_at_first_position}

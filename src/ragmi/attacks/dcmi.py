@@ -1,15 +1,17 @@
 """DCMI (Gao et al., "DCMI: A Differential Calibration Membership Inference Attack Against
 Retrieval-Augmented Generation").
 
-Queries: :data:`QUERY_TEMPLATE` around the candidate sample ``x`` (its text cut to ``max_chars``
-characters) and around perturbed copies ``x'_θ`` in which a fraction θ of the words (adjectives /
+Queries: :data:`QUERY_TEMPLATE` around the candidate sample ``x`` (``title + " " + text`` as the
+authors' code quotes it, the text alone without a title, cut to ``max_chars`` characters) and around perturbed copies ``x'_θ`` in which a fraction θ of the words (adjectives /
 adverbs) is swapped for antonyms (``prepare``, :mod:`ragmi.attacks.perturb`), one per θ in
 ``thetas ∪ {theta_adv2}``.
 
-Scores (``P(Yes | q)``: the probability of "Yes" at the first generated position whose top-K
-alternatives hold a Yes or No token, :func:`ragmi.attacks.answers.yes_no_at_first_position`, read
-from the responses' ``token_top_logprobs`` -- token 0 for a model that answers "Yes" at once, a later
-one after "Sure," or "**" (the authors' code also reads P(Yes) at the first Yes/No token);
+Scores (``P(Yes | q)``: the probability of "Yes" at the first generated token that is a Yes or No
+token, :func:`ragmi.attacks.answers.yes_no_at_first_generated`, read from the responses'
+``token_top_logprobs`` -- token 0 for a model that answers "Yes" at once, a later one after "Sure," or
+"**"; this is the authors' code's reading, and an opener's low-ranked alternatives do not decide it;
+the earlier reading, the first position whose top-K holds a Yes/No, is ``first-topk`` in
+``ragmi.attacks.answers.PYES_READINGS``);
 ``C_θ(x) = P(Yes | q) − P(Yes | q'_θ)``, the calibrated score):
 
 * black box (:meth:`DCMI.black_box_scores`), no reference data:
@@ -38,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from .answers import parse_yes_no, yes_no_at_first_position
+from .answers import parse_yes_no, yes_no_at_first_generated
 from .base import Attack, merge_responses
 from .perturb import LLMPerturber, WordNetPerturber
 
@@ -125,6 +127,17 @@ class DCMI(Attack):
     def sample(self, text) -> str:
         return str(text)[: int(self.params["max_chars"])]
 
+    @staticmethod
+    def candidate_texts(candidates: pd.DataFrame) -> list[str]:
+        """What DCMI's query quotes of each candidate: ``title + " " + text`` as the authors' code
+        builds it (docs/provenance.md#titles), the text alone for a candidate without a title."""
+        titles = candidates["title"] if "title" in candidates.columns else [None] * len(candidates)
+        out = []
+        for title, text in zip(titles, candidates["text"]):
+            t = "" if title is None or (isinstance(title, float) and np.isnan(title)) else str(title).strip()
+            out.append(f"{t} {text}" if t else str(text))
+        return out
+
     # ----------------------------------------------------------------------------- prepare
 
     def prepare(self, candidates: pd.DataFrame, tools) -> pd.DataFrame:
@@ -132,7 +145,7 @@ class DCMI(Attack):
         p = self.params
         items = [
             (d, self.sample(t), th)
-            for d, t in zip(candidates["doc_id"], candidates["text"])
+            for d, t in zip(candidates["doc_id"], self.candidate_texts(candidates))
             for th in self.all_thetas()
         ]
         if p["perturber"] == "wordnet":
@@ -179,7 +192,7 @@ class DCMI(Attack):
         }
         qa = {"max_tokens": int(self.params["max_tokens"]), "top_logprobs": int(self.params["top_logprobs"])}
         rows = []
-        for doc_id, text in zip(candidates["doc_id"], candidates["text"]):
+        for doc_id, text in zip(candidates["doc_id"], self.candidate_texts(candidates)):
             rows.append(
                 {
                     "query_id": f"{doc_id}::orig",
@@ -278,8 +291,8 @@ class DCMI(Attack):
         if not all(have):
             raise ValueError("gray-box DCMI needs top-K log-probabilities in every response")
 
-        read_o = [yes_no_at_first_position(x) for x in tops_o]
-        read_p = {th: [yes_no_at_first_position(x) for x in tops_p[th]] for th in tops_p}
+        read_o = [yes_no_at_first_generated(x) for x in tops_o]
+        read_p = {th: [yes_no_at_first_generated(x) for x in tops_p[th]] for th in tops_p}
         p_o = np.array([r[0] for r in read_o])
         cal = {th: p_o - np.array([r[0] for r in read_p[th]]) for th in tops_p}
         pos_o = np.array([r[2] for r in read_o], dtype=int)

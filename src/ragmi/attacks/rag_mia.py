@@ -12,11 +12,12 @@ Variants, per template ``t``:
 
 * ``rag_mia/black/t{t}``: Yes -> member, No or neither -> non-member (:func:`parse_yes_no`); the
   "neither" answers are flagged ``no_answer``.
-* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) at the first generated position whose top-K
-  alternatives hold a Yes or No token (:func:`~ragmi.attacks.answers.yes_no_at_first_position`, read
+* ``rag_mia/gray-pyes/t{t}``: P(Yes) / (P(Yes) + P(No)) at the first generated token that is a Yes or
+  No token (:func:`~ragmi.attacks.answers.yes_no_at_first_generated`, as DCMI's code reads it; the
+  earlier reading at the first position whose top-K holds one is the named variant ``first-topk``, read
   from the responses' ``token_top_logprobs``; a chat model may open with a space, "Sure" or "**").  The
-  position is kept in column ``yes_no_position``; an answer with no Yes/No among the top tokens of
-  any position (-1) is flagged ``no_yes_no`` (the cost column ``no_yes_no_rate``) and reads the
+  position is kept in column ``yes_no_position``; an answer none of whose generated tokens reads Yes or
+  No (-1) is flagged ``no_yes_no`` (the cost column ``no_yes_no_rate``) and reads the
   floor probabilities of token 0.
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
@@ -38,7 +39,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .answers import parse_yes_no, yes_no_at_first_position
+from .answers import parse_yes_no, yes_no_at_first_generated
 from .base import Attack, merge_responses
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
@@ -186,7 +187,7 @@ class RagMIA(Attack):
             if not self.logprobs:  # a target without log-probabilities: the black box only
                 self.skipped_variants += [f"rag_mia/gray-pyes/t{t}", f"rag_mia/gray/t{t}"]
                 continue
-            reads = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
+            reads = [yes_no_at_first_generated(x) for x in g["token_top_logprobs"]]
             feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
             if not np.isfinite(feats).all():
                 raise ValueError("gray-box RAG-MIA needs top-K log-probabilities in every response")

@@ -1,17 +1,30 @@
 """CA-DP: composition-aware DP over a multi-turn dialogue (Mind the Hook §IV, Tables I-II; the
 authors' own reimplementation, "per-turn split", epsilon in {1, 5}).
 
-The total budget epsilon is split evenly over T turns (``turns``): each query gets the per-turn budget
+The total budget epsilon is split evenly over T turns: each query gets the per-turn budget
 ``epsilon / T`` and is answered like DP-R with it (Laplace noise of scale ``sensitivity * T / epsilon``
 on the first ``pool`` candidates' scores, top k by noisy score, noisy scores released).  The paper
 does not say what T is; ragmi takes it as the number of queries one attack (or conversation) spends
-on one candidate document and records it.  docs/provenance.md#ca_dp
+on one candidate document.  With ``turns: attack`` (the default) T is measured on the queries of the
+attack that queries the target (:func:`queries_per_candidate`, set by the job that answers them via
+:meth:`CaDp.set_turns`); an integer ``turns`` fixes it.  The value used and where it came from are
+recorded (``record()["turns"]``, ``["turns_source"]``).  docs/provenance.md#ca_dp
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ._common import RETRIEVAL_DOWNSTREAM
 from .dp_retrieval import DpRetrieval
+
+
+def queries_per_candidate(queries: pd.DataFrame) -> int:
+    """T of an attack: the most queries it sends about one candidate document (all its variants
+    together: each is a turn the attacker spends on that document); 1 for a frame without doc ids."""
+    if queries is None or not len(queries) or "doc_id" not in queries.columns:
+        return 1
+    return int(queries.groupby("doc_id").size().max())
 
 
 class CaDp(DpRetrieval):
@@ -21,20 +34,51 @@ class CaDp(DpRetrieval):
     vocabulary = ()
     source = "Mind the Hook §IV CA-DP (composition-aware per-turn DP budget)"
     chosen = {
-        "turns": "params.turns = T, queries per candidate document (untold; default 5, MEntA's budget)",
+        "turns": "T = queries the attack that queries the target spends on one candidate (params.turns: attack); "
+        "an integer params.turns fixes it (untold)",
         "per-turn budget": "epsilon / T (even split, basic sequential composition)",
         "sensitivity": "params.sensitivity (untold; default 1.0)",
         "pool": "params.pool candidates noised (untold; default 20)",
     }
 
+    def __init__(self, name, params):
+        super().__init__(name, params)
+        t = self.params.get("turns", "attack")
+        self._turns = int(t) if t != "attack" else None
+        self.turns_source = "params.turns" if self._turns is not None else None
+
+    def set_turns(self, turns: int, source: str) -> None:
+        """T measured on the attack's queries (``turns: attack``); a fixed ``params.turns`` wins."""
+        if self.params.get("turns", "attack") != "attack":
+            return
+        if int(turns) < 1:
+            raise ValueError(f"defense {self.name}: T must be at least 1, got {turns}")
+        self._turns, self.turns_source = int(turns), source
+
+    @property
+    def turns(self) -> int:
+        if self._turns is None:  # no attack queries this target (its probes only): one turn
+            self._turns, self.turns_source = 1, "no attack queries this target: T = 1"
+        return self._turns
+
     @property
     def per_turn_epsilon(self) -> float:
-        return self.params["epsilon"] / self.params["turns"]
+        return self.params["epsilon"] / self.turns
 
     def record(self):
         r = super().record()
+        r["turns"] = self.turns
+        r["turns_source"] = self.turns_source
         r["per_turn_epsilon"] = self.per_turn_epsilon
         return r
 
     def noise_epsilon(self) -> float:
         return self.per_turn_epsilon
+
+
+def set_attack_turns(defenses, queries: pd.DataFrame | None, source: str) -> None:
+    """Give every CA-DP defense of a target T from the queries of the attack being answered."""
+    t = queries_per_candidate(queries)
+    for d in defenses:
+        if isinstance(d, CaDp):
+            d.set_turns(t, f"{source}: {t} queries per candidate")

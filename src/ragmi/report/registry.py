@@ -235,13 +235,13 @@ _TABLES = [
         notes=(
             "black = Yes/No parsed from the answer text: its decision rule gives the Rule TPR / Rule FPR columns, "
             "the paper's 'Black-Box TPR / FPR' (Table 2), and its AUC is the single-point AUC (1 + TPR − FPR) / 2; "
-            "gray = ensemble of attack models on first-token Yes/No logits (RAG-MIA §3), trained on the reference "
+            "gray = ensemble of attack models on the Yes/No logits at the first generated Yes/No token (RAG-MIA §3), trained on the reference "
             "set with out-of-fold reference scores, its rule the ensemble's predicted class (mean probability "
             "> 0.5); gray-pyes = P(Yes)/(P(Yes)+P(No)) without training and without a rule.",
             "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
-            "Appendix C); no_yes_no_rate = share of evaluation answers with no Yes/No among the top-K tokens of any "
-            "generated position (gray box: P(Yes) read at the floor of token 0; elsewhere P(Yes) is read at the first "
-            "position that has one); candidate_retrieved_rate = share of member candidates whose own document was "
+            "Appendix C); no_yes_no_rate = share of evaluation answers in which no generated token reads Yes or No "
+            "(gray box: P(Yes) read at the floor of token 0; elsewhere P(Yes) is read at the first generated Yes/No "
+            "token, as DCMI's code reads it, not at an earlier position whose top-K merely lists one); candidate_retrieved_rate = share of member candidates whose own document was "
             "retrieved (RAG-MIA Appendix B).",
         ),
         inputs=MetricsOf(frozenset({"rag_mia"})),

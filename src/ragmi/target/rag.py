@@ -78,8 +78,12 @@ class RAGSystem:
             live = [s for s in states if hook == "output" or s.refusal is None]
             before = [channel_digests(s, hook) for s in live]
             getattr(d, f"on_{hook}")(live, ctx)
+            flags = getattr(d, "flags", None)  # a detector's per-query verdicts (Mirabel, the LLM detector)
             for s, b in zip(live, before):
-                s.trace.append(trace_entry(d.name, hook, changed_channels(b, s, hook)))
+                entry = trace_entry(d.name, hook, changed_channels(b, s, hook))
+                if flags is not None and s.query_id in flags:
+                    entry["flagged"] = bool(flags[s.query_id])
+                s.trace.append(entry)
 
     def pool_size(self) -> int:
         return max([self.k] + [int(d.pool_size(self.k)) for d in self.defenses])

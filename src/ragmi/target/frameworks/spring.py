@@ -128,7 +128,14 @@ class SpringGenerator(TransformersGenerator):
         self.virtual_ids = add_virtual_tokens(self.model, self.tok, weights)
 
     def _prompt(self, messages) -> str:
-        return "\n\n".join(m["content"] for m in messages)
+        """The plain prompt, led by the tokenizer's start-of-sequence token for a causal model: the
+        prompt is tokenized without special tokens (a chat template writes its own), and FlashRAG's
+        Spring prompt starts with Llama-2's ``<s>``."""
+        text = "\n\n".join(m["content"] for m in messages)
+        bos = getattr(self.tok, "bos_token", None)
+        if bos and not getattr(self, "seq2seq", False) and not text.startswith(bos):
+            text = bos + text
+        return text
 
 
 class Spring(Framework):
