@@ -2,7 +2,7 @@
 
     python tools/eta.py [--cores N] [snakemake arguments...]
 
-The estimate is the embedded default's measured wall time (README, "Measured here") for this
+The estimate is the embedded default's measured wall time (benchmarks/README.md) for this
 machine's kind of CPU, scaled by its core count; a run with another config gets no estimate (only
 the pointer to Snakemake's "N of M steps" progress).  Work already done (finished outputs, cached
 responses) makes a run shorter than the estimate.
@@ -15,14 +15,14 @@ import os
 import sys
 from pathlib import Path
 
-# The embedded default (config/config.yaml), install excluded, fresh results/ (README, "Measured here").
+# The embedded default (config/config.yaml), install excluded, fresh results/ (benchmarks/README.md).
 # Keys: the CPU's widest vector extension.  Each entry: (minutes on 2 cores, where the number comes from).
 MEASURED = {
-    "avx512": (5.7, "measured: 5 min 40 s on a 2-core AMD EPYC with AVX-512, 2026-12-01"),
+    "avx512": (19.3, "measured: 19 min 20 s on a 2-core AMD EPYC with AVX-512, 2026-12-02"),
     "avx2": (
-        19.8,
-        "estimated: the AVX-512 time x 3.5, the ratio of a whole-pipeline run measured on a 2-core AVX2-only "
-        "AMD EPYC (39 min) and on AVX-512 (11 min) before this default was sized down",
+        25.0,
+        "estimated: the AVX-512 time x 1.28, the slowdown of vLLM's generation with AVX2 code paths emulated "
+        "on the same CPU (benchmarks/avx2/run.sh); up to 3.5x on a real AVX2-only CPU (benchmarks/README.md)",
     ),
 }
 MEASURED_CORES = 2
