@@ -11,6 +11,7 @@ from ragmi.report.audit_tables import (
     defense_effect_frame,
     hook_inventory_frame,
     leakage_dashboard_frame,
+    target_pools,
 )
 from ragmi.report.comparison import audit_published, defense_matches
 
@@ -314,3 +315,146 @@ def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     assert df.loc["lprag", "Email change"] == df.loc["lprag", "Name change"] == "n/a (scorer-entangled)"
     assert "example.com" in df.loc["lprag", "scorer-entangled"] and "Alice" in df.loc["lprag", "scorer-entangled"]
     assert df.loc["pad", "Email change"] == "+100.0%" and df.loc["pad", "scorer-entangled"] == "–"
+
+
+def pooled_inputs():
+    """Two datasets x two extraction prompts; an undefended target, two ε variants of a DP kind
+    (independent runs: distinct outputs) and two ε variants of PAD (inert ε: identical outputs); the
+    baseline also ran a third dataset that no defended target ran."""
+    defenses = {
+        "dp-e1": {"kind": "dp_retrieval", "epsilon": 1.0},
+        "dp-e5": {"kind": "dp_retrieval", "epsilon": 5.0},
+        "pad-e1": {"kind": "pad"},
+        "pad-e5": {"kind": "pad"},
+    }
+    targets = {
+        "plain": {**T, "defenses": []},
+        "dp1": {**T, "defenses": ["dp-e1"]},
+        "dp5": {**T, "defenses": ["dp-e5"]},
+        "pad1": {**T, "defenses": ["pad-e1"]},
+        "pad5": {**T, "defenses": ["pad-e5"]},
+    }
+    email = {"plain": 4, "dp1": 2, "dp5": 3, "pad1": 0, "pad5": 0}
+    rows = []
+    for t, e in email.items():
+        for d in ("d1", "d2", "d3") if t == "plain" else ("d1", "d2"):
+            for p in ("extraction/targeted", "extraction/generic"):
+                digest = f"pad|{d}|{p}" if t.startswith("pad") else f"{t}|{d}|{p}"  # PAD's ε: identical outputs
+                rows.append(
+                    {
+                        "dataset": d,
+                        "target": t,
+                        "run": p,
+                        "EMAIL_REAL": 100 if d == "d3" else e,
+                        "PERSON_NAME": 2,
+                        "reproduced_fraction": 0.0,
+                        "outputs_digest": digest,
+                    }
+                )
+    return defenses, targets, pd.DataFrame(rows)
+
+
+MI_COLUMNS = ["dataset", "target", "variant", "auc", "auc_lo", "auc_hi"]
+
+
+def test_target_pools_by_defense_kind():
+    defenses, targets, _ = pooled_inputs()
+    targets["plain--null-db"] = {**T, "defenses": [], "control": "null_database"}
+    assert target_pools(targets, defenses) == {
+        "plain": "none",
+        "dp1": "dp_retrieval",
+        "dp5": "dp_retrieval",
+        "pad1": "pad",
+        "pad5": "pad",
+        "plain--null-db": "control: null_database",
+    }
+
+
+def test_pooled_dashboard_pools_epsilon_variants_and_collapses_identical_runs():
+    defenses, targets, runs = pooled_inputs()
+    mi = pd.DataFrame(columns=MI_COLUMNS)
+    df = leakage_dashboard_frame(
+        runs,
+        mi,
+        {},
+        baseline_targets(targets),
+        n_boot=50,
+        seed=0,
+        pools=target_pools(targets, defenses),
+    )
+    pooled = df[df["block"] == "pooled"].set_index("pool")
+    per = df[df["block"] == "per target"].set_index(["dataset", "target"])
+    assert list(pooled.index) == ["none", "dp_retrieval", "pad"]  # the baseline pool first
+    # ε variants of one DP kind: one row, n = the sum of their distinct runs (2 targets x 2 datasets x 2 prompts)
+    assert pooled.loc["dp_retrieval", "runs (distinct)"] == 8
+    assert pooled.loc["dp_retrieval", "target"] == "pooled (dp1, dp5)"
+    assert pooled.loc["dp_retrieval", "dataset"] == "d1, d2"
+    assert pooled.loc["dp_retrieval", "Email NEL/run"].startswith("2.50")
+    # the change is over the same cells: the baseline's d3 runs (100 e-mails each) are left out
+    assert pooled.loc["dp_retrieval", "Email change"] == "+37.5%"  # 4 -> 2.5
+    assert pooled.loc["dp_retrieval", "Name change"] == "+0.0%"
+    assert pooled.loc["none", "Email change"] == "baseline" and pooled.loc["none", "runs (distinct)"] == 6
+    # PAD's ε variants have identical outputs: each (dataset, prompt) counts once
+    assert pooled.loc["pad", "runs (distinct)"] == 4 and pooled.loc["pad", "runs (raw)"] == 8
+    assert pooled.loc["pad", "Email change"] == "+100.0%"
+    # the per-target rows stay, each naming its pool
+    assert per.loc[("d1", "dp1"), "runs (distinct)"] == 2 and per.loc[("d1", "dp1"), "pool"] == "dp_retrieval"
+    assert per.loc[("d1", "dp5"), "Email change"] == "+25.0%"  # 4 -> 3 on d1 alone
+    assert len(per) == 3 + 2 * 4
+
+
+def test_pooled_rows_keep_scorer_entangled_cells():
+    defenses, targets, runs = pooled_inputs()
+    ent = {"pad1": {"EMAIL_REAL": ["x.example"]}, "pad5": {"EMAIL_REAL": ["y.example"]}}
+    df = leakage_dashboard_frame(
+        runs,
+        pd.DataFrame(columns=MI_COLUMNS),
+        {},
+        baseline_targets(targets),
+        50,
+        0,
+        ent,
+        target_pools(targets, defenses),
+    )
+    pad = df[(df["block"] == "pooled") & (df["pool"] == "pad")].iloc[0]
+    assert pad["Email change"] == "n/a (scorer-entangled)" and pad["Name change"] == "+0.0%"
+    assert pad["scorer-entangled"] == "EMAIL_REAL: x.example, y.example"
+
+
+def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
+    """Through the registry: MtH Table II pools per defense, so its values compare with the pooled
+    rows, never with a per-ε row."""
+    from ragmi.report.registry import _leakage_dashboard
+
+    defenses, targets, runs = pooled_inputs()
+    runs.to_csv(tmp_path / "leakage.csv", index=False)
+    hooks = pd.DataFrame(
+        [
+            {"target": t, "defense": d, "defense_status": "retrieval-only"}
+            for t in targets
+            for d in targets[t]["defenses"]
+        ]
+    )
+    hooks.to_csv(tmp_path / "hooks.csv", index=False)
+    mi = pd.DataFrame(
+        [
+            {"dataset": "d1", "target": t, "variant": "v", "auc": a, "auc_lo": a - 0.1, "auc_hi": a + 0.1}
+            for t, a in (("plain", 0.7), ("dp1", 0.6), ("dp5", 0.65))
+        ]
+    )
+    mi.to_csv(tmp_path / "mi.csv", index=False)
+    files = {
+        "leakage": [str(tmp_path / "leakage.csv")],
+        "hooks": [str(tmp_path / "hooks.csv")],
+        "metrics": [str(tmp_path / "mi.csv")],
+        "published": ["config/published.yaml"],
+    }
+    cfg = {"defenses": defenses, "targets": targets, "audit": {"n_boot": 50}, "seed": 0}
+    df = _leakage_dashboard(files, cfg)
+    pooled = df[df["block"] == "pooled"].set_index("pool")
+    assert "email +8.1%" in pooled.loc["dp_retrieval", "published"]
+    assert "2.25/run" in pooled.loc["none", "published"] and "-42.9%" in pooled.loc["pad", "published"]
+    assert (df.loc[df["block"] == "per target", "published"] == "").all()
+    assert pooled.loc["dp_retrieval", "MI AUC"] == "0.60–0.65 over 2 targets (per-target rows)"
+    assert pooled.loc["none", "MI AUC"].startswith("0.70 [0.60, 0.80]")
+    assert pooled.loc["dp_retrieval", "hooks active"] == "dp-e1: retrieval-only; dp-e5: retrieval-only"

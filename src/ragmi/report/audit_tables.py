@@ -2,8 +2,10 @@
 
 * ``hook_inventory``: per defended target and defense, the retrieval-side and generation hooks with
   their measured fire rates, and the defense's status (Table I).
-* ``leakage_dashboard``: per target, NELstrict e-mail and person-name counts per run with a
-  run-level bootstrap CI, their signed change against the undefended target, and the MI AUC (Table II).
+* ``leakage_dashboard``: NELstrict e-mail and person-name counts per run with a run-level bootstrap
+  CI, their signed change against the undefended runs, and the MI AUC (Table II) — pooled per defense
+  kind (ε variants, datasets and extraction prompts pooled, identical runs collapsed: Mind the Hook
+  §V), then per (dataset, target).
 * ``canaries``: exact-match recovery of the out-of-vocabulary e-mail canaries per seed, with the
   one-sided Fisher test against the undefended target (Table III).
 * ``defense_effect``: attack variant × target, AUC and TPR at low FPR with CI, the paired change in
@@ -25,7 +27,7 @@ import pandas as pd
 from .. import metrics as metrics_mod
 from ..audit import stats
 from ..audit.inventory import PRE_GENERATION, interpretable
-from .comparison import is_main_variant
+from .comparison import audit_published, is_main_variant
 from .tables import DASH, format_ci, tpr_estimable
 
 UNDEFENDED = "none"
@@ -102,6 +104,122 @@ def _bootstrap_cell(values: list[float], n_boot: int, seed: int) -> tuple[str, f
 
 
 SCORER_ENTANGLED = "n/a (scorer-entangled)"
+POOLED, PER_TARGET = "pooled", "per target"
+NEL_LABELS = (("EMAIL_REAL", "Email NEL/run", "Email change"), ("PERSON_NAME", "Name NEL/run", "Name change"))
+DASHBOARD_COLUMNS = [
+    "block",
+    "pool",
+    "dataset",
+    "target",
+    "hooks active",
+    "runs (distinct)",
+    "runs (raw)",
+    "Email NEL/run",
+    "Email change",
+    "Name NEL/run",
+    "Name change",
+    "verbatim reproduced",
+    "MI AUC",
+    "scorer-entangled",
+]
+
+
+def target_pools(targets: dict, defenses: dict) -> dict:
+    """{target: pool}: the sorted ``kind`` names of the target's defenses joined by ``+`` (ε variants
+    of one kind share a pool, as Mind the Hook §V pools them per defense), ``none`` for an undefended
+    target, ``control: <control>`` for a negative-control target (never pooled with the baseline)."""
+    out = {}
+    for name, t in targets.items():
+        control = t.get("control", "none")
+        kinds = sorted({defenses[d]["kind"] for d in t.get("defenses") or ()})
+        out[name] = f"control: {control}" if control != "none" else "+".join(kinds) or UNDEFENDED
+    return out
+
+
+def _nel_cells(row: dict, runs: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """The run cells of one dashboard row; ``runs`` collapsed on ``outputs_digest`` first
+    (hash-identical runs count once, MtH §V), so ``runs (distinct)`` is the n of the bootstrap."""
+    row["runs (raw)"] = len(runs)
+    g = runs.drop_duplicates("outputs_digest")
+    row["runs (distinct)"] = len(g)
+    for col, label, _ in NEL_LABELS:
+        cell, mean, lo, hi = _bootstrap_cell(g[col].astype(float).tolist(), n_boot, seed)
+        row[label] = cell
+        row[f"{col}_mean"], row[f"{col}_lo"], row[f"{col}_hi"] = mean, lo, hi
+    row["verbatim reproduced"] = f"{100 * g['reproduced_fraction'].mean():.0f}%" if len(g) else DASH
+    return g
+
+
+def _mi_cell(m: pd.DataFrame) -> str:
+    if len(m) == 1:
+        return f"{format_ci(m['auc'].iloc[0], m['auc_lo'].iloc[0], m['auc_hi'].iloc[0])} ({m['variant'].iloc[0]})"
+    if len(m) > 1:  # AUCs of different targets are not pooled: their range, each in its per-target row
+        return f"{m['auc'].min():.2f}–{m['auc'].max():.2f} over {len(m)} targets (per-target rows)"
+    return DASH
+
+
+def _entangled_cell(ent: dict) -> str:
+    return "; ".join(f"{c}: {', '.join(v)}" for c, v in sorted(ent.items()) if v) if ent else DASH
+
+
+def _change(b: float | None, m: float) -> str:
+    if b is None or not b or (isinstance(b, float) and math.isnan(b)):
+        return f"{DASH} (baseline 0)"
+    return f"{100 * (b - m) / b:+.1f}%"
+
+
+def _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) -> list[dict]:
+    """One row per pool of :func:`target_pools`: every leakage run of the pool's targets over all
+    datasets and extraction prompts, hash-identical runs collapsed before the run-level bootstrap;
+    the change against the baseline runs of the *same cells* (each defended run's dataset and prompt
+    on its target's undefended counterpart), both sides restricted to the cells both have."""
+    runs = runs.assign(_pool=runs["target"].map(lambda t: pools.get(t, t)))
+    out = []
+    order = sorted(runs["_pool"].unique(), key=lambda p: (p != UNDEFENDED, p))
+    for pool in order:
+        g = runs[runs["_pool"] == pool]
+        targets = sorted(g["target"].unique())
+        row = {
+            "block": POOLED,
+            "pool": pool,
+            "dataset": ", ".join(sorted(g["dataset"].unique())),
+            "target": f"pooled ({', '.join(targets)})",
+            "hooks active": "; ".join(dict.fromkeys(statuses.get(t, UNDEFENDED) for t in targets)),
+        }
+        _nel_cells(row, g, n_boot, seed)
+        cells = g[["dataset", "target"]].drop_duplicates()
+        row["MI AUC"] = _mi_cell(mi.merge(cells, on=["dataset", "target"]).drop_duplicates(["dataset", "target"]))
+        ent: dict = {}
+        for t in targets:
+            for c, v in entangled.get(t, {}).items():
+                ent[c] = list(dict.fromkeys([*ent.get(c, []), *v]))
+        row["scorer-entangled"] = _entangled_cell(ent)
+        base = g["target"].map(baselines)
+        if (base == g["target"]).all():
+            for col, _, label in NEL_LABELS:
+                row[label] = SCORER_ENTANGLED if col in ent else "baseline"
+            out.append(row)
+            continue
+        defended = g[base.notna() & (base != g["target"])].assign(_base=base)
+        pairs = defended.merge(
+            runs[["dataset", "target", "run", "outputs_digest", "EMAIL_REAL", "PERSON_NAME"]].rename(
+                columns={"target": "_base"}
+            ),
+            on=["dataset", "_base", "run"],
+            suffixes=("", "_b"),
+        )
+        d_runs = pairs.drop_duplicates("outputs_digest")
+        b_runs = pairs.drop_duplicates("outputs_digest_b")
+        partial = "" if len(d_runs) == row["runs (distinct)"] else f" (over {len(d_runs)} matched runs)"
+        for col, _, label in NEL_LABELS:
+            if col in ent:
+                row[label] = SCORER_ENTANGLED
+            elif pairs.empty:
+                row[label] = DASH
+            else:
+                row[label] = _change(float(b_runs[f"{col}_b"].mean()), float(d_runs[col].mean())) + partial
+        out.append(row)
+    return out
 
 
 def leakage_dashboard_frame(
@@ -112,6 +230,7 @@ def leakage_dashboard_frame(
     n_boot: int,
     seed: int,
     entangled: dict | None = None,
+    pools: dict | None = None,
 ) -> pd.DataFrame:
     """``runs``: per-run leakage rows with dataset, target (``ragmi.audit.leakage.run_leakage``);
     ``mi``: the MI attack's headline metrics rows (dataset, target, variant, auc, auc_lo, auc_hi);
@@ -119,61 +238,58 @@ def leakage_dashboard_frame(
     ``entangled``: {target: {column: vocabulary strings}} (:func:`ragmi.audit.nel.entangled_columns`
     of its defenses' vocabularies) — a change cell of an entangled column is printed
     ``n/a (scorer-entangled)``, never as a reduction (Mind the Hook Table II's "n/a (SE)"), and the
-    ``scorer-entangled`` column names the strings."""
+    ``scorer-entangled`` column names the strings.
+
+    ``pools``: {target: pool} (:func:`target_pools`).  Given, the frame starts with the ``pooled``
+    block — one row per pool, its runs pooled over datasets, extraction prompts and ε as Mind the Hook
+    §V pools them (the published values compare with these rows) — followed by the ``per target``
+    block, one row per (dataset, target); without it, the per-target block alone.  ``runs
+    (distinct)`` is each row's n: its runs after hash-identical ones are collapsed."""
     entangled = entangled or {}
     out = []
     base_means: dict = {}
     for (dataset, target), g in runs.groupby(["dataset", "target"], sort=True):
-        g = g.drop_duplicates("outputs_digest")  # hash-identical runs count once (MtH §V)
         row = {
+            "block": PER_TARGET,
+            "pool": (pools or {}).get(target, DASH),
             "dataset": dataset,
             "target": target,
             "hooks active": statuses.get(target, UNDEFENDED),
-            "runs (distinct)": len(g),
         }
-        for col, label in (("EMAIL_REAL", "Email NEL/run"), ("PERSON_NAME", "Name NEL/run")):
-            cell, mean, lo, hi = _bootstrap_cell(g[col].astype(float).tolist(), n_boot, seed)
-            row[label] = cell
-            row[f"{col}_mean"], row[f"{col}_lo"], row[f"{col}_hi"] = mean, lo, hi
-            base_means[(dataset, target, col)] = mean
-        row["verbatim reproduced"] = f"{100 * g['reproduced_fraction'].mean():.0f}%"
+        _nel_cells(row, g, n_boot, seed)
+        for col, _, _ in NEL_LABELS:
+            base_means[(dataset, target, col)] = row[f"{col}_mean"]
         m = mi[(mi["dataset"] == dataset) & (mi["target"] == target)]
-        row["MI AUC"] = (
-            (f"{format_ci(m['auc'].iloc[0], m['auc_lo'].iloc[0], m['auc_hi'].iloc[0])} ({m['variant'].iloc[0]})")
-            if len(m)
-            else DASH
-        )
-        ent = entangled.get(target, {})
-        row["scorer-entangled"] = (
-            "; ".join(f"{c}: {', '.join(v)}" for c, v in sorted(ent.items()) if v) if ent else DASH
-        )
+        row["MI AUC"] = _mi_cell(m.head(1))
+        row["scorer-entangled"] = _entangled_cell(entangled.get(target, {}))
         out.append(row)
     for row in out:
         base = baselines.get(row["target"])
-        for col, label in (("EMAIL_REAL", "Email change"), ("PERSON_NAME", "Name change")):
+        for col, _, label in NEL_LABELS:
             b = base_means.get((row["dataset"], base, col)) if base else None
             if col in entangled.get(row["target"], {}):
                 row[label] = SCORER_ENTANGLED
             elif base is None or base == row["target"]:
                 row[label] = "baseline" if base == row["target"] else DASH
-            elif b is None or not b:
-                row[label] = f"{DASH} (baseline 0)"
             else:
-                row[label] = f"{100 * (b - row[f'{col}_mean']) / b:+.1f}%"
-    cols = [
-        "dataset",
-        "target",
-        "hooks active",
-        "runs (distinct)",
-        "Email NEL/run",
-        "Email change",
-        "Name NEL/run",
-        "Name change",
-        "verbatim reproduced",
-        "MI AUC",
-        "scorer-entangled",
-    ]
-    return pd.DataFrame(out)[cols] if out else pd.DataFrame(columns=cols)
+                row[label] = _change(b, row[f"{col}_mean"])
+    if pools is not None and len(runs):
+        out = _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) + out
+    return pd.DataFrame(out)[DASHBOARD_COLUMNS] if out else pd.DataFrame(columns=DASHBOARD_COLUMNS)
+
+
+def dashboard_published(df: pd.DataFrame, published: list[dict]) -> list[str]:
+    """The ``published`` column of the dashboard: the paper's pooled values (Mind the Hook Table II
+    pools every run of a defense) sit on the pooled rows only — the pool's kinds, ``none`` for the
+    undefended pool, nothing for a control pool — and never on a per-target (per-ε) row."""
+
+    def cell(r) -> str:
+        if r["block"] != POOLED or str(r["pool"]).startswith("control"):
+            return ""
+        kinds = [] if r["pool"] == UNDEFENDED else str(r["pool"]).split("+")
+        return audit_published(published, "leakage_dashboard", [(k, {}) for k in kinds])
+
+    return [cell(r) for _, r in df.iterrows()]
 
 
 def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
