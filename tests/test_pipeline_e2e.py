@@ -20,7 +20,7 @@ import yaml
 from conftest import _hold_session_servers, session_server_env
 from sklearn.metrics import roc_auc_score
 
-from ragmi.attacks.answers import parse_yes_no, yes_no_at_first_position
+from ragmi.attacks.answers import parse_yes_no, yes_no_at_first_generated
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -101,8 +101,8 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert black["bb_tpr"] == pytest.approx(decisions[labels == 1].mean())
     assert black["bb_fpr"] == pytest.approx(decisions[labels == 0].mean())
     pyes = []
-    for tops in ev["token_top_logprobs"]:
-        py, pn, _ = yes_no_at_first_position([list(t) for t in tops])
+    for tops in ev["token_top_logprobs"]:  # greedy decoding: the generated token is each position's top-1
+        py, pn, _ = yes_no_at_first_generated([list(t) for t in tops])
         pyes.append(py / (py + pn))
     assert table.loc["rag_mia/gray-pyes/t2", "auc"] == pytest.approx(roc_auc_score(labels, pyes))
     # members were retrieved by the query quoting their patient turn (RAG-MIA Appendix B), non-members

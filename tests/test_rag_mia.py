@@ -69,7 +69,12 @@ def test_score_black_and_gray_box():
         }
     )
     s = attack.score(q, resp, ref_labels)
-    assert set(s["variant"]) == {"rag_mia/black/t2", "rag_mia/gray/t2", "rag_mia/gray-pyes/t2"}
+    assert set(s["variant"]) == {
+        "rag_mia/black/t2",
+        "rag_mia/gray/t2",
+        "rag_mia/gray-pyes/t2",
+        "rag_mia/gray-pyes/t2/reading=first-topk",
+    }
     black = s[s.variant == "rag_mia/black/t2"].set_index("doc_id")
     for r in rows:
         assert black.loc[r["doc_id"], "decision"] == (1 if r["text"] == "Yes." else 0)
@@ -200,3 +205,27 @@ def test_attacks_see_only_the_response_columns_and_refuse_old_responses():
     assert list(attack_responses(full).columns) == RESPONSE_COLUMNS and "token_top_logprobs" in RESPONSE_COLUMNS
     with pytest.raises(ValueError, match="token_top_logprobs"):
         attack_responses(full.drop(columns="token_top_logprobs"))
+
+
+def test_the_first_topk_reading_is_kept_as_a_named_variant():
+    """An opener ("Sure") whose low-ranked alternatives hold a "No": the headline P(Yes) is read at the
+    generated "Yes" (DCMI's code), the named variant ``reading=first-topk`` at the opener."""
+    top = [_pos(("Sure", 0.9), ("No", 0.05), ("Yes", 0.05)), _pos((" yes", 0.95), (" no", 0.05))]
+    ids = ["m0", "m1", "n0", "n1"]
+    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2, "seed": 0})
+    q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": "Sure, yes",
+            "first_token_logprobs": [top[0]] * 4,
+            "token_top_logprobs": [top] * 4,
+            "token_logprobs": [[] for _ in ids],
+            "prompt_tokens": 1,
+            "completion_tokens": 2,
+        }
+    )
+    s = attack.score(q, resp, {"m0": 1, "m1": 1, "n0": 0, "n1": 0}).set_index(["variant", "doc_id"])
+    assert s.loc[("rag_mia/gray-pyes/t2", "m0"), "score"] == pytest.approx(0.95)
+    assert s.loc[("rag_mia/gray-pyes/t2/reading=first-topk", "m0"), "score"] == pytest.approx(0.5)
+    assert s.loc[("rag_mia/gray-pyes/t2/reading=first-topk", "m0"), "yes_no_position"] == 0

@@ -16,7 +16,8 @@ Variants, per template ``t``:
   No token (:func:`~ragmi.attacks.answers.yes_no_at_first_generated`, as DCMI's code reads it; the
   earlier reading at the first position whose top-K holds one is the named variant ``first-topk``, read
   from the responses' ``token_top_logprobs``; a chat model may open with a space, "Sure" or "**").  The
-  position is kept in column ``yes_no_position``; an answer none of whose generated tokens reads Yes or
+  position is kept in column ``yes_no_position``; ``rag_mia/gray-pyes/t{t}/reading=first-topk`` is the
+  same score read the earlier way (not a headline variant); an answer none of whose generated tokens reads Yes or
   No (-1) is flagged ``no_yes_no`` (the cost column ``no_yes_no_rate``) and reads the
   floor probabilities of token 0.
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
@@ -39,7 +40,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .answers import parse_yes_no, yes_no_at_first_generated
+from .answers import parse_yes_no, yes_no_at_first_generated, yes_no_at_first_position
 from .base import Attack, merge_responses
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
@@ -185,7 +186,11 @@ class RagMIA(Attack):
                 )
             )
             if not self.logprobs:  # a target without log-probabilities: the black box only
-                self.skipped_variants += [f"rag_mia/gray-pyes/t{t}", f"rag_mia/gray/t{t}"]
+                self.skipped_variants += [
+                    f"rag_mia/gray-pyes/t{t}",
+                    f"rag_mia/gray-pyes/t{t}/reading=first-topk",
+                    f"rag_mia/gray/t{t}",
+                ]
                 continue
             reads = [yes_no_at_first_generated(x) for x in g["token_top_logprobs"]]
             feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
@@ -203,6 +208,23 @@ class RagMIA(Attack):
                         "decision": pd.NA,
                         "no_answer": no_answer,
                         **read,
+                    }
+                )
+            )
+            # the earlier reading, kept as a named (non-headline) variant: P(Yes) at the first position
+            # whose top-K holds a Yes/No token, whichever token was generated there
+            topk = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
+            pyes_topk = np.array([gray_features(a, b)[2] for a, b, _ in topk], dtype=float)
+            out.append(
+                pd.DataFrame(
+                    {
+                        "doc_id": g["doc_id"],
+                        "variant": f"rag_mia/gray-pyes/t{t}/reading=first-topk",
+                        "score": np.exp(pyes_topk) / (1.0 + np.exp(pyes_topk)),
+                        "decision": pd.NA,
+                        "no_answer": no_answer,
+                        "yes_no_position": np.array([pos for _, _, pos in topk], dtype=int),
+                        "no_yes_no": np.array([pos < 0 for _, _, pos in topk]),
                     }
                 )
             )
