@@ -86,3 +86,59 @@ rule canaries:
         "../envs/generation-gpu.yaml"
     script:
         "../workflow_scripts/canaries.py"
+
+
+# Detection metrics of the query-level detectors (MEntA Tables 7-8): every local target with Mirabel or
+# the LLM detector that runs attacks answers the dataset's benign queries, and the detectors' verdicts
+# on them and on its attack queries are collected (ragmi.audit.detection; files: detection_files).
+localrules:
+    benign_queries,
+
+
+rule benign_queries:
+    input:
+        corpus="results/corpus/{dataset}.parquet",
+    output:
+        queries="results/audit/{dataset}/benign_queries.parquet",
+    params:
+        n=config["audit"]["detection_benign_queries"],
+        seed=SEED,
+    log:
+        "logs/audit/benign_queries/{dataset}.log",
+    conda:
+        "../envs/light.yaml"
+    script:
+        "../workflow_scripts/detection.py"
+
+
+def detection_inputs(wc):
+    files = target_files(wc)
+    attacks = target_attacks(config, wc.target)
+    files["benign"] = f"results/audit/{wc.dataset}/benign_queries.parquet"
+    files["split_members"] = f"results/split/{wc.dataset}/members.parquet"
+    files["queries"] = [f"results/queries/{wc.dataset}/{a}.parquet" for a in attacks]
+    files["responses"] = [f for a in attacks for f in responses_of(wc.dataset, wc.target, a)]
+    return files
+
+
+rule detection:
+    input:
+        unpack(detection_inputs),
+    output:
+        flags="results/audit/{dataset}/{target}/detection.parquet",
+    params:
+        spec=target_spec_params,
+        attacks=lambda wc: target_attacks(config, wc.target),
+    priority: 1
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=lambda wc: local_backend(generator_cfg(wc)),
+        mem_mb=8000,
+    log:
+        "logs/audit/detection/{dataset}/{target}.log",
+    benchmark:
+        "benchmarks/out/audit/detection/{dataset}/{target}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
+    script:
+        "../workflow_scripts/detection.py"

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..attacks import attack_channels
+from ..audit import detection as audit_detection
 from ..audit import plan as audit_plan
 from ..audit.inventory import NOT_LIVE, effective_channels_of
 from ..config import SCHEMA_PATH, runs
@@ -531,6 +532,41 @@ _TABLES += [
         build=_defense_effect,
         extra_columns=("defenses", "channels", "effect", "verdict", "published"),
         published=True,
+    ),
+]
+
+
+def _detection(files: Files, config: Mapping) -> pd.DataFrame:
+    flags = pd.concat([pd.read_parquet(f) for f in files["flags"]], ignore_index=True)
+    return audit_detection.detection_frame(flags)
+
+
+def _detection_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    cols = ["dataset", "target", "defense", "attack", "labelling", "n_attack", "recall [95% CI]", "n_benign"]
+    return audit_tables.plain_table(df[[*cols, "FPR [95% CI]"]], title, notes=notes)
+
+
+_TABLES += [
+    Table(
+        name="detection",
+        title="Query-level detection (MEntA Tables 7-8): detector recall on attack queries, FPR on benign queries",
+        notes=(
+            "One row per (dataset, target, detector, attack, labelling), for every attacked target with Mirabel or "
+            "the LLM detector; each query's verdict is the detector's own (the flagged entry of its hook trace), "
+            "a query refused before the detector saw it has none and is left out.",
+            "recall: share of the attack's queries flagged (n_attack of them: every query the attack sent this "
+            "target; MEntA samples 1,000 per attack and dataset). FPR: share of the negatives flagged (n_benign): "
+            "the dataset's benign queries, audit.detection_benign_queries of them (default 50; MEntA: 1,000 from "
+            "the BEIR query sets), ordinary questions naming one or two topics of a corpus document, none quoting it.",
+            "labelling: non-member attack queries positive = every attack query is an attack (MEntA Table 7); "
+            "negative = only queries about a member are to be caught, those about a non-member count with the "
+            "benign queries (Mirabel, Choi et al.); n_attack and n_benign then count the positives and negatives.",
+            "Brackets: 95% Wilson score intervals, the query as the unit (an attack's queries about one candidate "
+            "are not independent: read them as descriptive).",
+        ),
+        inputs=lambda cfg: {"flags": audit_detection.detection_files(cfg)},
+        build=_detection,
+        markdown=_detection_markdown,
     ),
 ]
 
