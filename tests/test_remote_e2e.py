@@ -177,7 +177,11 @@ def test_black_box_endpoint_skips_gray_variants_with_a_note(run):
     theirs = local[local["variant"] == "rag_mia/black/t2"].reset_index(drop=True)
     cols = ["doc_id", "variant", "score", "decision", "no_answer"]
     pd.testing.assert_frame_equal(ours[cols], theirs[cols], check_dtype=False)
-    assert sorted(black.loc[black["skipped"].notna(), "variant"]) == ["rag_mia/gray-pyes/t2", "rag_mia/gray/t2"]
+    assert sorted(black.loc[black["skipped"].notna(), "variant"]) == [
+        "rag_mia/gray-pyes/t2",
+        "rag_mia/gray-pyes/t2/reading=first-topk",
+        "rag_mia/gray/t2",
+    ]
     assert "gray-box variant(s) skipped" in (work / "logs/score/tiny/rb/rag_mia.log").read_text()
     table = (work / "results/tables/rag_mia.md").read_text()
     rows = [line for line in table.splitlines() if "| rb " in line or "| rb |" in line]

@@ -172,7 +172,8 @@ def probe_changes(rag) -> dict:
         for hook in d.hooks:
             states = probe_states(alone, ctx, hook)
             before = [channel_digests(s, hook) for s in states]
-            getattr(d, f"on_{hook}")(states, ctx) if states else None
+            if states:
+                getattr(d, f"on_{hook}")(states, ctx)
             c = Changes()
             for s, b in zip(states, before):
                 c.add(hook, changed_channels(b, s, hook))
