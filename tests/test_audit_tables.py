@@ -278,8 +278,8 @@ def test_published_defense_matching():
 def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     """LPRAG writes one-word names and example.* domains that NELstrict can only score as
     PERSON_NAME_AMBIGUOUS / PLACEHOLDER_NAME and EMAIL_PLACEHOLDER: both change cells are n/a."""
-    from ragmi.audit.nel import entangled_columns
     from ragmi.defenses import build_defense
+    from ragmi.nel import entangled_columns
     from ragmi.report.registry import scorer_entanglement
 
     lprag = build_defense("lprag", {"kind": "lprag"})

@@ -7,8 +7,8 @@ import re
 import pandas as pd
 import pytest
 
+from ragmi import nel
 from ragmi.audit import canaries as C
-from ragmi.audit import nel
 from ragmi.errors import ConfigError, DataError
 
 TOPICS = ["pipeline maintenance", "payroll audit", "vendor onboarding", "server migration", "budget review"]

@@ -8,9 +8,10 @@ import re
 import pandas as pd
 import pytest
 
+from ragmi import nel
 from ragmi.attacks import extraction as x
 from ragmi.attacks.base import check_queries, check_scores
-from ragmi.audit import canaries, leakage, nel, plan
+from ragmi.audit import canaries, leakage, plan
 from ragmi.config import plugin_params
 from ragmi.datasets import synthetic
 from ragmi.errors import ConfigError, DataError

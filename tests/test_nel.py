@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragmi.audit import nel
+from ragmi import nel
 
 
 def found(text):

@@ -63,3 +63,19 @@ def test_the_readme_dataset_example_works(tmp_path, monkeypatch):
     path.write_text("".join(json.dumps({"ticket": i, "body": f"printer {i} is broken"}) + "\n" for i in range(3)))
     df, stats = datasets.load_corpus("support", {"source": "tickets", "path": str(path)}, 0)
     assert df["doc_id"].tolist() == ["tk-0", "tk-1", "tk-2"] and stats["n_docs"] == 3
+
+
+def test_attack_code_imports_neither_the_audit_nor_the_target():
+    """An attack sees only its queries and the responses: no module of ragmi.attacks imports the audit,
+    the defenses or the target's retriever/index, directly or through what it imports."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys, ragmi.attacks as A\n"
+        "for m in pkgutil.iter_modules(A.__path__): importlib.import_module(f'ragmi.attacks.{m.name}')\n"
+        "bad = sorted(n for n in sys.modules if n.startswith(('ragmi.audit', 'ragmi.defenses', 'ragmi.target')))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -2,8 +2,6 @@
 
 Modules:
 
-* :mod:`ragmi.audit.nel`        NELstrict, the rule-based named-entity-leakage scorer (11 types) and
-                                its precision spot-check;
 * :mod:`ragmi.audit.canaries`   the out-of-vocabulary e-mail canaries (``operator_N@acmetest-internal.canary``),
                                 the Ps query pool and exact-match recovery;
 * :mod:`ragmi.audit.stats`      one-sided Fisher test, Clopper-Pearson bound, run-level bootstrap with
@@ -14,5 +12,7 @@ Modules:
 * :mod:`ragmi.audit.leakage`    per-run generated-text leakage of one target.
 
 The evaluator may read what no attack sees (retrieved ids, database texts); attack modules import
-nothing from here but the text-overlap primitives of :mod:`ragmi.audit.extraction`.
+nothing from here. What both sides use lives outside: NELstrict (:mod:`ragmi.nel`, the rule-based
+named-entity-leakage scorer and its precision spot-check), the text-overlap primitives
+(:mod:`ragmi.textmatch`) and the extraction prompt pools (:mod:`ragmi.attacks.prompt_pools`).
 """

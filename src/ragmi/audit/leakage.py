@@ -26,7 +26,7 @@ import hashlib
 
 import pandas as pd
 
-from . import nel
+from .. import nel
 from .extraction import reproduced_fraction
 
 NEL_COLUMNS = ("EMAIL_REAL", "PERSON_NAME")

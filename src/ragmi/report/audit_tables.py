@@ -235,7 +235,7 @@ def leakage_dashboard_frame(
     """``runs``: per-run leakage rows with dataset, target (``ragmi.audit.leakage.run_leakage``);
     ``mi``: the MI attack's headline metrics rows (dataset, target, variant, auc, auc_lo, auc_hi);
     ``statuses``: {target: "defense: status; …"}; ``baselines``: {target: undefended target or None};
-    ``entangled``: {target: {column: vocabulary strings}} (:func:`ragmi.audit.nel.entangled_columns`
+    ``entangled``: {target: {column: vocabulary strings}} (:func:`ragmi.nel.entangled_columns`
     of its defenses' vocabularies) — a change cell of an entangled column is printed
     ``n/a (scorer-entangled)``, never as a reduction (Mind the Hook Table II's "n/a (SE)"), and the
     ``scorer-entangled`` column names the strings.

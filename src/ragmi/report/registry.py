@@ -342,10 +342,10 @@ def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
 
 def scorer_entanglement(config: Mapping) -> dict:
     """{target: {NELstrict column: vocabulary strings}}: the columns whose reduction under the target's
-    defenses the scorer's own rules would produce (``ragmi.audit.nel.entangled_columns`` of each
+    defenses the scorer's own rules would produce (``ragmi.nel.entangled_columns`` of each
     defense's declared vocabulary)."""
-    from ..audit.nel import entangled_columns
     from ..defenses import build_defense
+    from ..nel import entangled_columns
 
     out = {}
     for t, c in config["targets"].items():
@@ -476,7 +476,7 @@ _TABLES += [
             "(each defended run's dataset and extraction prompt on its target's undefended counterpart; "
             "'over m matched runs' where only m of the pool's runs have one); n/a (scorer-entangled) where the target's defenses write strings "
             "NELstrict can only score as placeholders or ambiguous (LPRAG's fixed one-word names and example.* "
-            "domains: ragmi.audit.nel.entangled_columns), so the reduction would come from the scoring rules, not "
+            "domains: ragmi.nel.entangled_columns), so the reduction would come from the scoring rules, not "
             "from the defense (Mind the Hook Table II, n/a (SE)); the canaries table validates the e-mail channel "
             "out of the scorer's path.",
             "verbatim reproduced: share of the retrieved documents an answer reproduces (longest common "

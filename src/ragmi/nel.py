@@ -72,8 +72,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .canaries import DOMAIN as CANARY_DOMAIN
-from .stats import clopper_pearson_lower
+# the out-of-vocabulary canary domain of the audit (ragmi.audit.canaries), classified as CANARY
+CANARY_DOMAIN = "acmetest-internal.canary"
 
 EMAIL_REAL = "EMAIL_REAL"
 PERSON_NAME = "PERSON_NAME"
@@ -555,6 +555,8 @@ def spot_check_sample(texts: Iterable[str], per_type: int = 10, seed: int = 0) -
 def spot_check_bounds(judged: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per type: ``k`` items judged correct out of ``n`` and the one-sided Clopper-Pearson lower bound
     on the precision (10/10 -> 0.741 at 95%).  ``judged`` has columns type and correct (bool)."""
+    from .audit.stats import clopper_pearson_lower  # the evaluator's statistics
+
     rows = []
     for t, g in judged.groupby("type", sort=True):
         k, n = int(g["correct"].astype(bool).sum()), len(g)
