@@ -77,12 +77,35 @@ def default_generator(cfg: dict) -> str:
 
 
 def _check_references(cfg: dict) -> None:
-    attacker = cfg.setdefault("attacker", {"temperature": 0.0})
+    """Every name the config uses is defined, and each section's keys fit the others (in this order:
+    the first problem found is the one reported)."""
+    _check_attacker(cfg)
+    _check_remote(cfg)
+    _check_target_components(cfg)
+    _derive_controls(cfg)
+    _check_folds(cfg)
+    _check_frameworks(cfg)
+    built = _build_defenses(cfg)
+    needs_llm = _check_target_defenses(cfg, built)
+    _check_target_attacks(cfg)
+    _check_audit(cfg)
+    _check_defender(cfg, needs_llm)
+    _check_defense_vocabularies(cfg, built)
+    _check_models(cfg)
+    _check_generator_endpoints(cfg)
+
+
+def _check_attacker(cfg: dict) -> None:
+    """The attacker's generator (default: the first in-process target's) is defined."""
+    attacker = cfg["attacker"]  # the schema's default: {"temperature": 0.0}
     if "generator" not in attacker:
         attacker["generator"] = default_generator(cfg)
     if attacker["generator"] not in cfg.get("generators", {}):
         raise ConfigError(f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'")
-    _check_remote(cfg)
+
+
+def _check_target_components(cfg: dict) -> None:
+    """The retriever and generator of every in-process target are defined."""
     for name, t in cfg["targets"].items():
         if is_remote(t):
             continue
@@ -93,11 +116,10 @@ def _check_references(cfg: dict) -> None:
                     f"config key targets.{name}.{kind}: {t[kind]!r} is not defined under '{section}' "
                     f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
                 )
-    _derive_controls(cfg)
-    _check_folds(cfg)
-    _check_frameworks(cfg)
-    _check_defenses(cfg)
-    _check_models(cfg)
+
+
+def _check_generator_endpoints(cfg: dict) -> None:
+    """``base_url`` is given for, and only for, the generators of backend 'openai'."""
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] == "openai" and "base_url" not in g:
             raise ConfigError(f"config key generators.{name}.base_url: required for backend 'openai'")
@@ -158,49 +180,63 @@ def _check_folds(cfg: dict) -> None:
 def _check_remote(cfg: dict) -> None:
     """Remote targets: the keys their API needs, nothing that only an in-process target has, and the
     datasets each target names; the file of every dataset of source 'candidates'."""
+    _check_candidates_files(cfg)
+    for name, t in cfg["targets"].items():
+        _check_target_datasets(cfg, name, t)
+        if is_remote(t):
+            _check_remote_target(name, t)
+        elif "remote" in t:
+            raise ConfigError(f"config key targets.{name}.remote: only used with kind 'remote'")
+
+
+def _check_candidates_files(cfg: dict) -> None:
+    """Every dataset of source 'candidates' names a file that exists."""
     for name, d in cfg["datasets"].items():
         if d["source"] == "candidates":
             if "path" not in d:
                 raise ConfigError(f"config key datasets.{name}.path: required for source 'candidates'")
             if not Path(d["path"]).expanduser().is_file():
                 raise ConfigError(f"config key datasets.{name}.path: file {d['path']} does not exist")
-    for name, t in cfg["targets"].items():
-        for i, d in enumerate(t.get("datasets") or []):
-            if d not in cfg["datasets"]:
-                raise ConfigError(
-                    f"config key targets.{name}.datasets.{i}: {d!r} is not defined under 'datasets' "
-                    f"(defined: {', '.join(sorted(cfg['datasets']))})"
-                )
-        where = f"config key targets.{name}"
-        if not is_remote(t):
-            if "remote" in t:
-                raise ConfigError(f"{where}.remote: only used with kind 'remote'")
-            continue
-        for key in ("retriever", "generator"):
-            if key in t:
-                raise ConfigError(
-                    f"{where}.{key}: a remote target does its own retrieval and generation; remove the key"
-                )
-        if t["defenses"]:
+
+
+def _check_target_datasets(cfg: dict, name: str, t: dict) -> None:
+    """The datasets target ``name`` lists are defined."""
+    for i, d in enumerate(t.get("datasets") or []):
+        if d not in cfg["datasets"]:
             raise ConfigError(
-                f"{where}.defenses: a remote target's defenses are the service's own; ragmi cannot add hooks to "
-                "it (serve a defended ragmi target with `ragmi serve-target` instead)"
+                f"config key targets.{name}.datasets.{i}: {d!r} is not defined under 'datasets' "
+                f"(defined: {', '.join(sorted(cfg['datasets']))})"
             )
-        r = t["remote"]
-        if r["api"] == "json":
-            for key in ("body", "answer_path"):
-                if key not in r:
-                    raise ConfigError(f"{where}.remote.{key}: required for api 'json'")
-            if r["logprobs"] and not ("token_logprobs_path" in r or "top_logprobs_path" in r):
-                raise ConfigError(
-                    f"{where}.remote.logprobs: true needs token_logprobs_path or top_logprobs_path for api 'json'"
-                )
-        else:
-            for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path"):
-                if key in r:
-                    raise ConfigError(f"{where}.remote.{key}: only used with api 'json' (api is 'openai')")
-        if r.get("api_key_env") is not None and not r["api_key_env"].strip():
-            raise ConfigError(f"{where}.remote.api_key_env: must name an environment variable")
+
+
+def _check_remote_target(name: str, t: dict) -> None:
+    """A remote target has none of an in-process target's keys (retriever, generator, defenses)."""
+    where = f"config key targets.{name}"
+    for key in ("retriever", "generator"):
+        if key in t:
+            raise ConfigError(f"{where}.{key}: a remote target does its own retrieval and generation; remove the key")
+    if t["defenses"]:
+        raise ConfigError(
+            f"{where}.defenses: a remote target's defenses are the service's own; ragmi cannot add hooks to "
+            "it (serve a defended ragmi target with `ragmi serve-target` instead)"
+        )
+    _check_remote_api(f"{where}.remote", t["remote"])
+
+
+def _check_remote_api(where: str, r: dict) -> None:
+    """The ``remote`` block: the keys its ``api`` needs and none that only the other api reads."""
+    if r["api"] == "json":
+        for key in ("body", "answer_path"):
+            if key not in r:
+                raise ConfigError(f"{where}.{key}: required for api 'json'")
+        if r["logprobs"] and not ("token_logprobs_path" in r or "top_logprobs_path" in r):
+            raise ConfigError(f"{where}.logprobs: true needs token_logprobs_path or top_logprobs_path for api 'json'")
+    else:
+        for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path"):
+            if key in r:
+                raise ConfigError(f"{where}.{key}: only used with api 'json' (api is 'openai')")
+    if r.get("api_key_env") is not None and not r["api_key_env"].strip():
+        raise ConfigError(f"{where}.api_key_env: must name an environment variable")
 
 
 CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
@@ -295,8 +331,9 @@ def _check_models(cfg: dict) -> None:
             check_model_reference(menta["embedder"], "attacks.menta.embedder", PACKAGED_EMBEDDERS)
 
 
-def _check_defenses(cfg: dict) -> None:
-    """Defense names, each defense's parameters, the retriever a defense needs, the defender LLM."""
+def _build_defenses(cfg: dict) -> dict:
+    """Each defense's kind and parameters valid (defaults written back into ``cfg``); the built
+    defenses by name."""
     from .defenses import build_defense  # the registry imports this module
 
     defenses = cfg.setdefault("defenses", {})
@@ -305,16 +342,22 @@ def _check_defenses(cfg: dict) -> None:
         d = build_defense(name, spec)
         defenses[name] = {"kind": d.kind, **({"hooks": list(d.hooks)} if "hooks" in spec else {}), **d.params}
         built[name] = d
-    used = False
+    return built
+
+
+def _check_target_defenses(cfg: dict, built: dict) -> bool:
+    """The defenses each target lists are defined, and a defense that needs the whole database's
+    scores sits on a dense flat-index retriever; whether any used defense needs the defender LLM."""
+    needs_llm = False
     for tname, t in cfg["targets"].items():
         for i, dname in enumerate(t.get("defenses", [])):
-            if dname not in defenses:
+            if dname not in built:
                 raise ConfigError(
                     f"config key targets.{tname}.defenses.{i}: {dname!r} is not defined under 'defenses' "
-                    f"(defined: {', '.join(sorted(defenses)) or 'none'})"
+                    f"(defined: {', '.join(sorted(built)) or 'none'})"
                 )
             d = built[dname]
-            used = used or d.needs_llm
+            needs_llm = needs_llm or d.needs_llm
             r = cfg.get("retrievers", {}).get(t.get("retriever"), {})
             if d.needs_all_scores and (r.get("kind") != "dense" or r.get("index") not in ("flat_ip", "flat_l2")):
                 raise ConfigError(
@@ -322,6 +365,11 @@ def _check_defenses(cfg: dict) -> None:
                     f"of the whole database, which only a dense retriever with a flat index gives "
                     f"(retriever {t['retriever']!r} is {r.get('kind')}/{r.get('index', '-')})"
                 )
+    return needs_llm
+
+
+def _check_target_attacks(cfg: dict) -> None:
+    """The attacks each target lists are configured."""
     for tname, t in cfg["targets"].items():
         for i, a in enumerate(t.get("attacks") or []):
             if a not in cfg["attacks"]:
@@ -329,6 +377,10 @@ def _check_defenses(cfg: dict) -> None:
                     f"config key targets.{tname}.attacks.{i}: {a!r} is not configured under 'attacks' "
                     f"(configured: {', '.join(sorted(cfg['attacks']))})"
                 )
+
+
+def _check_audit(cfg: dict) -> None:
+    """The audit's canary targets (in-process ones), canary dataset and MI attack are defined."""
     audit = cfg.setdefault("audit", {})
     for i, t in enumerate(audit.get("canary_targets") or []):
         if t not in cfg["targets"]:
@@ -344,11 +396,20 @@ def _check_defenses(cfg: dict) -> None:
         )
     if audit.get("mi_attack") is not None and audit["mi_attack"] not in cfg["attacks"]:
         raise ConfigError(f"config key audit.mi_attack: {audit['mi_attack']!r} is not configured under 'attacks'")
+
+
+def _check_defender(cfg: dict, needs_llm: bool) -> None:
+    """The defender's generator (default: the first in-process target's) is defined when a used
+    defense needs it."""
     defender = cfg.setdefault("defender", {})
     if "generator" not in defender:
         defender["generator"] = default_generator(cfg)
-    if used and defender["generator"] not in cfg.get("generators", {}):
+    if needs_llm and defender["generator"] not in cfg.get("generators", {}):
         raise ConfigError(f"config key defender.generator: {defender['generator']!r} is not defined under 'generators'")
+
+
+def _check_defense_vocabularies(cfg: dict, built: dict) -> None:
+    """With any defended target, no defense's fixed vocabulary overlaps the canary audit's."""
     if any(t.get("defenses") for t in cfg["targets"].values()):
         from .audit.canaries import check_outside_vocabulary
 
