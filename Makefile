@@ -51,7 +51,7 @@ test-fast: install
 	.venv/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 dry-run: install
-	.venv/bin/snakemake -n --cores $(CORES)
+	.venv/bin/snakemake -n --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 
 report: install
 	.venv/bin/snakemake --report report.html

@@ -4,8 +4,9 @@ import pandas as pd
 
 from ragmi.attacks.base import SKIPPED_COLUMN, split_skipped
 from ragmi.costs import costs_by_variant
+from ragmi.io import atomic_write_text
 from ragmi.metrics import evaluate
-from ragmi.workflow import atomic_write_text, read_responses, run_step
+from ragmi.workflow import read_responses, run_step
 
 
 def main(smk, log):

@@ -41,6 +41,33 @@ def _shrunk(avail: int, n_ref: int, n_eval: int, floor: tuple[int, str], asked: 
     return ref, avail - ref
 
 
+def _draw_candidates(
+    members: pd.DataFrame,
+    nonmembers: pd.DataFrame,
+    n_reference: int,
+    n_eval: int,
+    rng: np.random.Generator,
+    asked: str,
+    advice: str,
+    allow_shrink: bool,
+    floor: tuple[int, str],
+) -> tuple[pd.DataFrame, int, int]:
+    """``n_reference`` + ``n_eval`` candidates drawn (with ``rng``) from each class, members first,
+    and the per-class reference and evaluation sizes.  Too few documents in a class is a DataError
+    ``asked`` + ``advice`` unless ``allow_shrink`` (then both sets shrink: :func:`_shrunk`)."""
+    avail = min(len(members), len(nonmembers))
+    ref, ev = n_reference, n_eval
+    if avail < n_reference + n_eval:
+        if not allow_shrink:
+            raise DataError(f"{asked}; {advice}")
+        ref, ev = _shrunk(avail, n_reference, n_eval, floor, asked)
+    parts = []
+    for label, frame in ((1, members), (0, nonmembers)):
+        chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)
+        parts.append(chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev))
+    return pd.concat(parts, ignore_index=True)[CORPUS_COLUMNS + ["label", "role"]], ref, ev
+
+
 def split_corpus(
     corpus: pd.DataFrame,
     member_fraction: float,
@@ -79,27 +106,18 @@ def split_corpus(
     if overlap:
         raise DataError(f"dataset {name}: {len(overlap)} texts are both member and non-member after cleaning")
 
-    avail = min(len(members), len(nonmembers))
-    ref, ev = n_reference, n_eval
-    if avail < n_reference + n_eval:
-        counts = (
-            f"dataset {name}: split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
-            f"{n_reference + n_eval} candidates per class, but the {n} documents left after cleaning give "
-            f"{len(members)} members and {len(nonmembers)} non-members (split.member_fraction {member_fraction})"
-        )
-        if not allow_shrink:
-            raise DataError(
-                f"{counts}; lower split.n_reference / split.n_eval, use a larger corpus, or set "
-                "split.allow_shrink: true to shrink both sets to what exists"
-            )
-        ref, ev = _shrunk(avail, n_reference, n_eval, floor, counts)
-    parts = []
-    for label, frame in ((1, members), (0, nonmembers)):
-        pick = rng.permutation(len(frame))[: ref + ev]
-        chosen = frame.iloc[pick].reset_index(drop=True)
-        chosen = chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev)
-        parts.append(chosen)
-    candidates = pd.concat(parts, ignore_index=True)[CORPUS_COLUMNS + ["label", "role"]]
+    counts = (
+        f"dataset {name}: split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
+        f"{n_reference + n_eval} candidates per class, but the {n} documents left after cleaning give "
+        f"{len(members)} members and {len(nonmembers)} non-members (split.member_fraction {member_fraction})"
+    )
+    advice = (
+        "lower split.n_reference / split.n_eval, use a larger corpus, or set "
+        "split.allow_shrink: true to shrink both sets to what exists"
+    )
+    candidates, ref, ev = _draw_candidates(
+        members, nonmembers, n_reference, n_eval, rng, counts, advice, allow_shrink, floor
+    )
     # Seeded shuffle: queries, shards and generation batches follow the candidates' order, which must
     # not sort them by label (members first) or by role.
     candidates = candidates.iloc[rng.permutation(len(candidates))].reset_index(drop=True)
@@ -178,24 +196,17 @@ def split_labelled(
         candidates = labelled[CORPUS_COLUMNS + ["label", "role"]]
         ref = ev = None
     else:
-        avail = min(len(members), len(nonmembers))
-        ref, ev = n_reference, n_eval
-        if avail < n_reference + n_eval:
-            ask = (
-                f"{counts}; split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
-                f"{n_reference + n_eval} per class"
-            )
-            if not allow_shrink:
-                raise DataError(
-                    f"{ask}; lower split.n_reference / split.n_eval, add documents, give each a role "
-                    "(role_column), or set split.allow_shrink: true"
-                )
-            ref, ev = _shrunk(avail, n_reference, n_eval, floor, ask)
-        parts = []
-        for label, frame in ((1, members), (0, nonmembers)):
-            chosen = frame.iloc[rng.permutation(len(frame))[: ref + ev]].reset_index(drop=True)
-            parts.append(chosen.assign(label=label, role=["reference"] * ref + ["eval"] * ev))
-        candidates = pd.concat(parts, ignore_index=True)[CORPUS_COLUMNS + ["label", "role"]]
+        ask = (
+            f"{counts}; split.n_reference + split.n_eval ask for {n_reference} + {n_eval} = "
+            f"{n_reference + n_eval} per class"
+        )
+        advice = (
+            "lower split.n_reference / split.n_eval, add documents, give each a role (role_column), or set "
+            "split.allow_shrink: true"
+        )
+        candidates, ref, ev = _draw_candidates(
+            members, nonmembers, n_reference, n_eval, rng, ask, advice, allow_shrink, floor
+        )
     candidates = candidates.iloc[rng.permutation(len(candidates))].reset_index(drop=True)
     sizes = candidates.groupby(["label", "role"]).size()
     info = {

@@ -2,8 +2,7 @@
 
 :func:`run_step` sends log lines to the rule's ``log:`` file and to stderr, turns a
 :class:`~ragmi.errors.RagmiError` into one clear message (no traceback), removes any partial output
-and exits non-zero.  The atomic writers live in :mod:`ragmi.io`; they are re-exported here for the
-scripts and report modules that import them from this module.
+and exits non-zero.  The atomic writers live in :mod:`ragmi.io` (import them from there).
 """
 
 from __future__ import annotations
@@ -15,10 +14,10 @@ import time
 import traceback
 from pathlib import Path
 
+from . import io
 from .errors import RagmiError
-from .io import atomic_write_parquet, atomic_write_text, write_json
 
-__all__ = ["StepLog", "run_step", "atomic_write_parquet", "atomic_write_text", "write_json"]
+__all__ = ["StepLog", "run_step"]
 
 
 class StepLog:
@@ -117,10 +116,10 @@ def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict
             "split.allow_shrink is true. Every number of this dataset rests on these smaller sets (see split.json)."
         )
         log(bar)
-    atomic_write_parquet(members, smk.output.members)
-    atomic_write_parquet(nonmembers, smk.output.nonmembers)
-    atomic_write_parquet(candidates, smk.output.candidates)
-    write_json(info, smk.output.info)
+    io.atomic_write_parquet(members, smk.output.members)
+    io.atomic_write_parquet(nonmembers, smk.output.nonmembers)
+    io.atomic_write_parquet(candidates, smk.output.candidates)
+    io.write_json(info, smk.output.info)
 
 
 def target_spec(smk, index_dir: str | None = None):

@@ -32,7 +32,7 @@ from ..audit.inventory import NOT_LIVE, effective_channels_of
 from ..config import SCHEMA_PATH, runs
 from ..costs import COST_COLUMNS
 from ..errors import ConfigError
-from ..workflow import atomic_write_text
+from ..io import atomic_write_text
 from . import audit_tables, summary
 from .comparison import (
     CONTROL_COLUMNS,

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from ..costs import COST_LABELS
+from ..io import atomic_write_text
 from ..metrics import fpr_estimable
-from ..workflow import atomic_write_text
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 DASH = "–"
