@@ -10,7 +10,8 @@ rule table:
         md=report("results/tables/{table}.md", caption="../report/tables.rst", category="Tables"),
     params:
         table=lambda wc: wc.table,
-        config=config,
+        # only the keys the table reads (TABLES[...].config_keys): another key's change reruns no table
+        config=lambda wc: table_config(wc.table, config),
     log:
         "logs/tables/{table}.log",
     benchmark:
@@ -35,7 +36,7 @@ for _table in TABLES.values():
             params:
                 table=_table.name,
                 figure=_figure.name,
-                config=config,
+                config=lambda wc, name=_table.name: table_config(name, config),
             log:
                 f"logs/figures/{_figure.name}.log",
             benchmark:

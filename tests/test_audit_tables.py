@@ -424,7 +424,7 @@ def test_pooled_rows_keep_scorer_entangled_cells():
 def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
     """Through the registry: MtH Table II pools per defense, so its values compare with the pooled
     rows, never with a per-ε row."""
-    from ragmi.report.registry import _leakage_dashboard
+    from ragmi.report.registry import _leakage_dashboard, table_config
 
     defenses, targets, runs = pooled_inputs()
     runs.to_csv(tmp_path / "leakage.csv", index=False)
@@ -450,7 +450,7 @@ def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
         "published": ["config/published.yaml"],
     }
     cfg = {"defenses": defenses, "targets": targets, "audit": {"n_boot": 50}, "seed": 0}
-    df = _leakage_dashboard(files, cfg)
+    df = _leakage_dashboard(files, table_config("leakage_dashboard", cfg))  # the keys it declares suffice
     pooled = df[df["block"] == "pooled"].set_index("pool")
     assert "email +8.1%" in pooled.loc["dp_retrieval", "published"]
     assert "2.25/run" in pooled.loc["none", "published"] and "-42.9%" in pooled.loc["pad", "published"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ragmi.report.registry import (
     draw_figure,
     input_files,
     outputs,
+    table_config,
     write_table,
 )
 
@@ -254,6 +256,83 @@ def test_a_table_over_other_inputs(tmp_path):
     assert (tmp_path / "h.csv").read_text() == "target,hooks\nt1,3\nt2,5\n"
 
 
+def default_config() -> dict:
+    import yaml
+
+    from ragmi.config import validate_config
+
+    return validate_config(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+
+
+def test_each_table_is_given_only_the_config_keys_it_declares():
+    """The rules pass table_config(name, config) as the params: a change elsewhere leaves them equal."""
+    cfg = default_config()
+    before = {name: table_config(name, cfg) for name in TABLES}
+    assert set(before["summary"]) == {"targets"} and before["dcmi_ablation"] == before["hook_inventory"] == {}
+    assert before["leakage_dashboard"]["audit"] == {"n_boot": cfg["audit"]["n_boot"]}  # a dotted path: that leaf
+    assert before["defense_effect"]["metrics"] == {"n_boot": cfg["metrics"]["n_boot"]}
+
+    def changed(edit):
+        other = default_config()
+        edit(other)
+        return sorted(name for name in TABLES if table_config(name, other) != before[name])
+
+    assert (
+        changed(lambda c: c["attacks"].update(mba={"n_masks": 3}, rag_mia={**c["attacks"]["rag_mia"], "cv_folds": 3}))
+        == []
+    )
+    assert changed(lambda c: c.update(generation={"shard_size": 7}, datasets={})) == []
+    assert changed(lambda c: c["audit"].update(n_boot=17)) == ["leakage_dashboard"]
+    assert changed(lambda c: c["metrics"].update(n_boot=17)) == ["defense_effect"]
+    assert changed(lambda c: c.update(seed=1)) == ["defense_effect", "leakage_dashboard"]
+    assert changed(lambda c: c["defenses"]["pad"].update(epsilon=9.0)) == [
+        "attack_comparison",
+        "canaries",
+        "defense_effect",
+        "leakage_dashboard",
+        "rag_mia",
+    ]
+
+
+def test_a_build_sees_only_the_declared_keys(tmp_path):
+    """write_table hands build its config_keys of the config and nothing else: an undeclared read fails."""
+    seen = []
+    table = Table(
+        name="t",
+        title="T",
+        notes=(),
+        inputs=lambda cfg: {},
+        build=lambda files, config: seen.append(config) or pd.DataFrame({"x": [config["audit"]["n_boot"]]}),
+        markdown=lambda df, title, extra_columns, notes: title,
+        config_keys=("audit.n_boot",),
+    )
+    write_table(table, {}, {"audit": {"n_boot": 3, "other": 1}, "seed": 5}, tmp_path / "t.csv", tmp_path / "t.md")
+    assert seen == [{"audit": {"n_boot": 3}}]
+    undeclared = Table(**{**table.__dict__, "config_keys": ("seed",)})
+    with pytest.raises(KeyError):
+        write_table(undeclared, {}, {"audit": {"n_boot": 3}, "seed": 5}, tmp_path / "t.csv", tmp_path / "t.md")
+
+
+def test_canaries_table_from_its_declared_keys(tmp_path):
+    rows = [
+        {"target": t, "seed": s, "n_leaked": n, "n_canaries": 50, "n_leaked_raw": raw}
+        for t, s, n, raw in (("plain", 101, 21, 21), ("plain", 102, 16, 16), ("lp", 101, 0, 20), ("lp", 102, 0, 15))
+    ]
+    paths = []
+    for i, r in enumerate(rows):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(r))
+    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none"}
+    cfg = {
+        "targets": {"plain": {**t, "defenses": []}, "lp": {**t, "defenses": ["lp"]}},
+        "defenses": {"lp": {"kind": "lprag"}},
+        "attacks": {},  # read by no table
+    }
+    files = {"canaries": [str(p) for p in paths], "published": [PUBLISHED]}
+    df = write_table(TABLES["canaries"], files, cfg, tmp_path / "c.csv", tmp_path / "c.md")
+    assert set(df["target"]) == {"plain", "lp"}
+
+
 def test_no_attack_name_is_typed_into_the_rules_or_the_table_script():
     texts = {p.name: p.read_text() for p in [*(ROOT / "rules").glob("*.smk"), ROOT / "workflow_scripts/table.py"]}
     for attack in ATTACKS:
@@ -342,3 +421,30 @@ def test_defense_effect_table_from_score_files(tmp_path):
     assert df.set_index("target").loc["plain", "verdict"] == "baseline"
     md = (tmp_path / "a.md").read_text()
     assert "| reduces |" in md and "ΔAUC −" in md
+
+
+def test_an_attack_parameter_reruns_only_the_tables_over_that_attack(tmp_path):
+    """Snakemake proper: every output of the DAG present with its recorded params (--touch), then a changed
+    MBA parameter reruns MBA's jobs and the tables over every attack, not the RAG-MIA table nor the others."""
+    cfg = RAG_MIA_ONLY.replace(
+        "attacks: {rag_mia: {templates: [2]}}", "attacks: {rag_mia: {templates: [2]}, mba: {n_masks: 4}}"
+    )
+    (tmp_path / "c.yaml").write_text(cfg)
+    summary = run_snakemake(tmp_path, "--summary", "--configfile", str(tmp_path / "c.yaml"))
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    for line in summary.stdout.splitlines()[1:]:
+        path = tmp_path / line.split("\t")[0]
+        if path.suffix == ".shards" or "resources/models" in str(path):  # directory() outputs
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    touched = run_snakemake(tmp_path, "--touch", "--forceall", "--configfile", str(tmp_path / "c.yaml"))
+    assert touched.returncode == 0, touched.stderr[-3000:]
+    same = dry_run(tmp_path, cfg)
+    assert same.returncode == 0 and "Nothing to be done" in same.stdout + same.stderr
+    out = dry_run(tmp_path, cfg.replace("n_masks: 4", "n_masks: 5"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    assert "Params have changed since last execution" in text  # MBA's own jobs
+    assert sorted(set(re.findall(r"table=(\w+)", text))) == ["attack_comparison", "summary"]  # not rag_mia

@@ -9,7 +9,8 @@ declared figure), the default targets (``final_outputs()`` in ``rules/common.smk
 ``workflow_scripts/table.py`` all read :data:`TABLES`; nothing else names a table.
 
 Adding a table: write its frame builder (``(files, config) -> DataFrame``, where ``files`` maps each input
-name to its list of paths), append a :class:`Table` to :data:`TABLES`, and say what it shows in
+name to its list of paths), append a :class:`Table` to :data:`TABLES` with the ``config_keys`` the builder
+reads (it is given those only, and the table reruns when one of them changes), and say what it shows in
 ``report/tables.rst`` if needed.  ``inputs`` may return any named lists of files, e.g.
 ``{"audit": [...], "metrics": [...]}``; the table is built when every list is non-empty.
 For tables over attack metrics, :class:`MetricsOf` gives the metrics CSVs of the configured attacks
@@ -87,6 +88,9 @@ class Table:
     ``extra_columns``, and the protocol footnote before the table's notes.
     ``published``: the table compares with the papers' numbers; :data:`PUBLISHED` is added to its
     inputs under the name ``published``.
+    ``config_keys``: the parts of the config ``build`` reads, top-level keys or dotted paths
+    (``"audit.n_boot"``); ``build`` receives only those (:func:`table_config`), and so does the rule, whose
+    params they are, so a table reruns when one of them changes and not when another key does.
     """
 
     name: str
@@ -98,6 +102,7 @@ class Table:
     published: bool = False
     figures: tuple[Figure, ...] = ()
     markdown: Callable[..., str] = markdown_table
+    config_keys: tuple[str, ...] = ()
 
     def figure(self, name: str) -> Figure:
         for f in self.figures:
@@ -209,6 +214,7 @@ _TABLES = [
         inputs=MetricsOf(),
         build=_summary,
         markdown=summary.summary_markdown,
+        config_keys=("targets",),
     ),
     Table(
         name="attack_comparison",
@@ -229,6 +235,7 @@ _TABLES = [
         build=_comparison,
         extra_columns=("published", "note"),
         published=True,
+        config_keys=("targets", "defenses"),
     ),
     Table(
         name="rag_mia",
@@ -249,6 +256,7 @@ _TABLES = [
         build=_rag_mia,
         extra_columns=("published",),
         published=True,
+        config_keys=("targets", "defenses"),
     ),
     Table(
         name="dcmi_ablation",
@@ -294,6 +302,7 @@ _TABLES = [
         build=_framework_comparison,
         published=True,
         markdown=_framework_markdown,
+        config_keys=("targets",),
     ),
 ]
 
@@ -492,6 +501,7 @@ _TABLES += [
         build=_leakage_dashboard,
         markdown=audit_tables.plain_table,
         published=True,
+        config_keys=("targets", "defenses", "audit.n_boot", "seed"),
     ),
     Table(
         name="canaries",
@@ -510,6 +520,7 @@ _TABLES += [
         build=_canaries,
         markdown=audit_tables.plain_table,
         published=True,
+        config_keys=("targets", "defenses"),
     ),
     Table(
         name="defense_effect",
@@ -532,6 +543,7 @@ _TABLES += [
         build=_defense_effect,
         extra_columns=("defenses", "channels", "effect", "verdict", "published"),
         published=True,
+        config_keys=("targets", "defenses", "metrics.n_boot", "seed"),
     ),
 ]
 
@@ -591,6 +603,28 @@ def input_files(name: str, config: Mapping) -> dict[str, list[str]]:
     return files
 
 
+def _declared(table: Table, config: Mapping) -> dict:
+    out: dict = {}
+    for key in table.config_keys:
+        *parents, leaf = key.split(".")
+        src, dst = config, out
+        for p in parents:
+            if p not in src:
+                break
+            src, dst = src[p], dst.setdefault(p, {})
+        else:
+            if leaf in src:
+                dst[leaf] = src[leaf]
+    return out
+
+
+def table_config(name: str, config: Mapping) -> dict:
+    """The parts of ``config`` table ``name`` reads (its ``config_keys``), nested as in ``config``: the
+    params of its rules, so that changing another key (an attack's parameters, say) reruns no table
+    whose inputs did not change."""
+    return _declared(TABLES[name], config)
+
+
 def outputs(config: Mapping) -> list[str]:
     """Markdown tables and figures of every table ``config`` builds, in registry order."""
     out = []
@@ -603,8 +637,8 @@ def outputs(config: Mapping) -> list[str]:
 
 def write_table(table: Table, files: Files, config: Mapping, out_csv: str, out_md: str) -> pd.DataFrame:
     """Build ``table``'s frame from ``files``; write it as a full-precision CSV (every column) and as
-    Markdown, both atomically."""
-    df = table.build(files, config)
+    Markdown, both atomically.  ``build`` sees only the table's ``config_keys`` of ``config``."""
+    df = table.build(files, _declared(table, config))
     extra = [c for c in COST_COLUMNS if c in df] + [c for c in CONTROL_COLUMNS.values() if c in df]
     extra += list(table.extra_columns)
     md = table.markdown(df, table.title, extra_columns=extra, notes=list(table.notes))
@@ -614,7 +648,8 @@ def write_table(table: Table, files: Files, config: Mapping, out_csv: str, out_m
 
 
 def draw_figure(table: Table, figure: str, files: Files, config: Mapping, out_png: str) -> pd.DataFrame:
-    """Draw ``table``'s figure ``figure`` from the table's frame (built from ``files``)."""
-    df = table.build(files, config)
+    """Draw ``table``'s figure ``figure`` from the table's frame (built from ``files`` and the table's
+    ``config_keys`` of ``config``)."""
+    df = table.build(files, _declared(table, config))
     table.figure(figure).draw(df, out_png, table.title)
     return df
