@@ -146,7 +146,12 @@ def defender_cfg():
 
 
 def generate_inputs(wc):
-    return {"shard": f"results/queries/{wc.dataset}/{wc.attack}.shards/{wc.shard}.parquet", **target_files(wc)}
+    # the whole query file too: CA-DP's T is the most queries the attack sends about one candidate
+    return {
+        "shard": f"results/queries/{wc.dataset}/{wc.attack}.shards/{wc.shard}.parquet",
+        "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
+        **target_files(wc),
+    }
 
 
 def attacker_cfg():

@@ -30,12 +30,10 @@ def main(smk, log):
     else:
         system = rag_system(spec, pd.read_parquet(smk.input.members), log)
     with system as rag:
-        # CA-DP's T: the queries this attack spends on one candidate, over all its shards (the
-        # checkpoint that wrote this shard wrote the whole query file next to the shard directory)
+        # CA-DP's T: the queries this attack spends on one candidate, over all its shards
         if any(d.kind == "ca_dp" for d in getattr(rag, "defenses", ())):
-            shards = Path(smk.input.shard).parent
-            whole = shards.with_name(shards.name.removesuffix(".shards") + ".parquet")
-            set_attack_turns(rag.defenses, pd.read_parquet(whole, columns=["doc_id"]), f"attack {smk.wildcards.attack}")
+            queries = pd.read_parquet(smk.input.queries, columns=["doc_id"])
+            set_attack_turns(rag.defenses, queries, f"attack {smk.wildcards.attack}")
         answers = rag.answer(
             shard["user_prompt"].tolist(),
             shard["max_tokens"].tolist(),

@@ -20,11 +20,10 @@ def main(smk, log):
     spec = target_spec(smk)
     with rag_system(spec, members, log) as rag:
         # CA-DP's probes use the largest T among the attacks that query this target
-        qfiles = list(getattr(smk.input, "queries", []))
-        if qfiles:
-            per = {f: queries_per_candidate(pd.read_parquet(f, columns=["doc_id"])) for f in qfiles}
-            top = max(per, key=per.get)
-            set_attack_turns(rag.defenses, pd.read_parquet(top, columns=["doc_id"]), f"probes, as {top}")
+        frames = {f: pd.read_parquet(f, columns=["doc_id"]) for f in getattr(smk.input, "queries", [])}
+        if frames:
+            top = max(frames, key=lambda f: queries_per_candidate(frames[f]))
+            set_attack_turns(rag.defenses, frames[top], f"probes, as {top}")
         rows, statuses = inventory(spec.name, rag, responses)
     df = pd.DataFrame([r.__dict__ for r in rows])
     df.insert(0, "dataset", smk.wildcards.dataset)
