@@ -6,8 +6,8 @@ One run, same targets, same model (SmolLM2-135M-Instruct, fp32), same machine, s
   target, one at a time, retrieve top-k, build the RAG prompt, one transformers ``generate`` call with 32
   new tokens (greedy) for the black-box answer, then a second forward pass over the same prompt for the
   first-token Yes/No log-probabilities (gray-box).
-* **ragmi**: the path of the Snakemake ``generate`` rule (``ragmi.target.factory.rag_system``): batched
-  retrieval, :class:`~ragmi.target.generators.CachedGenerator` with an empty temporary cache in front of a
+* **ragmi**: the path of the Snakemake ``generate`` rule (``ragmi.rag.factory.rag_system``): batched
+  retrieval, :class:`~ragmi.rag.generators.CachedGenerator` with an empty temporary cache in front of a
   vLLM server started by ``SharedVLLMServer``/``VLLMServer`` (state kept in the temp dir, so the server
   is always a fresh one of this run's own), RAG-MIA's default ``max_tokens`` (6) and ``top_logprobs`` 20
   in ONE request per target serving black- and gray-box.  The server start-up is counted in ragmi's
@@ -294,7 +294,7 @@ def build_data(a, tmp: Path):
 
     from ragmi.config import section_params
     from ragmi.datasets.synthetic import generate
-    from ragmi.target.index import RetrieverSpec, build_index
+    from ragmi.rag.index import RetrieverSpec, build_index
 
     corpus = generate(a.n_docs, a.seed)
     rng = np.random.default_rng(a.seed)
@@ -323,7 +323,7 @@ def build_data(a, tmp: Path):
 # -------------------------------------------------------------------------------------- ragmi way
 def stop_servers(state_root: Path, log=log) -> float:
     """Stop every vLLM server recorded under ``state_root`` (the shared-server state of
-    ``ragmi.target.vllm_server.SharedVLLMServer``, which otherwise leaves the server to its watchdog
+    ``ragmi.rag.vllm_server.SharedVLLMServer``, which otherwise leaves the server to its watchdog
     for ``server_idle_s``); return the seconds it took."""
     t0 = time.perf_counter()
     for state_file in sorted(state_root.glob("*/state.json")):
@@ -358,7 +358,7 @@ def answer_through_rag(a, members, queries, spec_cfg, index_dir, generator: dict
     """Answer ``queries`` through ``rag_system`` (the ``generate`` rule's path) with the given generator
     entry; returns (answers, time the last answer arrived, time the RAG system was closed)."""
     from ragmi.config import section_params
-    from ragmi.target.factory import TargetSpec, rag_system
+    from ragmi.rag.factory import TargetSpec, rag_system
 
     spec = TargetSpec(
         name="bench",
@@ -464,8 +464,8 @@ def loop_way(a, members, queries, spec_cfg, index_dir) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ragmi.target.index import Retriever, RetrieverSpec
-    from ragmi.target.templates import get_template
+    from ragmi.rag.index import Retriever, RetrieverSpec
+    from ragmi.rag.templates import get_template
 
     torch.set_num_threads(a.threads)
     t_start = time.perf_counter()

@@ -3,7 +3,7 @@
 Runs vLLM's offline ``LLM`` in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core and
 its model run here, so ``torch.profiler`` sees every operator) on the packaged SmolLM2-135M-Instruct in
 fp32, with the server settings ragmi uses on a CPU (``--enforce-eager``, block size
-``ragmi.target.vllm_server.CPU_BLOCK_SIZE``, chunked prefill off; prefix caching off so that every
+``ragmi.rag.vllm_server.CPU_BLOCK_SIZE``, chunked prefill off; prefix caching off so that every
 prompt token is computed).  The prompts have the shape of RAG-MIA queries: the ``rag_mia`` template
 with ``--k`` synthetic documents (``length: full``) as the context and one of them in the question.
 
@@ -46,7 +46,7 @@ def parse_args(argv=None):
 
 def prompts(n: int, k: int) -> list[list[dict]]:
     from ragmi.datasets.synthetic import generate
-    from ragmi.target.templates import get_template
+    from ragmi.rag.templates import get_template
 
     docs = generate(n * k, seed=1, length="full")["text"].tolist()
     template = get_template("rag_mia")
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     import torch
     from vllm import LLM, SamplingParams
 
-    from ragmi.target.vllm_server import CPU_BLOCK_SIZE
+    from ragmi.rag.vllm_server import CPU_BLOCK_SIZE
 
     msgs = prompts(a.n_prompts, a.k)
     llm = LLM(

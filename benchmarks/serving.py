@@ -129,9 +129,9 @@ def build_workload(a, members, targets, spec_cfg, index_dir) -> dict[str, list[d
     from ragmi.attacks.dcmi import DCMI
     from ragmi.cache import request_key
     from ragmi.config import section_params
-    from ragmi.target.generators import make_request
-    from ragmi.target.index import Retriever, RetrieverSpec, database_documents
-    from ragmi.target.templates import get_template
+    from ragmi.rag.generators import make_request
+    from ragmi.rag.index import Retriever, RetrieverSpec, database_documents
+    from ragmi.rag.templates import get_template
 
     with_titles = section_params("targets", {"retriever": "minilm-cosine", "generator": "g"})["with_titles"]
     docs = database_documents(members, with_titles)
@@ -199,7 +199,7 @@ def offline_child(a) -> int:
 
 
 def offline_run(a, tmp: Path, workload, order) -> dict:
-    from ragmi.target.vllm_server import MAX_LOGPROBS, VLLMServer, cuda_available
+    from ragmi.rag.vllm_server import MAX_LOGPROBS, VLLMServer, cuda_available
 
     gcfg = gen_config(a)
     server = VLLMServer.from_config(gcfg, a.model_dir, tmp / "offline.log", a.threads, str(tmp / "vllm-cache"))
@@ -214,7 +214,7 @@ def offline_run(a, tmp: Path, workload, order) -> dict:
         "max_num_seqs": SERVER_MAX_NUM_SEQS if not gpu else None,
         "max_num_batched_tokens": SERVER_MAX_NUM_BATCHED_TOKENS if not gpu else None,
     }
-    if not gpu:  # the server's CPU settings (ragmi.target.vllm_server.VLLMServer.command)
+    if not gpu:  # the server's CPU settings (ragmi.rag.vllm_server.VLLMServer.command)
         engine.update(enforce_eager=True, enable_chunked_prefill=False)
     engine = {k: v for k, v in engine.items() if v is not None}
     spec = {"engine": engine, "workload": {att: [reqs[i] for i in order[att]] for att, reqs in workload.items()}}
@@ -243,7 +243,7 @@ def offline_run(a, tmp: Path, workload, order) -> dict:
 # ----------------------------------------------------------------------------------------- served
 def served_run(a, tmp: Path, name: str, workload, *, prefix_cache: bool, order_by_prefix: bool) -> dict:
     """ragmi's served generate path on a fresh server of its own; the server's start-up is timed apart."""
-    from ragmi.target.factory import cached_generator
+    from ragmi.rag.factory import cached_generator
 
     run_dir = tmp / name
     run_dir.mkdir()
@@ -329,7 +329,7 @@ def main(argv=None) -> int:
     import openai  # noqa: F401  (imports outside the timed sections)
 
     from ragmi.models import is_packaged_gguf
-    from ragmi.target.generators import prefix_order
+    from ragmi.rag.generators import prefix_order
 
     if not Path(a.model_dir, "config.json").is_file() and is_packaged_gguf(a.model_name):
         from ragmi.models import convert_gguf_to_hf

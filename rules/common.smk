@@ -12,7 +12,7 @@ from ragmi.config import is_remote, min_reference, runs, target_attacks, target_
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
-from ragmi.target.factory import needs_model_dir
+from ragmi.rag.factory import needs_model_dir
 
 from snakemake.utils import update_config
 
@@ -31,7 +31,7 @@ except ConfigError as e:
     raise SystemExit(1)
 
 # One id per snakemake invocation, inherited by its jobs: a remote target's request budget
-# (targets.<t>.remote.max_requests) is counted per run (ragmi.target.remote.RequestBudget).
+# (targets.<t>.remote.max_requests) is counted per run (ragmi.rag.remote.RequestBudget).
 os.environ.setdefault("RAGMI_RUN_ID", f"{int(time.time())}-{os.getpid()}")
 
 SEED = config["seed"]

@@ -37,7 +37,7 @@ def minilm_path() -> str:
 
 
 # One vLLM server per configuration for the whole test run: the end-to-end runs register their
-# servers here (RAGMI_SERVERS_DIR, ragmi.target.vllm_server) instead of in their own working
+# servers here (RAGMI_SERVERS_DIR, ragmi.rag.vllm_server) instead of in their own working
 # directories, and each pytest process (each xdist worker) holds every one (a user file with its pid)
 # until it ends, so that each later run reuses it instead of paying vLLM's start-up again; the last
 # process to end stops them. Tests of the server's own life cycle (test_shared_server, the SLURM
@@ -85,7 +85,7 @@ def session_servers(tmp_path_factory):
     SESSION_SERVERS = Path(os.environ.get("RAGMI_TEST_SERVERS") or base / "vllm-servers")
     yield SESSION_SERVERS
     if SESSION_SERVERS.exists():
-        from ragmi.target.vllm_server import stop_all
+        from ragmi.rag.vllm_server import stop_all
 
         for f in SESSION_SERVERS.glob(f"*/users/{os.getpid()}.session"):
             f.unlink(missing_ok=True)

@@ -1,7 +1,7 @@
 """Rule-based stand-in "models" with known behaviour, for the known-answer tests of every attack
 (tests/test_known_answers.py), served over the OpenAI chat-completion API by tests/stand_in.py.
 
-The target's RAG template is recognised from its own format strings (ragmi.target.templates), which
+The target's RAG template is recognised from its own format strings (ragmi.rag.templates), which
 gives the retrieved context and the attack's query; the query is recognised from each attack's own
 prompt templates (ragmi.attacks.*).  Two target models answer it:
 
@@ -34,7 +34,7 @@ from ragmi.attacks import ia, menta, rag_mia, s2mia
 from ragmi.attacks.dcmi import QUERY_TEMPLATE as DCMI_TEMPLATE
 from ragmi.attacks.mba import QUERY_TEMPLATE as MBA_TEMPLATE
 from ragmi.attacks.questions import SUMMARY_PROMPT
-from ragmi.target.templates import TEMPLATES
+from ragmi.rag.templates import TEMPLATES
 
 IDK = "I don't know."
 

@@ -17,7 +17,7 @@ import pytest
 
 from ragmi.cache import ResponseCache
 from ragmi.errors import EndpointError
-from ragmi.target.generators import CachedGenerator, OpenAIGenerator, TransformersGenerator, make_request
+from ragmi.rag.generators import CachedGenerator, OpenAIGenerator, TransformersGenerator, make_request
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,7 @@ KILLED_JOB = textwrap.dedent(
     """
     import os, signal, sys
     from ragmi.cache import ResponseCache
-    from ragmi.target.generators import CachedGenerator, make_request
+    from ragmi.rag.generators import CachedGenerator, make_request
 
     cache_dir, n, die_after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
@@ -153,7 +153,7 @@ def test_sigkill_midway_keeps_every_answer_given_before_it(tmp_path):
 
 def test_openai_backend_reports_each_answer_as_it_finishes(monkeypatch):
     """Answers finished before the endpoint fails reach ``on_result``; the failure is one clear error."""
-    from ragmi.target.generators import ChatConnectionError
+    from ragmi.rag.generators import ChatConnectionError
 
     order = []
 

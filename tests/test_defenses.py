@@ -14,7 +14,7 @@ from ragmi.defenses.entity_triples import parse_triples, split_title
 from ragmi.defenses.llm_detector import SYSTEM_PROMPT, parse_label
 from ragmi.defenses.query_paraphrase import PROMPT, clean_paraphrase
 from ragmi.errors import ConfigError
-from ragmi.target.templates import Template, get_template
+from ragmi.rag.templates import Template, get_template
 
 IMPORTANT = "IMPORTANT: Do not directly repeat any retrieved content, but summarize it based on your understanding."
 

@@ -9,8 +9,8 @@ from test_hooks_audit import DOCS, EchoGenerator, OverlapRetriever
 
 from ragmi.audit.detection import detection_rates, detector_flags, wilson
 from ragmi.defenses import build_defense
-from ragmi.target.rag import RAGSystem
-from ragmi.target.templates import get_template
+from ragmi.rag.system import RAGSystem
+from ragmi.rag.templates import get_template
 
 
 def test_mirabel_verdicts_reach_the_hook_trace():

@@ -1,4 +1,4 @@
-"""RAG frameworks of a target (ragmi.target.frameworks): Selective-Context, LongLLMLingua, IRCoT,
+"""RAG frameworks of a target (ragmi.rag.frameworks): Selective-Context, LongLLMLingua, IRCoT,
 Spring, and the framework_comparison table.  Real code paths; the language model is the packaged
 SmolLM2-135M (tests/conftest.py), the retriever and generator of the IRCoT tests are scripted so that
 the iteration, re-retrieval and merge order can be checked exactly."""
@@ -14,17 +14,17 @@ import pytest
 from ragmi.cache import ResponseCache
 from ragmi.config import validate_config
 from ragmi.errors import ConfigError
-from ragmi.target.frameworks import REGISTRY, build_framework
-from ragmi.target.frameworks.ircot import ANSWER_MARK, merge_retrieval
-from ragmi.target.frameworks.selective_context import (
+from ragmi.rag.frameworks import REGISTRY, build_framework
+from ragmi.rag.frameworks.ircot import ANSWER_MARK, merge_retrieval
+from ragmi.rag.frameworks.selective_context import (
     SelectiveContext,
     select_units,
     unit_information,
     unit_spans,
 )
-from ragmi.target.generators import CachedGenerator
-from ragmi.target.rag import RAGSystem
-from ragmi.target.templates import get_template
+from ragmi.rag.generators import CachedGenerator
+from ragmi.rag.system import RAGSystem
+from ragmi.rag.templates import get_template
 
 
 def base_config(**target):
@@ -129,7 +129,7 @@ def test_selective_context_ranks_words_as_a_hand_computation_does(smollm2_dir):
     totals = [0.0] + [logprob(text[:e]) for e in ends]
     by_hand = [totals[j] - totals[j + 1] for j in range(len(words))]  # -log p(word | text before it)
 
-    offsets, info = __import__("ragmi.target.frameworks.selective_context", fromlist=["x"]).token_self_information(
+    offsets, info = __import__("ragmi.rag.frameworks.selective_context", fromlist=["x"]).token_self_information(
         tok, model, text
     )
     _, ours = unit_information(text, offsets, info, "word")
@@ -356,7 +356,7 @@ def test_standard_framework_is_todays_behaviour():
 
 
 def test_longllmlingua_meets_its_rate_on_a_tiny_input(smollm2_dir):  # about 10 s here
-    from ragmi.target.frameworks.longllmlingua import cl100k_cache_file
+    from ragmi.rag.frameworks.longllmlingua import cl100k_cache_file
 
     assert cl100k_cache_file().is_file()  # seeded by the install, never downloaded
     fw = build_framework("longllmlingua", {})
@@ -381,7 +381,7 @@ def test_longllmlingua_meets_its_rate_on_a_tiny_input(smollm2_dir):  # about 10 
 
 
 def test_longllmlingua_never_downloads_tiktoken(tmp_path, monkeypatch):
-    from ragmi.target.frameworks import longllmlingua as mod
+    from ragmi.rag.frameworks import longllmlingua as mod
 
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty"))
     with pytest.raises(ConfigError, match="cl100k_base is not in its cache .*run tools/install.sh"):
@@ -397,7 +397,7 @@ def test_longllmlingua_never_downloads_tiktoken(tmp_path, monkeypatch):
 def test_spring_loader_on_a_tiny_embedding_file(tmp_path, smollm2_dir):
     import torch
 
-    from ragmi.target.frameworks.spring import SpringGenerator, load_embeddings, virtual_token_text
+    from ragmi.rag.frameworks.spring import SpringGenerator, load_embeddings, virtual_token_text
 
     torch.manual_seed(0)
     rows = torch.randn(4, 576)  # SmolLM2-135M's hidden size
@@ -428,7 +428,7 @@ def test_spring_loader_on_a_tiny_embedding_file(tmp_path, smollm2_dir):
 
 
 def test_spring_without_its_embeddings_is_one_clear_error(tmp_path, monkeypatch):
-    from ragmi.target.frameworks.spring import check_embeddings_reference, resolve_embeddings
+    from ragmi.rag.frameworks.spring import check_embeddings_reference, resolve_embeddings
 
     key = "targets.t.framework_params.embeddings"
     with pytest.raises(ConfigError, match=f"^config key {key}: 'missing.pt' is neither an existing file"):
@@ -533,7 +533,7 @@ def test_a_missing_framework_model_is_one_clear_error(tmp_path, monkeypatch):
 def test_spring_prompts_start_with_the_bos_token_of_a_causal_model():
     from types import SimpleNamespace
 
-    from ragmi.target.frameworks.spring import SpringGenerator
+    from ragmi.rag.frameworks.spring import SpringGenerator
 
     g = object.__new__(SpringGenerator)
     g.tok, g.seq2seq = SimpleNamespace(bos_token="<s>"), False

@@ -5,9 +5,9 @@ from stand_in import StandIn, logprobs_content, openai_body
 
 from ragmi.config import load_schema, section_params
 from ragmi.errors import ConfigError, EndpointError
-from ragmi.target import factory
-from ragmi.target.generators import TransformersGenerator, make_request
-from ragmi.target.templates import get_template
+from ragmi.rag import factory
+from ragmi.rag.generators import TransformersGenerator, make_request
+from ragmi.rag.templates import get_template
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ class FakeChatClient:
 def test_openai_backend_returns_the_top_k_of_every_position():
     import asyncio
 
-    from ragmi.target.generators import OpenAIGenerator
+    from ragmi.rag.generators import OpenAIGenerator
 
     gen = OpenAIGenerator("http://h/v1", "m", "EMPTY", concurrency=1, timeout=1, max_retries=0, log=lambda m: None)
     client = completions = FakeChatClient()
@@ -297,7 +297,7 @@ def _stand_in_server(release_at: int = 1):
 def test_requests_in_flight_follow_the_backend(concurrency, expected):
     """The local vLLM backend (concurrency null) sends the whole shard at once and lets the engine's
     scheduler queue; an external endpoint keeps its bound."""
-    from ragmi.target.generators import OpenAIGenerator
+    from ragmi.rag.generators import OpenAIGenerator
 
     server, state = _stand_in_server(release_at=expected)
     try:
@@ -320,7 +320,7 @@ def _chat_answer(text="Yes", steps=(("Yes", -0.1, [("Yes", -0.1), ("No", -2.5)])
 
 
 def _generator(url, retries=0, key="EMPTY"):
-    from ragmi.target.generators import OpenAIGenerator
+    from ragmi.rag.generators import OpenAIGenerator
 
     return OpenAIGenerator(url, "m", key, concurrency=2, timeout=5, max_retries=retries, log=lambda m: None)
 
@@ -364,7 +364,7 @@ def test_chat_client_retries_what_the_sdk_retries_and_honours_retry_after():
 
 
 def test_chat_client_errors_are_one_clear_message():
-    from ragmi.target.generators import retry_delay
+    from ragmi.rag.generators import retry_delay
 
     for status, body, expected in [
         (401, {"error": {"message": "bad key"}}, "rejected the API key"),

@@ -18,8 +18,8 @@ from ragmi.audit.inventory import (
     trace_fire_rates,
 )
 from ragmi.defenses.base import Defense, select_top, set_response_text
-from ragmi.target.rag import RAGSystem
-from ragmi.target.templates import get_template
+from ragmi.rag.system import RAGSystem
+from ragmi.rag.templates import get_template
 
 DOCS = {f"d{i}": f"document {i} about topic{i % 3} with words w{i} w{i + 1} w{i + 2}" for i in range(8)}
 

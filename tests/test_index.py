@@ -7,7 +7,7 @@ import pytest
 from ragmi.config import load_schema
 from ragmi.datasets.synthetic import generate
 from ragmi.errors import ConfigError
-from ragmi.target.index import Retriever, RetrieverSpec, build_index
+from ragmi.rag.index import Retriever, RetrieverSpec, build_index
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_rebuilding_replaces_the_index_and_leaves_no_temp(tmp_path, docs):
 
 
 def test_database_text_puts_the_title_first_when_the_corpus_has_one():
-    from ragmi.target.index import database_texts, document_text
+    from ragmi.rag.index import database_texts, document_text
 
     assert document_text("Nitric oxide in ARDS", "Inhaled NO improved oxygenation.", True) == (
         "Nitric oxide in ARDS\nInhaled NO improved oxygenation."
@@ -121,7 +121,7 @@ class RecordingEmbedder:
     ],
 )
 def test_e5_prefixes_when_an_e5_embedder_is_configured(embedder, mode, expected):
-    from ragmi.target.index import text_prefixes
+    from ragmi.rag.index import text_prefixes
 
     spec = RetrieverSpec.from_config("r", {"kind": "dense", "embedder": embedder, "text_prefixes": mode})
     assert text_prefixes(spec) == expected
@@ -129,7 +129,7 @@ def test_e5_prefixes_when_an_e5_embedder_is_configured(embedder, mode, expected)
 
 
 def test_e5_index_encodes_passages_and_queries_with_their_prefixes(tmp_path, monkeypatch):
-    from ragmi.target import index as index_mod
+    from ragmi.rag import index as index_mod
 
     monkeypatch.setattr(index_mod, "Embedder", RecordingEmbedder)
     RecordingEmbedder.seen = []
@@ -146,7 +146,7 @@ def test_e5_index_encodes_passages_and_queries_with_their_prefixes(tmp_path, mon
 
 def _target_spec(tmp_path, index_dir, with_titles):
     from ragmi.config import section_params
-    from ragmi.target.factory import TargetSpec
+    from ragmi.rag.factory import TargetSpec
 
     return TargetSpec(
         name="t",
@@ -165,7 +165,7 @@ def _target_spec(tmp_path, index_dir, with_titles):
 
 def test_the_rag_context_holds_the_documents_as_the_index_does(tmp_path):
     from ragmi.errors import ConfigError
-    from ragmi.target.factory import rag_system
+    from ragmi.rag.factory import rag_system
 
     docs = pd.DataFrame({"doc_id": ["a", "b"], "text": ["first body", "second body"], "title": ["Title A", ""]})
     spec = RetrieverSpec.from_config("r", {"kind": "bm25"})

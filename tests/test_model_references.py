@@ -107,7 +107,7 @@ def attempt(key, fn):
     except BaseException as e:
         out[key] = "traceback: " + type(e).__name__
 from ragmi.embedder import Embedder
-from ragmi.target.generators import TransformersGenerator
+from ragmi.rag.generators import TransformersGenerator
 from ragmi.attacks.models import load_proxy
 for name in sys.argv[1:]:
     attempt("embedder " + name, lambda: Embedder(name))
@@ -142,8 +142,8 @@ def test_a_hub_id_offline_and_a_broken_folder_fail_with_one_sentence(tmp_path):
 def test_vllm_with_an_uncached_hub_id_stops_before_starting_the_server(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    from ragmi.target import factory
-    from ragmi.target.vllm_server import SharedVLLMServer
+    from ragmi.rag import factory
+    from ragmi.rag.vllm_server import SharedVLLMServer
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the server is started with HF_HUB_OFFLINE=1

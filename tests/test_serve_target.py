@@ -21,10 +21,10 @@ from ragmi.attacks.rag_mia import RagMIA
 from ragmi.attacks.s2mia import S2MIA
 from ragmi.config import section_params, validate_config
 from ragmi.errors import ConfigError
+from ragmi.rag.factory import TargetSpec, rag_system
+from ragmi.rag.remote import remote_target
 from ragmi.serve_target import main as serve_main
 from ragmi.serve_target import make_server, served_spec
-from ragmi.target.factory import TargetSpec, rag_system
-from ragmi.target.remote import remote_target
 
 ATTACK_PARAMS = {
     "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 2},
@@ -52,8 +52,8 @@ def workdir(tmp_path_factory, smollm2_dir):
     """The pipeline's files of target t over dataset d: the split and the index."""
     from ragmi.datasets import load_corpus
     from ragmi.io import atomic_write_parquet
+    from ragmi.rag.index import RetrieverSpec, build_index
     from ragmi.split import split_corpus
-    from ragmi.target.index import RetrieverSpec, build_index
 
     work = tmp_path_factory.mktemp("serve")
     cfg = config(smollm2_dir)

@@ -9,10 +9,10 @@ import pytest
 
 from ragmi.cache import ResponseCache
 from ragmi.config import section_params
-from ragmi.target import serving_metrics as sm
-from ragmi.target.generators import CachedGenerator, OpenAIGenerator, make_request, prefix_order
-from ragmi.target.templates import TEMPLATES, get_template
-from ragmi.target.vllm_server import VLLMServer
+from ragmi.rag import serving_metrics as sm
+from ragmi.rag.generators import CachedGenerator, OpenAIGenerator, make_request, prefix_order
+from ragmi.rag.templates import TEMPLATES, get_template
+from ragmi.rag.vllm_server import VLLMServer
 
 FIXTURE = Path(__file__).parent / "data" / "vllm_metrics.txt"
 

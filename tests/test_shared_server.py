@@ -14,7 +14,7 @@ import pytest
 
 from ragmi.config import section_params
 from ragmi.errors import EndpointError
-from ragmi.target.vllm_server import SharedVLLMServer, VLLMServer, _alive
+from ragmi.rag.vllm_server import SharedVLLMServer, VLLMServer, _alive
 
 FAKE = r"""
 import http.server, json, sys
@@ -182,7 +182,7 @@ def test_slurm_job_server_stops_when_its_user_dies_without_release(tmp_path, mon
 
 
 def test_servers_dir_shares_one_server_between_working_directories(tmp_path, monkeypatch):
-    from ragmi.target.vllm_server import stop_all
+    from ragmi.rag.vllm_server import stop_all
 
     shared = tmp_path / "servers"
     monkeypatch.setenv("RAGMI_SERVERS_DIR", str(shared))
@@ -209,12 +209,12 @@ def test_servers_dir_shares_one_server_between_working_directories(tmp_path, mon
 
 
 def test_server_started_early_is_the_one_model_jobs_reuse(tmp_path, monkeypatch):
-    """Rule prepare_model starts the server and lets go of it (ragmi.target.factory.start_server_early):
+    """Rule prepare_model starts the server and lets go of it (ragmi.rag.factory.start_server_early):
     the next job with the same settings reuses it, and nothing is started inside a SLURM job."""
     import json
 
-    from ragmi.target import factory
-    from ragmi.target.vllm_server import stop_all
+    from ragmi.rag import factory
+    from ragmi.rag.vllm_server import stop_all
 
     monkeypatch.delenv("RAGMI_SERVERS_DIR", raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
@@ -240,7 +240,7 @@ def test_server_started_early_is_the_one_model_jobs_reuse(tmp_path, monkeypatch)
 
 
 def test_install_time_model_inspection_is_copied_into_an_empty_vllm_cache(tmp_path, monkeypatch):
-    from ragmi.target.vllm_server import modelinfo_seed_dir, seed_modelinfo_cache
+    from ragmi.rag.vllm_server import modelinfo_seed_dir, seed_modelinfo_cache
 
     monkeypatch.setenv("RAGMI_MODEL_CACHE", str(tmp_path / "share" / "models"))
     seed = modelinfo_seed_dir()
@@ -258,7 +258,7 @@ def test_install_time_model_inspection_is_copied_into_an_empty_vllm_cache(tmp_pa
 
 def test_cpu_server_threads_follow_its_cores_not_the_starting_job(tmp_path, monkeypatch):
     """A server started by a one-core job (prepare_model) must still run torch on all its cores."""
-    from ragmi.target.vllm_server import _bound_cpus
+    from ragmi.rag.vllm_server import _bound_cpus
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")
@@ -308,7 +308,7 @@ def _probe(code: str, extra_path: str | None = None) -> str:
 
 def test_cpu_only_torch_build_is_recognised_without_importing_torch():
     code = (
-        "import sys; from ragmi.target.vllm_server import cuda_available, _torch_build_has_gpu;"
+        "import sys; from ragmi.rag.vllm_server import cuda_available, _torch_build_has_gpu;"
         "print(_torch_build_has_gpu(), cuda_available(), 'torch' in sys.modules)"
     )
     assert _probe(code) == "False False False"  # this project's CPU build (2.13.0+cpu)
@@ -322,7 +322,7 @@ def test_a_cuda_build_is_recognised_and_then_asked(tmp_path):
     )
     (fake / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def is_available():\n        return True\n")
     code = (
-        "import sys; from ragmi.target.vllm_server import cuda_available, _torch_build_has_gpu;"
+        "import sys; from ragmi.rag.vllm_server import cuda_available, _torch_build_has_gpu;"
         "print(_torch_build_has_gpu(), cuda_available(), 'torch' in sys.modules)"
     )
     assert _probe(code, str(tmp_path)) == "True True True"
@@ -342,7 +342,7 @@ def test_the_cpu_server_forks_its_engine_core_unless_told_otherwise(tmp_path, mo
 def test_the_engine_start_method_survives_the_platform_hook(monkeypatch):
     """vLLM-CPU's check_and_update_config sets VLLM_WORKER_MULTIPROC_METHOD=spawn; the wrapper puts
     the asked method back after it, and still runs the hook."""
-    from ragmi.target import vllm_cli
+    from ragmi.rag import vllm_cli
 
     calls = []
 
@@ -361,7 +361,7 @@ def test_the_engine_start_method_survives_the_platform_hook(monkeypatch):
 
 
 def test_an_unknown_engine_start_method_is_one_clear_message():
-    from ragmi.target import vllm_cli
+    from ragmi.rag import vllm_cli
 
     assert vllm_cli.engine_start_method({}) is None
     assert vllm_cli.engine_start_method({"RAGMI_VLLM_ENGINE_START": "spawn"}) == "spawn"

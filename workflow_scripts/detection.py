@@ -9,7 +9,7 @@ import pandas as pd
 
 from ragmi.audit.detection import FLAG_COLUMNS, attack_flags, benign_flags, benign_queries
 from ragmi.io import atomic_write_parquet
-from ragmi.target.factory import rag_system
+from ragmi.rag.factory import rag_system
 from ragmi.workflow import read_responses, run_step, target_spec
 
 

@@ -15,8 +15,8 @@ import pandas as pd
 from ragmi.config import is_remote
 from ragmi.defenses.ca_dp import set_attack_turns
 from ragmi.io import atomic_write_parquet, atomic_write_text
-from ragmi.target.factory import rag_system
-from ragmi.target.remote import remote_target
+from ragmi.rag.factory import rag_system
+from ragmi.rag.remote import remote_target
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 from ragmi.audit.inventory import check_inventory, inventory
 from ragmi.defenses.ca_dp import queries_per_candidate, set_attack_turns
 from ragmi.io import atomic_write_text, write_json
-from ragmi.target.factory import rag_system
+from ragmi.rag.factory import rag_system
 from ragmi.workflow import run_step, target_spec
 
 

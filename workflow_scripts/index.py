@@ -3,7 +3,7 @@ documents); index_null reuses the vectors of the target's index for the document
 
 import pandas as pd
 
-from ragmi.target.index import RetrieverSpec, build_index
+from ragmi.rag.index import RetrieverSpec, build_index
 from ragmi.workflow import run_step
 
 

@@ -1,9 +1,9 @@
 """Rule prepare_model: dequantise a GGUF model shipped in a PyPI wheel into a safetensors folder (a
 copy of the conversion `make install` made, when there is one: ragmi.models.cache_packaged_conversion);
-then start the shared vLLM server of each generator in params.servers (ragmi.target.factory.start_server_early)."""
+then start the shared vLLM server of each generator in params.servers (ragmi.rag.factory.start_server_early)."""
 
 from ragmi.models import cached_conversion, convert_gguf_to_hf
-from ragmi.target.factory import start_server_early
+from ragmi.rag.factory import start_server_early
 from ragmi.workflow import run_step
 
 

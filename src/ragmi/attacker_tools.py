@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 
 from .models import is_packaged_gguf
-from .target.factory import cached_generator, model_path
-from .target.generators import make_request
+from .rag.factory import cached_generator, model_path
+from .rag.generators import make_request
 
 
 class WorkflowAttackerTools:

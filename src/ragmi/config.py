@@ -264,10 +264,10 @@ def _derive_controls(cfg: dict) -> None:
 
 def _check_frameworks(cfg: dict) -> None:
     """Each target's framework is registered, its parameters valid (defaults filled in), and the
-    models and files it names plausible (ragmi.target.frameworks)."""
+    models and files it names plausible (ragmi.rag.frameworks)."""
     from .models import check_model_reference
-    from .target.frameworks import build_framework
-    from .target.frameworks.spring import check_embeddings_reference
+    from .rag.frameworks import build_framework
+    from .rag.frameworks.spring import check_embeddings_reference
 
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"

@@ -326,14 +326,14 @@ if __name__ == "__main__":  # python -m ragmi.models cache  (tools/install.sh)
         raise SystemExit("usage: python -m ragmi.models cache")
     import json
 
-    from .target.vllm_server import warm_modelinfo_cache
+    from .rag.vllm_server import warm_modelinfo_cache
 
     _archs = set()
     for _name in INSTALL_CONVERTS:
         _out = cache_packaged_conversion(_name)
         print(f"{_name}: {_out}")
         _archs.update(json.loads((_out / "config.json").read_text()).get("architectures") or [])
-    # vLLM's inspection of the model classes, seeded into every run's cache (ragmi.target.vllm_server)
+    # vLLM's inspection of the model classes, seeded into every run's cache (ragmi.rag.vllm_server)
     _files = warm_modelinfo_cache(sorted(_archs))
     print(
         f"vLLM model-class inspections: {', '.join(f.name for f in _files) or 'none (vLLM missing, or its inspection failed)'}"

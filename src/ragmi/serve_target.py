@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ConfigError, RagmiError
-from .target.remote import QUERY_ID_HEADER, query_text
+from .rag.remote import QUERY_ID_HEADER, query_text
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_TOKENS = 256
@@ -202,7 +202,7 @@ def served_spec(cfg: dict, target: str, dataset: str, cache_dir: str | None = No
     """The TargetSpec of ``target`` over ``dataset`` (what the generate rule gives it), checking that
     its files exist."""
     from .config import is_remote, target_needs_defender
-    from .target.factory import TargetSpec, needs_model_dir
+    from .rag.factory import TargetSpec, needs_model_dir
 
     if target not in cfg["targets"]:
         raise ConfigError(
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None, ready: Callable | None = None) -> int:
         spec, members_path = served_spec(cfg, args.target, dataset, args.cache_dir)
         import pandas as pd
 
-        from .target.factory import rag_system
+        from .rag.factory import rag_system
 
         with rag_system(spec, pd.read_parquet(members_path), log) as rag:
             server = make_server(rag, args.target, args.host, args.port, token, log)

@@ -123,9 +123,9 @@ def write_split(smk, log, name: str, members, nonmembers, candidates, info: dict
 
 
 def target_spec(smk, index_dir: str | None = None):
-    """The :class:`~ragmi.target.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
+    """The :class:`~ragmi.rag.factory.TargetSpec` of a rule whose ``params.spec`` holds the target's
     config entries (rules/common.smk ``target_spec_params``) and whose inputs hold its files."""
-    from .target.factory import TargetSpec
+    from .rag.factory import TargetSpec
 
     p = dict(smk.params.spec)
     inputs = smk.input.keys()

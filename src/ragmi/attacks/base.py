@@ -12,7 +12,7 @@ Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack se
   settings ``first_token_logprobs`` / ``token_top_logprobs`` (top-K alternatives of the first /
   every generated token) and ``token_logprobs`` (:data:`RESPONSE_COLUMNS`, :func:`attack_responses`).
 
-Attack modules never import ``ragmi.target`` (retriever, index, generator, defenses).
+Attack modules never import ``ragmi.rag`` (retriever, index, generator, defenses).
 
 Parameters: ``Attack(params)`` takes the attack's config entry plus ``seed``; every other key gets its
 default from ``config/schema.yaml`` (``attacks.<name>``) and is validated there, so attacks read

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..target.factory import TargetSpec, rag_system
-from ..target.index import RetrieverSpec, build_index
+from ..rag.factory import TargetSpec, rag_system
+from ..rag.index import RetrieverSpec, build_index
 from .canaries import N_DOCS, CanaryExperiment
 
 

@@ -3,7 +3,7 @@ queries and false-positive rate on benign queries, per (detector, attack, datase
 Tables 7 and 8 report them (docs/provenance.md#mirabel, #llm_detector).
 
 The detectors decide per query; the target writes each verdict into the response's hook trace
-(``flagged`` of the detector's entry, ``ragmi.target.rag.RAGSystem.run_hook``), and
+(``flagged`` of the detector's entry, ``ragmi.rag.system.RAGSystem.run_hook``), and
 :func:`detector_flags` reads them back.  A query the detector never saw (refused by an earlier
 defense) has no verdict and is left out.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..target.templates import Template
+from ..rag.templates import Template
 
 IMPORTANT = "IMPORTANT: Do not directly repeat any retrieved content, but summarize it based on your understanding."
 

@@ -1,6 +1,6 @@
 """The interface every defense implements, and the per-query state that flows through the hooks.
 
-A defense lives inside the target RAG system (``ragmi.target.rag.RAGSystem``) and acts on one or
+A defense lives inside the target RAG system (``ragmi.rag.system.RAGSystem``) and acts on one or
 more of five ordered hooks (Mind the Hook §III, docs/provenance.md#defenses):
 
 =========  ==========================================  =========================================

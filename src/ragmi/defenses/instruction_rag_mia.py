@@ -22,7 +22,7 @@ RAG template); the target's template contributes only its document separator.
 
 from __future__ import annotations
 
-from ..target.templates import Template
+from ..rag.templates import Template
 from ._common import PROMPT_DOWNSTREAM, CountingDefense
 
 # RAG-MIA §5.3, verbatim.  The paper's PDF wraps lines inside sentences; the wraps are joined with a

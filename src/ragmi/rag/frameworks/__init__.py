@@ -2,10 +2,10 @@
 
 DCMI (Gao et al., §5.2 and Table 8) measures membership leakage on five RAG frameworks: Standard RAG,
 LongLLMLingua compression, Selective-Context (SC-RAG), Spring and IRCoT.  Every framework keeps the
-five defense hooks of :class:`~ragmi.target.rag.RAGSystem` (query, retrieval, content, template,
+five defense hooks of :class:`~ragmi.rag.system.RAGSystem` (query, retrieval, content, template,
 output), so every attack, defense and the audit run on it unchanged.
 
-Adding a framework: a module with one :class:`~ragmi.target.frameworks.base.Framework` subclass, one
+Adding a framework: a module with one :class:`~ragmi.rag.frameworks.base.Framework` subclass, one
 line in :data:`REGISTRY`, and its parameter schema under ``$defs.frameworks.<name>`` in
 config/schema.yaml.
 """

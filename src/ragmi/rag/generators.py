@@ -13,7 +13,7 @@ attack reads to find where the answer says Yes or No; ``first_token_logprobs`` i
   are bounded for an external endpoint and unbounded for the local vLLM server (its scheduler queues).
   Requests are sent in :func:`prefix_order` (those sharing a prompt prefix one after the other, so
   that vLLM's prefix cache computes the shared part once) and answered in their original order; with
-  a ``metrics_url`` it reads the server's counters around each batch (``ragmi.target.serving_metrics``).
+  a ``metrics_url`` it reads the server's counters around each batch (``ragmi.rag.serving_metrics``).
 * :class:`TransformersGenerator`: in-process batched greedy ``generate`` (causal LMs with their chat
   template, and encoder-decoders such as Flan-T5).
 * :class:`CachedGenerator`: the :class:`~ragmi.cache.ResponseCache` in front of a backend that is
@@ -25,7 +25,7 @@ after each batch), before it returns the whole list.  :class:`CachedGenerator` s
 the cache right there, so a job killed midway (``kill -9``, out of memory, a pre-empted cluster job)
 loses only the requests in flight: its rerun finds every earlier answer cached.
 
-Settings come from a validated ``generators`` entry (``ragmi.target.factory``); no defaults here.
+Settings come from a validated ``generators`` entry (``ragmi.rag.factory``); no defaults here.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def prefix_order(requests: list[dict]) -> list[int]:
     prefix (the same system message, the same retrieved context after the same instructions) are
     adjacent; ties keep their original order.  Sorting strings puts each one next to those it shares
     the longest prefix with, which is what a prefix cache with LRU eviction rewards.  How much the
-    prompts of a template share depends on where it puts the question: see ``ragmi.target.templates``.
+    prompts of a template share depends on where it puts the question: see ``ragmi.rag.templates``.
     """
     keys = [tuple(x for m in r["messages"] for x in (m["role"], m["content"])) for r in requests]
     return sorted(range(len(requests)), key=keys.__getitem__)
@@ -467,7 +467,7 @@ class CachedGenerator:
 
     def serving_record(self) -> dict:
         """The generated requests' token accounting over the generator's life (module
-        ``ragmi.target.serving_metrics``).  ``wall_s`` is the time spent in the backend, including a
+        ``ragmi.rag.serving_metrics``).  ``wall_s`` is the time spent in the backend, including a
         server start-up this job paid for (``server_startup_s``); ``prompt_tokens_computed`` is None
         when the backend has no server counters, or when another job used the server meanwhile."""
         s = self.serving

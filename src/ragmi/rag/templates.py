@@ -7,7 +7,7 @@ docs/provenance.md#templates.
 
 **Prompt order and prefix reuse.**  vLLM's prefix cache skips the part of a prompt that an earlier
 prompt already computed, from the first token on; ragmi sends the requests of a shard sorted by their
-prompt text (``ragmi.target.generators.prefix_order``), so that queries retrieving the same documents
+prompt text (``ragmi.rag.generators.prefix_order``), so that queries retrieving the same documents
 follow each other.  That helps only where the context comes before the question:
 
 * ``ia``, ``dcmi``, ``menta``: fixed instructions, then the context, then the question — queries

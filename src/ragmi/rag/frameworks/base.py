@@ -1,6 +1,6 @@
 """The interface of a RAG framework: how a target turns queries into responses around the hooks.
 
-:class:`~ragmi.target.rag.RAGSystem` owns the retriever, the documents, the template, the generator
+:class:`~ragmi.rag.system.RAGSystem` owns the retriever, the documents, the template, the generator
 and the defenses; its framework decides
 
 * :meth:`Framework.run`: the pipeline from the queries to the raw responses (Standard RAG: the

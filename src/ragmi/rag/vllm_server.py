@@ -57,7 +57,7 @@ from ..io import atomic_write_text
 
 # The largest ``top_logprobs`` an attack may ask for (the schema's maximum for attacks.*.top_logprobs).
 MAX_LOGPROBS = 20
-# How vLLM's engine-core process starts on a CPU (ragmi.target.vllm_cli reads it): fork or spawn.
+# How vLLM's engine-core process starts on a CPU (ragmi.rag.vllm_cli reads it): fork or spawn.
 ENGINE_START_ENV = "RAGMI_VLLM_ENGINE_START"
 # vLLM-CPU's prefix-cache block size here (its own default is 128): see VLLMServer.command.
 CPU_BLOCK_SIZE = 32
@@ -215,7 +215,7 @@ class VLLMServer:
         cmd = [
             sys.executable,
             "-m",
-            "ragmi.target.vllm_cli",
+            "ragmi.rag.vllm_cli",
             "serve",
             self.model,
             "--host",
@@ -234,7 +234,7 @@ class VLLMServer:
             "vllm",
         ]
         # Stats stay on (no --disable-log-stats): that flag also turns off the Prometheus counters of
-        # /metrics from which each job reads its prefix-cache hits (ragmi.target.serving_metrics); the
+        # /metrics from which each job reads its prefix-cache hits (ragmi.rag.serving_metrics); the
         # engine then logs a throughput line every 10 s while busy, nothing while idle.
         # Prefix caching is vLLM 0.32's default for a model that supports it, on CPU too (off only for
         # RISC-V and MLA models); named explicitly so that no platform default turns it off silently.
@@ -275,7 +275,7 @@ class VLLMServer:
             env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             # The engine-core process forked from the API server instead of spawned (vLLM-CPU forces
             # spawn, which imports vLLM a second time): ready about 10 s sooner, the same answers
-            # (ragmi.target.vllm_cli, docs/provenance.md#vllm-cpu).
+            # (ragmi.rag.vllm_cli, docs/provenance.md#vllm-cpu).
             env.setdefault(ENGINE_START_ENV, "fork")
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cores))
             # The math libraries' thread counts of the job that starts the server (ragmi.workflow.run_step
@@ -397,7 +397,7 @@ class SharedVLLMServer:
                 state = {"pid": proc.pid, "port": srv.port, "log": str(srv.log_path), "started": time.time()}
                 atomic_write_text(json.dumps(state), self.dir / "state.json")
                 self._watchdog = subprocess.Popen(
-                    [sys.executable, "-m", "ragmi.target.vllm_server", "watchdog", str(self.dir), str(self.idle_s)],
+                    [sys.executable, "-m", "ragmi.rag.vllm_server", "watchdog", str(self.dir), str(self.idle_s)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
@@ -550,4 +550,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "watchdog":
         watchdog(sys.argv[2], float(sys.argv[3]))
     else:
-        sys.exit("usage: python -m ragmi.target.vllm_server watchdog STATE_DIR IDLE_SECONDS")
+        sys.exit("usage: python -m ragmi.rag.vllm_server watchdog STATE_DIR IDLE_SECONDS")

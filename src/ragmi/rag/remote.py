@@ -9,13 +9,13 @@ flight), retried with exponential backoff on 429 / 5xx / no answer (``max_retrie
 ``max_backoff_s``, a ``Retry-After`` header honoured), cut off after ``timeout_s``, and counted
 against the run's request budget (``max_requests``, :class:`RequestBudget`).
 
-Every answer goes through :class:`~ragmi.target.generators.CachedGenerator`: it is stored in the
+Every answer goes through :class:`~ragmi.rag.generators.CachedGenerator`: it is stored in the
 response cache the moment it arrives, so a job stopped by a misbehaving endpoint or a spent budget
 keeps what it obtained and its rerun resumes.  The API key is read from the environment variable
 ``api_key_env`` names; it lives only in the request headers of this process — never in the cache
 identity, a cached entry, a log line or an error message.
 
-:class:`RemoteTarget` answers like :class:`~ragmi.target.rag.RAGSystem` (``answer(prompts,
+:class:`RemoteTarget` answers like :class:`~ragmi.rag.system.RAGSystem` (``answer(prompts,
 max_tokens, top_logprobs, query_ids)``), with what a black box gives: no retrieved ids (``None``:
 unknown), no hook trace.
 """
@@ -155,7 +155,7 @@ class RequestBudget:
 
 class RemoteClient:
     """The HTTP side of a remote target: one request per generation request, answers in the
-    generators' response format (``ragmi.target.generators``)."""
+    generators' response format (``ragmi.rag.generators``)."""
 
     def __init__(self, cfg: Mapping, where: str, budget: RequestBudget | None = None, log: Callable = print):
         self.cfg = dict(cfg)
@@ -456,7 +456,7 @@ class RemoteTarget:
 
 @contextlib.contextmanager
 def remote_target(spec, log):
-    """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.target.factory``)."""
+    """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.rag.factory``)."""
     cfg = spec.target["remote"]
     where = f"targets.{spec.name}.remote"
     budget = RequestBudget.for_run(cfg["max_requests"], spec.cache_dir, spec.name, where)

@@ -29,8 +29,8 @@ from .generators import (
     make_request,
 )
 from .index import Retriever, RetrieverSpec, database_documents
-from .rag import RAGSystem
 from .serving_metrics import metrics_url
+from .system import RAGSystem
 from .templates import get_template
 from .vllm_server import SharedVLLMServer, VLLMServer
 
