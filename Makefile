@@ -57,4 +57,4 @@ report: install
 	.venv/bin/snakemake --report report.html
 
 clean:
-	rm -rf results logs benchmarks/out .snakemake/incomplete
+	rm -rf results logs .snakemake/incomplete

@@ -34,7 +34,7 @@ rule hook_inventory:
     log:
         "logs/audit/hooks/{dataset}/{target}.log",
     benchmark:
-        "benchmarks/out/audit/hooks/{dataset}/{target}.tsv"
+        "results/benchmarks/audit/hooks/{dataset}/{target}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:
@@ -51,7 +51,7 @@ rule leakage:
     log:
         "logs/audit/leakage/{dataset}/{target}/{attack}.log",
     benchmark:
-        "benchmarks/out/audit/leakage/{dataset}/{target}/{attack}.tsv"
+        "results/benchmarks/audit/leakage/{dataset}/{target}/{attack}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -81,7 +81,7 @@ rule canaries:
     log:
         "logs/audit/canaries/{target}/{seed}.log",
     benchmark:
-        "benchmarks/out/audit/canaries/{target}/{seed}.tsv"
+        "results/benchmarks/audit/canaries/{target}/{seed}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:
@@ -137,7 +137,7 @@ rule detection:
     log:
         "logs/audit/detection/{dataset}/{target}.log",
     benchmark:
-        "benchmarks/out/audit/detection/{dataset}/{target}.tsv"
+        "results/benchmarks/audit/detection/{dataset}/{target}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:

@@ -8,7 +8,7 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
@@ -246,16 +246,11 @@ def score_attack_params(wc):
     return params
 
 
-def plain_target(t):
-    """An undefended target that is not a negative control."""
-    return not config["targets"][t]["defenses"] and config["targets"][t]["control"] == "none"
-
-
 def final_outputs():
     """Every table, and the figures of the plain targets (defended and control targets are compared in
     the tables; their figures are built on request, e.g. results/figures/roc/<dataset>__<target>.png)."""
     outs = table_outputs(config)
-    plain = [t for t in TARGETS if plain_target(t) and target_attacks(config, t)]
+    plain = [t for t in TARGETS if is_plain(config["targets"][t]) and target_attacks(config, t)]
     outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in plain if d in target_datasets(config, t)]
     outs += [
         f"results/figures/{a}/{d}__{t}_{kind}.png"

@@ -13,7 +13,7 @@ rule corpus:
     log:
         "logs/corpus/{dataset}.log",
     benchmark:
-        "benchmarks/out/corpus/{dataset}.tsv"
+        "results/benchmarks/corpus/{dataset}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -42,7 +42,7 @@ rule split:
     log:
         "logs/split/{dataset}.log",
     benchmark:
-        "benchmarks/out/split/{dataset}.tsv"
+        "results/benchmarks/split/{dataset}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -73,7 +73,7 @@ rule split_candidates:
     log:
         "logs/split/{dataset}.log",
     benchmark:
-        "benchmarks/out/split/{dataset}.tsv"
+        "results/benchmarks/split/{dataset}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -94,7 +94,7 @@ rule null_database:
     log:
         "logs/split/{dataset}.null.log",
     benchmark:
-        "benchmarks/out/split/{dataset}.null.tsv"
+        "results/benchmarks/split/{dataset}.null.tsv"
     conda:
         "../envs/light.yaml"
     script:

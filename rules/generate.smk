@@ -23,7 +23,7 @@ rule prepare:
     log:
         "logs/prepare/{dataset}/{attack}.log",
     benchmark:
-        "benchmarks/out/prepare/{dataset}/{attack}.tsv"
+        "results/benchmarks/prepare/{dataset}/{attack}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:
@@ -44,7 +44,7 @@ checkpoint queries:
     log:
         "logs/queries/{dataset}/{attack}.log",
     benchmark:
-        "benchmarks/out/queries/{dataset}/{attack}.tsv"
+        "results/benchmarks/queries/{dataset}/{attack}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -67,7 +67,7 @@ rule generate:
     log:
         "logs/generate/{dataset}/{target}/{attack}/{shard}.log",
     benchmark:
-        "benchmarks/out/generate/{dataset}/{target}/{attack}/{shard}.tsv"
+        "results/benchmarks/generate/{dataset}/{target}/{attack}/{shard}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:

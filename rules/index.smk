@@ -17,7 +17,7 @@ rule index:
     log:
         "logs/index/{dataset}/{titles}/{retriever}.log",
     benchmark:
-        "benchmarks/out/index/{dataset}/{titles}/{retriever}.tsv"
+        "results/benchmarks/index/{dataset}/{titles}/{retriever}.tsv"
     conda:
         "../envs/retrieval.yaml"
     script:
@@ -33,7 +33,7 @@ use rule index as index_null with:
     log:
         "logs/index/{dataset}/{titles}/{retriever}.null.log",
     benchmark:
-        "benchmarks/out/index/{dataset}/{titles}/{retriever}.null.tsv"
+        "results/benchmarks/index/{dataset}/{titles}/{retriever}.null.tsv"
 
 
 # Also starts the shared vLLM server of the model (when generation.start_server_early, on a local run) and
@@ -53,7 +53,7 @@ rule prepare_model:
     log:
         "logs/prepare_model/{model}.log",
     benchmark:
-        "benchmarks/out/prepare_model/{model}.tsv"
+        "results/benchmarks/prepare_model/{model}.tsv"
     conda:
         "../envs/generation-gpu.yaml"
     script:

@@ -14,7 +14,7 @@ rule score:
     log:
         "logs/score/{dataset}/{target}/{attack}.log",
     benchmark:
-        "benchmarks/out/score/{dataset}/{target}/{attack}.tsv"
+        "results/benchmarks/score/{dataset}/{target}/{attack}.tsv"
     conda:
         "../envs/retrieval.yaml"
     script:
@@ -36,7 +36,7 @@ rule metrics:
     log:
         "logs/metrics/{dataset}/{target}/{attack}.log",
     benchmark:
-        "benchmarks/out/metrics/{dataset}/{target}/{attack}.tsv"
+        "results/benchmarks/metrics/{dataset}/{target}/{attack}.tsv"
     conda:
         "../envs/light.yaml"
     script:

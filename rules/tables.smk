@@ -15,7 +15,7 @@ rule table:
     log:
         "logs/tables/{table}.log",
     benchmark:
-        "benchmarks/out/tables/{table}.tsv"
+        "results/benchmarks/tables/{table}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -40,7 +40,7 @@ for _table in TABLES.values():
             log:
                 f"logs/figures/{_figure.name}.log",
             benchmark:
-                f"benchmarks/out/figures/{_figure.name}.tsv"
+                f"results/benchmarks/figures/{_figure.name}.tsv"
             conda:
                 "../envs/light.yaml"
             script:
@@ -67,7 +67,7 @@ rule attack_figures:
     log:
         "logs/figures/{attack}/{dataset}__{target}.log",
     benchmark:
-        "benchmarks/out/figures/{attack}/{dataset}__{target}.tsv"
+        "results/benchmarks/figures/{attack}/{dataset}__{target}.tsv"
     conda:
         "../envs/light.yaml"
     script:
@@ -88,7 +88,7 @@ rule roc_all_attacks:
     log:
         "logs/figures/roc/{dataset}__{target}.log",
     benchmark:
-        "benchmarks/out/figures/roc/{dataset}__{target}.tsv"
+        "results/benchmarks/figures/roc/{dataset}__{target}.tsv"
     conda:
         "../envs/light.yaml"
     script:

@@ -92,10 +92,11 @@ def session_servers(tmp_path_factory):
         stop_all(SESSION_SERVERS, unused_only=True)  # another worker may still use them
 
 
-def run_snakemake(work, *args: str, cores: int = 2, env=None, shared_server: bool = True):
-    """Snakemake on this repository's workflow in the working directory ``work`` (a
-    ``subprocess.CompletedProcess``); targets must come before ``--configfile`` in ``args``.  With
-    ``shared_server`` (and no ``RAGMI_SERVERS_DIR`` in ``env``) its vLLM server is the session's."""
+def run_snakemake(work, *args: str, cores: int = 2, env=None, shared_server: bool = True, snakefile=None):
+    """Snakemake on this repository's workflow (or ``snakefile``: a copy's, tests/plugin_tree.py) in
+    the working directory ``work`` (a ``subprocess.CompletedProcess``); targets must come before
+    ``--configfile`` in ``args``.  With ``shared_server`` (and no ``RAGMI_SERVERS_DIR`` in ``env``) its
+    vLLM server is the session's."""
     import subprocess
     import sys
 
@@ -108,7 +109,7 @@ def run_snakemake(work, *args: str, cores: int = 2, env=None, shared_server: boo
         "-m",
         "snakemake",
         "--snakefile",
-        str(ROOT / "Snakefile"),
+        str(snakefile or ROOT / "Snakefile"),
         "--directory",
         str(work),
         "--cores",
@@ -119,3 +120,12 @@ def run_snakemake(work, *args: str, cores: int = 2, env=None, shared_server: boo
     if shared_server:
         _hold_session_servers()
     return proc
+
+
+@pytest.fixture
+def stub_defense(monkeypatch):
+    """The test-only ``stub_fixture`` defense (tests/plugins/stub_fixture.py) registered in process."""
+    from plugin_tree import STUB_FIXTURE, register_in_process
+
+    register_in_process(monkeypatch, STUB_FIXTURE)
+    return STUB_FIXTURE

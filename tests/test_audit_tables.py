@@ -15,7 +15,15 @@ from ragmi.report.audit_tables import (
 )
 from ragmi.report.comparison import audit_published, defense_matches
 
-T = {"retriever": "r", "generator": "g", "k": 4, "template": "rag_mia"}
+T = {
+    "kind": "rag",
+    "retriever": "r",
+    "generator": "g",
+    "k": 4,
+    "template": "rag_mia",
+    "control": "none",
+    "database": "members",
+}
 
 
 def test_baseline_targets():

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import run_snakemake
+from plugin_tree import STUB_FIXTURE, tree_env, workflow_with
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -54,9 +55,10 @@ def config(models_dir: str, **extra) -> dict:
     return cfg
 
 
-def snakemake(work: Path, cfg: dict, *targets: str):
+def snakemake(work: Path, cfg: dict, *targets: str, tree: Path | None = None):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    return run_snakemake(work, *targets, "--configfile", str(work / "config.yaml"))
+    extra = {"snakefile": tree / "Snakefile", "env": tree_env(tree)} if tree else {}
+    return run_snakemake(work, *targets, "--configfile", str(work / "config.yaml"), **extra)
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +152,16 @@ def test_defense_effect_marks_indirect_cells(run):
 
 
 def test_an_inert_hook_stops_the_run_with_one_message(tmp_path, smollm2_dir):
+    # the test-only inert-hook defense, added to a copy of the workflow as any defense is added
+    tree = workflow_with(tmp_path / "tree", STUB_FIXTURE)
+    work = tmp_path / "work"
+    work.mkdir()
     cfg = config(str(Path(smollm2_dir).parent))
     cfg["defenses"] = {"stub": {"kind": "stub_fixture"}}
     cfg["targets"] = {"plain": T, "stub": {**T, "defenses": ["stub"], "attacks": []}}
     cfg["audit"]["canary_targets"] = ["plain"]
-    proc = snakemake(tmp_path, cfg, "results/audit/tiny/stub/hooks.csv")
+    proc = snakemake(work, cfg, "results/audit/tiny/stub/hooks.csv", tree=tree)
     assert proc.returncode != 0
     assert "ragmi: defense 'stub' (kind stub_fixture) on target 'stub' declares the output hook" in proc.stderr
     assert "retrieval-only" in proc.stderr
-    assert not (tmp_path / "results/audit/tiny/stub/hooks.csv").exists()
+    assert not (work / "results/audit/tiny/stub/hooks.csv").exists()

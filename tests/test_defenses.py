@@ -110,7 +110,7 @@ def test_defaults_are_the_papers_values():
     assert build_defense("r", {"kind": "rerank"}).params == {"mode": "shuffle", "sigma": 0.1, "scores": "pseudo"}
 
 
-def test_records_flag_the_unverified_stand_in_and_the_test_fixture():
+def test_records_flag_the_unverified_stand_in_and_the_test_fixture(stub_defense):
     assert build_defense("i", {"kind": "instruction_dcmi"}).record()["verified"] is False
     assert defense_class("stub_fixture").test_only is True
     assert not getattr(defense_class("dp_retrieval"), "test_only", False)
@@ -374,3 +374,11 @@ def test_entity_triples_rewrites_documents_with_one_call_per_distinct_document()
     s = state("4", docs=[doc_b])
     keep.on_content([s], ctx_for(chat=chat))
     assert s.docs == [doc_b]
+
+
+def test_no_test_only_defense_is_in_the_production_registry():
+    """The inert-hook fixture lives in tests/plugins/ and is added by the tests only."""
+    assert "stub_fixture" not in REGISTRY
+    assert not [k for k in REGISTRY if getattr(defense_class(k), "test_only", False)]
+    with pytest.raises(ConfigError, match="unknown defense kind 'stub_fixture'"):
+        build_defense("s", {"kind": "stub_fixture"})

@@ -241,7 +241,7 @@ def test_ca_dp_spends_epsilon_over_turns():
 
 
 @pytest.mark.parametrize("kind", ["dp_retrieval", "ca_dp", "stub_fixture"])
-def test_noisy_top_k_selects_by_noisy_score_from_the_pool(kind):
+def test_noisy_top_k_selects_by_noisy_score_from_the_pool(kind, stub_defense):
     d = build_defense("dp", {"kind": kind, "epsilon": 1.0, "pool": 10})
     assert d.pool_size(3) == 10
     sets = set()
@@ -305,7 +305,7 @@ def test_private_rag_keep_rate():
 # ---------------------------------------------------------------- stub fixture
 
 
-def test_stub_fixture_output_hook_is_a_pass_through():
+def test_stub_fixture_output_hook_is_a_pass_through(stub_defense):
     d = build_defense("stub", {"kind": "stub_fixture"})
     assert d.test_only and set(d.hooks) == {"retrieval", "output"} and "text" in d.channels
     s = pool_state()

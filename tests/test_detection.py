@@ -110,6 +110,9 @@ def test_flags_files_and_detection_frame_from_recorded_frames():
     assert detection_frame(flags[flags["attack"] == BENIGN]).empty
 
 
+T = {"kind": "rag", "control": "none", "database": "members", "framework": "standard"}  # a validated target's defaults
+
+
 def test_detection_table_registered_and_built_only_with_an_attacked_detector(tmp_path):
     from ragmi.audit.detection import benign_flags, detection_files
     from ragmi.report import registry
@@ -119,14 +122,14 @@ def test_detection_table_registered_and_built_only_with_an_attacked_detector(tmp
         "attacks": {"rag_mia": {}},
         "defenses": {"mirabel": {"kind": "mirabel"}, "pad": {"kind": "pad"}},
         "targets": {
-            "plain": {"defenses": []},
-            "pad": {"defenses": ["pad"]},
-            "probes": {"defenses": ["mirabel"], "attacks": []},
+            "plain": {**T, "defenses": []},
+            "pad": {**T, "defenses": ["pad"]},
+            "probes": {**T, "defenses": ["mirabel"], "attacks": []},
         },
     }
     table = registry.TABLES["detection"]
     assert not registry.built(table, cfg)  # Mirabel only on a target that runs no attack
-    cfg["targets"]["mir"] = {"defenses": ["mirabel", "pad"]}
+    cfg["targets"]["mir"] = {**T, "defenses": ["mirabel", "pad"]}
     assert detection_files(cfg) == ["results/audit/syn/mir/detection.parquet"] and registry.built(table, cfg)
     f = tmp_path / "detection.parquet"
     b = benign_flags(_responses(["b1", "b2"], [False, True])).assign(dataset="syn", target="mir")

@@ -289,7 +289,7 @@ def test_channel_map_text_only_output_defense_is_indirect_for_gray_box():
     assert "retrieval_set" in effective_channels(DropTop("d", {}), ["retrieval"])
 
 
-def test_every_model_free_defense_fires_on_its_probes():
+def test_every_model_free_defense_fires_on_its_probes(stub_defense):
     """The audit's generic probes trigger every declared hook of every registered defense that needs
     no LLM (the stub fixture's pass-through output hook excepted, which the audit must catch)."""
     from ragmi.defenses import REGISTRY, build_defense, defense_class
@@ -298,6 +298,7 @@ def test_every_model_free_defense_fires_on_its_probes():
         f"d{i}": f"Patient {i}: pain in the {w} for {i + 2} days, advised rest and fluids by Dr Smith."
         for i, w in enumerate(["head", "back", "knee", "chest", "stomach", "neck", "hand", "foot"] * 4)
     }
+    checked_stub = False
     for kind in sorted(REGISTRY):
         cls = defense_class(kind)
         if cls.needs_llm:
@@ -316,8 +317,10 @@ def test_every_model_free_defense_fires_on_its_probes():
         inactive = [row.hook for row in rows if row.status == "inactive"]
         if getattr(cls, "test_only", False):
             assert inactive == ["output"] and statuses[kind] == "retrieval-only", kind
+            checked_stub = True
         else:
             assert inactive == [], (kind, inactive)
+    assert checked_stub  # the registered test-only fixture was among them
 
 
 def test_dropping_log_probs_drops_the_top_k_of_every_position_too():

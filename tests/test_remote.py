@@ -431,7 +431,7 @@ def test_remote_target_config_defaults_and_pairing():
         None,
         "error",
     )
-    assert "kind" not in cfg["targets"]["local"]  # an in-process target's entry is unchanged
+    assert cfg["targets"]["local"]["kind"] == "rag"  # the schema's default kind: in process
     assert ("e", "r", "rag_mia") not in runs(cfg) and ("d", "r", "rag_mia") in runs(cfg)
     assert "r--null-db" not in cfg["targets"] and "local--null-db" in cfg["targets"]  # no control of a service
 

@@ -37,7 +37,7 @@ ATTACK_TABLES = ["attack_comparison", "rag_mia", "dcmi_ablation", "query_budget"
 def config(*attacks, datasets=("nq",), targets=("rag",)):
     return {
         "datasets": {d: {} for d in datasets},
-        "targets": {t: {"defenses": []} for t in targets},
+        "targets": {t: {"defenses": [], "control": "none", "framework": "standard"} for t in targets},
         "attacks": {a: {} for a in attacks},
     }
 
@@ -100,7 +100,16 @@ def test_input_files():
 
 
 def test_defense_effect_reads_the_scores_of_the_defended_targets_and_their_baselines():
-    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none", "attacks": None}
+    t = {
+        "kind": "rag",
+        "retriever": "r",
+        "generator": "g",
+        "k": 4,
+        "template": "x",
+        "control": "none",
+        "database": "members",
+        "attacks": None,
+    }
     cfg = {
         "datasets": {"a": {}, "b": {}},
         "targets": {
@@ -322,7 +331,15 @@ def test_canaries_table_from_its_declared_keys(tmp_path):
     for i, r in enumerate(rows):
         paths.append(tmp_path / f"{i}.json")
         paths[-1].write_text(json.dumps(r))
-    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none"}
+    t = {
+        "kind": "rag",
+        "retriever": "r",
+        "generator": "g",
+        "k": 4,
+        "template": "x",
+        "control": "none",
+        "database": "members",
+    }
     cfg = {
         "targets": {"plain": {**t, "defenses": []}, "lp": {**t, "defenses": ["lp"]}},
         "defenses": {"lp": {"kind": "lprag"}},
@@ -403,7 +420,16 @@ def test_defense_effect_table_from_score_files(tmp_path):
     )
     hooks.to_csv(tmp_path / "hooks.csv", index=False)
     files["hooks"] = [str(tmp_path / "hooks.csv")]
-    t = {"retriever": "r", "generator": "g", "k": 4, "template": "x", "control": "none"}
+    t = {
+        "kind": "rag",
+        "retriever": "r",
+        "generator": "g",
+        "k": 4,
+        "template": "x",
+        "control": "none",
+        "database": "members",
+        "framework": "standard",
+    }
     cfg = {
         "targets": {"plain": {**t, "defenses": []}, "pad": {**t, "defenses": ["pad"]}},
         "defenses": {"pad": {"kind": "pad"}},

@@ -1,6 +1,6 @@
-"""Where a run's time went: the per-job times Snakemake wrote under benchmarks/out/, summed per rule.
+"""Where a run's time went: the per-job times Snakemake wrote under results/benchmarks/, summed per rule.
 
-    python tools/bench_summary.py [benchmarks/out] [--top N]
+    python tools/bench_summary.py [results/benchmarks] [--top N]
 
 Prints the total job-seconds, one line per rule (jobs, seconds) and the N slowest jobs.  With two
 cores and mostly serial jobs the total is close to the run's wall time.
@@ -39,7 +39,7 @@ def summary(rows: list[tuple[float, str]], top: int) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", nargs="?", default="benchmarks/out")
+    parser.add_argument("root", nargs="?", default="results/benchmarks")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
     root = Path(args.root)

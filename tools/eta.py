@@ -87,7 +87,7 @@ def lines(kind: str, cpu_name: str, cores: int, default_config: bool, cached_res
         )
     out.append(
         "ragmi: results go to results/tables/ (.md and .csv) and results/figures/ (.png); "
-        "logs to logs/, per-step timings to benchmarks/out/."
+        "logs to logs/, per-step timings to results/benchmarks/."
     )
     return out
 

@@ -63,8 +63,14 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
 
 
 def is_remote(target: dict) -> bool:
-    """A target of ``kind: remote`` (an HTTP RAG service); a target without ``kind`` runs in process."""
-    return target.get("kind", "rag") == "remote"
+    """A validated target of ``kind: remote`` (an HTTP RAG service; ``rag``, the schema's default, runs
+    in process)."""
+    return target["kind"] == "remote"
+
+
+def is_plain(target: dict) -> bool:
+    """A validated target that is undefended and not a negative control: the attacks' baseline."""
+    return not target["defenses"] and target["control"] == "none"
 
 
 def default_generator(cfg: dict) -> str:
@@ -129,25 +135,23 @@ def _check_generator_endpoints(cfg: dict) -> None:
             )
 
 
-# The attacks that score their reference candidates out of fold (RAG-MIA's gray-box ensemble, S²MIA's
-# classifier): each needs at least ``cv_folds`` reference members and non-members.
-FOLD_ATTACKS = ("rag_mia", "s2mia")
-
-
 def fold_requirements(cfg: dict, dataset: str | None = None) -> list[tuple[str, int]]:
-    """(attack, cv_folds) of every out-of-fold attack run (on ``dataset``, or on any dataset)."""
+    """(attack, cv_folds) of every run attack that scores its reference candidates out of fold (its
+    class's ``out_of_fold``: RAG-MIA's gray-box ensemble, S²MIA's classifier), on ``dataset`` or on
+    any dataset: each needs at least ``cv_folds`` reference members and non-members."""
+    from .attacks import attack_class
+
     used = {
         a
         for t in cfg["targets"]
         if dataset is None or dataset in target_datasets(cfg, t)
         for a in target_attacks(cfg, t)
     }
-    needs = []
-    for attack in FOLD_ATTACKS:
-        folds = cfg.get("attacks", {}).get(attack, {}).get("cv_folds")
-        if attack in used and folds is not None:
-            needs.append((attack, int(folds)))
-    return needs
+    return [
+        (attack, int(cfg["attacks"][attack]["cv_folds"]))
+        for attack in sorted(used)
+        if attack in cfg["attacks"] and attack_class(attack).out_of_fold  # an unconfigured one: _check_target_attacks
+    ]
 
 
 def min_reference(cfg: dict, dataset: str) -> tuple[int, str]:
@@ -272,7 +276,7 @@ def _check_frameworks(cfg: dict) -> None:
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"
         if is_remote(t):  # the service runs its own pipeline: ragmi cannot choose its framework
-            if t.get("framework", "standard") != "standard":
+            if t["framework"] != "standard":
                 raise ConfigError(
                     f"config key {key}: a remote target (kind remote) does its own retrieval and generation; "
                     f"framework {t['framework']!r} cannot be applied to it"
@@ -303,6 +307,7 @@ def _check_frameworks(cfg: dict) -> None:
 
 def _check_models(cfg: dict) -> None:
     """Every model the config names is a packaged model, an existing folder or a plausible Hub id."""
+    from .attacks import attack_class
     from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
 
     for name, r in cfg.get("retrievers", {}).items():
@@ -311,24 +316,19 @@ def _check_models(cfg: dict) -> None:
     for name, g in cfg.get("generators", {}).items():
         if g["backend"] in ("vllm", "transformers"):  # openai: the endpoint's own model name
             check_model_reference(g["model"], f"generators.{name}.model", PACKAGED_GGUF)
-    attacks = cfg.get("attacks") or {}
-    mba = attacks.get("mba")
-    if mba is not None and mba.get("proxy_lm", "attacker") != "attacker":
-        check_model_reference(mba["proxy_lm"], "attacks.mba.proxy_lm")
-    elif mba is not None:
-        attacker = (cfg.get("attacker") or {}).get("generator")
-        backend = cfg.get("generators", {}).get(attacker, {}).get("backend") if attacker else None
-        if backend == "openai":
-            raise ConfigError(
-                f"attacks.mba.proxy_lm is 'attacker', but the attacker generator {attacker!r} is an openai "
-                "endpoint, whose weights MBA's proxy LM cannot load: name a local model folder or Hugging Face id"
-            )
-    menta = attacks.get("menta")
-    if menta is not None:
-        if menta.get("scorer") == "nli":
-            check_model_reference(menta["nli_model"], "attacks.menta.nli_model")
-        else:
-            check_model_reference(menta["embedder"], "attacks.menta.embedder", PACKAGED_EMBEDDERS)
+    for attack, params in sorted(cfg["attacks"].items()):  # the models each attack's class says it names
+        for key, kind in attack_class(attack).model_references(params):
+            where = f"attacks.{attack}.{key}"
+            if kind == "attacker-weights":
+                attacker = cfg["attacker"]["generator"]
+                if cfg["generators"][attacker]["backend"] == "openai":
+                    raise ConfigError(
+                        f"{where} is {params[key]!r}, but the attacker generator {attacker!r} is an openai "
+                        f"endpoint, whose weights {attack}'s {key} cannot load: name a local model folder or "
+                        "Hugging Face id"
+                    )
+            else:
+                check_model_reference(params[key], where, PACKAGED_EMBEDDERS if kind == "embedder" else ())
 
 
 def _build_defenses(cfg: dict) -> dict:
@@ -410,7 +410,7 @@ def _check_defender(cfg: dict, needs_llm: bool) -> None:
 
 def _check_defense_vocabularies(cfg: dict, built: dict) -> None:
     """With any defended target, no defense's fixed vocabulary overlaps the canary audit's."""
-    if any(t.get("defenses") for t in cfg["targets"].values()):
+    if any(t["defenses"] for t in cfg["targets"].values()):
         from .audit.canaries import check_outside_vocabulary
 
         check_outside_vocabulary({n: built[n].vocabulary for n in built})

@@ -97,6 +97,28 @@ class Attack(ABC):
     needs_prepare = False
     channels = ("text",)  # what the attack reads of the target's responses (ragmi.audit.inventory)
     extraction = False  # its responses are also scored for generated-text leakage (ragmi.audit.leakage)
+    # Scores its reference candidates out of fold (a classifier trained on the reference set): the split
+    # needs at least params["cv_folds"] reference members and non-members (ragmi.config.fold_requirements).
+    out_of_fold = False
+    # The leakage dashboard's membership attack when audit.mi_attack is unset: the configured attack with
+    # the lowest rank (None: never chosen; ragmi.audit.plan.mi_attack).
+    audit_mi_rank: int | None = None
+
+    @classmethod
+    def model_references(cls, params: Mapping) -> list[tuple[str, str]]:
+        """(parameter, kind) of every model the attack's validated ``params`` name, checked before any
+        job runs (ragmi.config): kind ``model`` (a local folder or a plausible Hugging Face id),
+        ``embedder`` (also a packaged embedder) or ``attacker-weights`` (the parameter asks for the
+        attacker generator's own weights, which an openai endpoint cannot give)."""
+        return []
+
+    @classmethod
+    def ablation_sweep(cls, variant: str) -> str | None:
+        """The sweep of the attack's ablation table a variant belongs to (None: not in it); sweeps
+        are ordered as :attr:`ablation_sweeps` lists them (ragmi.report.comparison.ablation_frame)."""
+        return None
+
+    ablation_sweeps: tuple[str, ...] = ()
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -94,6 +94,19 @@ def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, 
 class DCMI(Attack):
     name = "dcmi"
     needs_prepare = True
+    audit_mi_rank = 2
+    # DCMI Fig. 9: with and without calibration, the θ sweep, the γ sweep (the dcmi_ablation table)
+    ablation_sweeps = ("calibration", "theta", "gamma")
+
+    @classmethod
+    def ablation_sweep(cls, variant: str) -> str | None:
+        if variant in ("dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"):
+            return "calibration"
+        if variant.startswith("dcmi/theta="):
+            return "theta"
+        if variant.startswith("dcmi/gamma="):
+            return "gamma"
+        return None
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -120,6 +120,7 @@ def answer_label(variant: str, text: str) -> str:
 class IA(Attack):
     name = "ia"
     needs_prepare = True
+    audit_mi_rank = 4
 
     def __init__(self, params=None):
         super().__init__(params)

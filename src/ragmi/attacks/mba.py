@@ -344,6 +344,11 @@ def select_gamma(ref_fractions, ref_labels, gammas) -> tuple[float, float]:
 class MBA(Attack):
     name = "mba"
     needs_prepare = True
+    audit_mi_rank = 5
+
+    @classmethod
+    def model_references(cls, params):
+        return [("proxy_lm", "attacker-weights" if params["proxy_lm"] == "attacker" else "model")]
 
     def __init__(self, params: Mapping | None = None):
         super().__init__(params)

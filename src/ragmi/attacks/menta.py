@@ -178,6 +178,11 @@ SCORERS = ("similarity", "nli")
 class MEntA(Attack):
     name = "menta"
     needs_prepare = True
+    audit_mi_rank = 3
+
+    @classmethod
+    def model_references(cls, params):
+        return [("nli_model", "model")] if params["scorer"] == "nli" else [("embedder", "embedder")]
 
     # -- 1. offline generation ---------------------------------------------------------------------
     def prepare(self, candidates: pd.DataFrame, tools) -> pd.DataFrame:

@@ -126,6 +126,8 @@ def ensemble_scores(x_train, y_train, x_test, size: int, seed: int) -> np.ndarra
 
 class RagMIA(Attack):
     name = "rag_mia"
+    out_of_fold = True  # the gray-box ensemble's reference scores (cv_folds)
+    audit_mi_rank = 0
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -153,6 +153,8 @@ def min_margin(s, ppl, theta_sem, theta_ppl, ref_s, ref_ppl) -> np.ndarray:
 class S2MIA(Attack):
     name = "s2mia"
     needs_prepare = False
+    out_of_fold = True  # the classifier's reference scores (cv_folds)
+    audit_mi_rank = 1
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from ..attacks import attack_class
 from ..config import is_remote, runs, target_attacks, target_datasets
 
-MI_PREFERENCE = ("rag_mia", "s2mia", "dcmi", "menta", "ia", "mba")
-
 
 def defended_targets(cfg: Mapping) -> list[str]:
     return sorted(t for t, c in cfg["targets"].items() if c["defenses"])
@@ -66,9 +64,11 @@ def canary_targets(cfg: Mapping) -> list[str]:
 
 
 def mi_attack(cfg: Mapping) -> str | None:
+    """``audit.mi_attack``, or the configured attack of the lowest ``audit_mi_rank`` (its class says)."""
     if cfg["audit"]["mi_attack"]:
         return cfg["audit"]["mi_attack"]
-    return next((a for a in MI_PREFERENCE if a in cfg["attacks"]), None)
+    ranked = [(attack_class(a).audit_mi_rank, a) for a in cfg["attacks"] if attack_class(a).audit_mi_rank is not None]
+    return min(ranked)[1] if ranked else None
 
 
 def hooks_files(cfg: Mapping) -> list[str]:

@@ -28,7 +28,6 @@ REGISTRY = {
     "private_rag": ("private_rag", "PrivateRag"),
     "pad": ("pad", "Pad"),
     "lprag": ("lprag", "Lprag"),
-    "stub_fixture": ("stub_fixture", "StubFixture"),  # test-only (Mind-the-Hook inert-hook fixture)
 }
 
 

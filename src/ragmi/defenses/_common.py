@@ -1,7 +1,8 @@
 """Helpers shared by several defenses: candidate pools, Laplace noise on scores, counters.
 
 Not a defense itself (it is not in the registry).  Provenance of the mechanisms that use these
-helpers: docs/provenance.md#dp_retrieval, #ca_dp, #private_rag, #stub_fixture.
+helpers: docs/provenance.md#dp_retrieval, #ca_dp, #private_rag, and the tests' inert-hook fixture
+(tests/plugins/stub_fixture.py, #stub_fixture).
 """
 
 from __future__ import annotations

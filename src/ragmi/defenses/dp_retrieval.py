@@ -5,7 +5,7 @@ The first ``pool`` candidates' scores get i.i.d. Laplace noise of scale ``sensit
 and the context is the top k by noisy score; the released retrieval scores are the noisy ones.  The
 paper gives neither the sensitivity nor the candidate set; both are recorded parameters
 (``sensitivity`` 1.0, ``pool`` 20).  Only the retrieval hook acts: the paper's generation hook is
-a pass-through stub, which ragmi does not declare (see ``stub_fixture`` for that case).
+a pass-through stub, which ragmi does not declare (the tests' ``tests/plugins/stub_fixture.py`` reproduces that case).
 docs/provenance.md#dp_retrieval
 """
 

@@ -27,6 +27,7 @@ import pandas as pd
 from .. import metrics as metrics_mod
 from ..audit import stats
 from ..audit.inventory import PRE_GENERATION, interpretable
+from ..config import is_plain
 from .comparison import audit_published, is_main_variant
 from .tables import DASH, format_ci, tpr_estimable
 
@@ -130,8 +131,8 @@ def target_pools(targets: dict, defenses: dict) -> dict:
     target, ``control: <control>`` for a negative-control target (never pooled with the baseline)."""
     out = {}
     for name, t in targets.items():
-        control = t.get("control", "none")
-        kinds = sorted({defenses[d]["kind"] for d in t.get("defenses") or ()})
+        control = t["control"]
+        kinds = sorted({defenses[d]["kind"] for d in t["defenses"]})
         out[name] = f"control: {control}" if control != "none" else "+".join(kinds) or UNDEFENDED
     return out
 
@@ -485,16 +486,13 @@ def baseline_targets(targets: dict) -> dict:
 
     def setting(t):
         # a remote target has no retriever or generator of ragmi's: never the baseline of a defended one
-        return (t.get("retriever"), t.get("generator"), t["k"], t["template"], t.get("database", "members"))
-
-    def plain(t):
-        return not t.get("defenses") and t.get("control", "none") == "none"
+        return (t.get("retriever"), t.get("generator"), t["k"], t["template"], t["database"])
 
     out = {}
     for name, t in sorted(targets.items()):
-        if not t.get("defenses"):
+        if not t["defenses"]:
             out[name] = name
             continue
-        same = [n for n, u in sorted(targets.items()) if plain(u) and setting(u) == setting(t)]
+        same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
         out[name] = same[0] if same else None
     return out

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..attacks import attack_class
+from ..config import is_plain
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from ..io import read_project_yaml
+from ..rag.frameworks import framework_rank
 from .tables import format_ci, format_n
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
@@ -141,7 +144,7 @@ def audit_published(published: list[dict], table: str, defenses) -> str:
 
 def target_frameworks(config) -> dict:
     """{target: framework name} of a validated config."""
-    return {t: c.get("framework", "standard") for t, c in config["targets"].items()}
+    return {t: c["framework"] for t, c in config["targets"].items()}
 
 
 def comparison_frame(
@@ -184,7 +187,7 @@ def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
     training data)."""
     from .tables import format_ci
 
-    control_of = {t: c["control"] for t, c in targets.items() if c.get("control", "none") != "none"}
+    control_of = {t: c["control"] for t, c in targets.items() if c["control"] != "none"}
     if not control_of:
         return df
     df = df.copy()
@@ -214,21 +217,15 @@ def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
     return df[~df["target"].isin(list(control_of))].reset_index(drop=True)
 
 
-def dcmi_ablation_frame(metrics: pd.DataFrame) -> pd.DataFrame:
-    df = metrics[metrics["attack"] == "dcmi"].copy()
-    keep = df["variant"].isin(["dcmi/adv1", "dcmi/adv2", "dcmi/calibration=none"]) | df["variant"].str.contains(
-        r"dcmi/(theta|gamma)=", regex=True
-    )
-    df = df[keep].copy()
-
-    def sweep(v):
-        if v in ("dcmi/adv1", "dcmi/calibration=none", "dcmi/adv2"):
-            return "calibration"
-        return "theta" if "theta=" in v else "gamma"
-
-    df.insert(3, "sweep", df["variant"].map(sweep))
-    order = {"calibration": 0, "theta": 1, "gamma": 2}
-    df["_o"] = df["sweep"].map(order)
+def ablation_frame(metrics: pd.DataFrame, attack: str) -> pd.DataFrame:
+    """The rows of ``attack``'s ablation table: its variants in a sweep (the attack class's
+    ``ablation_sweep``), a ``sweep`` column, sorted by the order of its ``ablation_sweeps``."""
+    cls = attack_class(attack)
+    df = metrics[metrics["attack"] == attack].copy()
+    sweeps = df["variant"].map(cls.ablation_sweep)
+    df = df[sweeps.notna()].copy()
+    df.insert(3, "sweep", sweeps[sweeps.notna()])
+    df["_o"] = df["sweep"].map({s: i for i, s in enumerate(cls.ablation_sweeps)})
     return df.sort_values(["dataset", "target", "_o", "variant"], kind="stable").drop(columns="_o")
 
 
@@ -238,10 +235,6 @@ def query_budget_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     rows.insert(3, "n_questions", parts["n"].astype(int))
     rows.insert(3, "method", parts["base"])
     return rows.sort_values(["dataset", "target", "method", "n_questions"], kind="stable")
-
-
-# DCMI Tables 4 and 10 list the frameworks in this order.
-FRAMEWORK_ORDER = ("standard", "longllmlingua", "selective_context", "spring", "ircot")
 
 
 def _published_number(entries: list[dict], metric: str) -> str:
@@ -255,8 +248,9 @@ def _published_number(entries: list[dict], metric: str) -> str:
 def framework_frame(metrics: pd.DataFrame, published: list[dict], frameworks: dict, targets: dict) -> pd.DataFrame:
     """DCMI Table 4/10 layout: one row per (dataset, attack variant, framework) of the undefended,
     non-control targets; AUC and the decision rule's accuracy with their intervals and n, and the
-    paper's AUC and accuracy of the same setting (source, generator model, variant, framework)."""
-    plain = [t for t, c in targets.items() if not c["defenses"] and c["control"] == "none"]
+    paper's AUC and accuracy of the same setting (source, generator model, variant, framework); the
+    frameworks in the order of DCMI Tables 4 and 10 (each framework class's ``table_rank``)."""
+    plain = [t for t, c in targets.items() if is_plain(c)]
     df = metrics[metrics["variant"].map(is_main_variant) & metrics["target"].isin(plain)].copy()
     df["framework"] = df["target"].map(frameworks)
     rows = []
@@ -283,8 +277,7 @@ def framework_frame(metrics: pd.DataFrame, published: list[dict], frameworks: di
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    rank = {f: i for i, f in enumerate(FRAMEWORK_ORDER)}
-    out["_o"] = out["framework"].map(lambda f: rank.get(f, len(rank)))
+    out["_o"] = out["framework"].map(framework_rank)
     out = out.sort_values(["dataset", "attack", "variant", "_o", "target"], kind="stable").drop(columns="_o")
     return out.reset_index(drop=True)
 

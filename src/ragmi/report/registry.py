@@ -30,7 +30,7 @@ from ..attacks import attack_channels
 from ..audit import detection as audit_detection
 from ..audit import plan as audit_plan
 from ..audit.inventory import NOT_LIVE, effective_channels_of
-from ..config import SCHEMA_PATH, runs
+from ..config import SCHEMA_PATH, is_plain, runs
 from ..costs import COST_COLUMNS
 from ..errors import ConfigError
 from ..io import atomic_write_text
@@ -38,10 +38,10 @@ from . import audit_tables, summary
 from .comparison import (
     CONTROL_COLUMNS,
     FRAMEWORK_DISPLAY,
+    ablation_frame,
     attach_controls,
     audit_published,
     comparison_frame,
-    dcmi_ablation_frame,
     framework_frame,
     is_main_variant,
     load_published,
@@ -155,7 +155,7 @@ def _rag_mia(files: Files, config: Mapping) -> pd.DataFrame:
 
 
 def _dcmi_ablation(files: Files, config: Mapping) -> pd.DataFrame:
-    return dcmi_ablation_frame(read_metrics(files["metrics"]))
+    return ablation_frame(read_metrics(files["metrics"]), "dcmi")
 
 
 def _query_budget(files: Files, config: Mapping) -> pd.DataFrame:
@@ -166,8 +166,8 @@ def framework_targets(config: Mapping) -> list[str]:
     """The undefended, non-control targets, when one of them has a framework other than standard
     (otherwise there is nothing to compare and the table is not built)."""
     targets = config["targets"]
-    plain = [t for t, c in sorted(targets.items()) if not c.get("defenses") and c.get("control", "none") == "none"]
-    return plain if any(targets[t].get("framework", "standard") != "standard" for t in plain) else []
+    plain = [t for t, c in sorted(targets.items()) if is_plain(c)]
+    return plain if any(targets[t]["framework"] != "standard" for t in plain) else []
 
 
 def _framework_inputs(config: Mapping) -> dict[str, list[str]]:
@@ -358,7 +358,7 @@ def scorer_entanglement(config: Mapping) -> dict:
 
     out = {}
     for t, c in config["targets"].items():
-        vocab = [v for d in c.get("defenses") or () for v in build_defense(d, config["defenses"][d]).vocabulary]
+        vocab = [v for d in c["defenses"] for v in build_defense(d, config["defenses"][d]).vocabulary]
         ent = entangled_columns(vocab)
         if ent:
             out[t] = ent
@@ -399,7 +399,7 @@ def read_scores(score_paths: Sequence[str], candidate_paths: Sequence[str]) -> d
 def _defense_effect_pairs(config: Mapping) -> set:
     """The defended targets and their undefended targets: the targets whose scores the table reads."""
     base = audit_tables.baseline_targets(config["targets"])
-    defended = {t for t, c in config["targets"].items() if c.get("defenses")}
+    defended = {t for t, c in config["targets"].items() if c["defenses"]}
     return defended | {base[t] for t in defended if base.get(t)}
 
 

@@ -114,7 +114,7 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     (controls included: their AUCs decide ``control failed``) and the validated ``targets`` section."""
 
     def control(t):
-        return targets.get(t, {}).get("control", "none")
+        return targets[t]["control"] if t in targets else "none"
 
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
@@ -147,7 +147,7 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
             detail = "; ".join(f"{c} excludes 0.5" for c in failed) + f" (own verdict: {auc_verdict(lo, hi)})"
         else:
             verdict, detail = auc_verdict(lo, hi), ""
-        defs = targets.get(t, {}).get("defenses") or []
+        defs = targets[t]["defenses"] if t in targets else []
         rows.append(
             {
                 "dataset": r["dataset"],

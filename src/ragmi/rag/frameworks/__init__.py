@@ -37,6 +37,12 @@ def framework_class(name: str, where: str = "framework"):
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 
 
+def framework_rank(name: str) -> int:
+    """The place of framework ``name``'s rows in the framework table (its class's ``table_rank``;
+    an unknown name last)."""
+    return framework_class(name).table_rank if name in REGISTRY else len(REGISTRY)
+
+
 def build_framework(name: str, params: dict | None = None, where: str = "framework"):
     """A framework from ``targets.<t>.framework`` and ``targets.<t>.framework_params`` (``where`` names
     the target's ``framework`` key in error messages)."""

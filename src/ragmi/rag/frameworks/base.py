@@ -25,6 +25,7 @@ from ..generators import make_request
 
 class Framework:
     name = "framework"
+    table_rank = 99  # its row's place in the framework table (DCMI Tables 4 and 10: standard first)
     source = ""  # the paper / code it follows
     needs_local_model = False  # reads the weights of a local causal LM (``model: generator`` = the generator's)
 

@@ -85,6 +85,7 @@ def join_parts(parts: list[dict]) -> dict:
 
 class IRCoT(Framework):
     name = "ircot"
+    table_rank = 4
     source = "IRCoT (Trivedi et al. 2023) as in DCMI's FlashRAG fork, max_iter 2 (Table 8: IRCOT)"
 
     def __init__(self, params):

@@ -95,6 +95,7 @@ def require_tiktoken_cache() -> Path:
 
 class LongLLMLingua(Framework):
     name = "longllmlingua"
+    table_rank = 1
     source = "LongLLMLingua (llmlingua 0.2.2), DCMI run script parameters (Table 8: LLMLingua)"
     needs_local_model = True
 

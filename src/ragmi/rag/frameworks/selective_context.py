@@ -86,6 +86,7 @@ def select_units(infos: list[list[float]], reduce_ratio: float) -> list[list[boo
 
 class SelectiveContext(Framework):
     name = "selective_context"
+    table_rank = 2
     source = "Selective-Context (Li et al. 2023), DCMI SC-RAG (Table 8), reduce_ratio 0.2"
     needs_local_model = True
 

@@ -140,6 +140,7 @@ class SpringGenerator(TransformersGenerator):
 
 class Spring(Framework):
     name = "spring"
+    table_rank = 3
     source = "Spring (Zhu et al. 2024), HF yutaozhu94/SPRING, 50 virtual tokens (DCMI Table 8)"
 
     def __init__(self, params):

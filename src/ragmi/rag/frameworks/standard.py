@@ -8,4 +8,5 @@ from .base import Framework
 
 class Standard(Framework):
     name = "standard"
+    table_rank = 0
     source = "DCMI Appendix H (Standard RAG)"

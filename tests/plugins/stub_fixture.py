@@ -1,4 +1,6 @@
-"""TEST-ONLY fixture: the Mind-the-Hook case of a defense whose generation hook is a stub.
+"""TEST-ONLY defense (not in ragmi's registry): the Mind-the-Hook case of a defense whose generation
+hook is a stub.  The tests add it to a copy of the workflow, or register it in process, the way
+docs/architecture.md says a defense is added (tests/plugin_tree.py, fixture ``stub_defense``).
 
 Mind the Hook (Table I) found that its DP-style modules act on retrieval scores only, while their
 ``apply_defense_generation`` returns the response unmodified ("For now, return unmodified response
