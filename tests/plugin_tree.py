@@ -2,8 +2,8 @@
 
 ``docs/architecture.md`` says that adding an attack or a defense is one module, one registry line and
 one schema entry.  :func:`workflow_with` does exactly that to a copy of the repository's workflow
-(``Snakefile``, ``rules/``, ``workflow_scripts/``, ``config/``, ``report/``, ``src/``): the tests
-then run Snakemake on the copy (``run_snakemake(..., snakefile=tree / "Snakefile")`` with
+(``Snakefile``, ``rules/``, ``workflow_scripts/``, ``config/``, ``envs/``, ``profiles/``, ``report/``,
+``src/``): the tests then run Snakemake on the copy (``run_snakemake(..., snakefile=tree / "Snakefile")`` with
 ``PYTHONPATH=tree/src``), so a test-only plug-in never sits in the production registries.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("Snakefile", "rules", "workflow_scripts", "config", "report", "src")
+PARTS = ("Snakefile", "rules", "workflow_scripts", "config", "envs", "profiles", "report", "src")
 
 
 @dataclass(frozen=True)
