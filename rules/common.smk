@@ -8,7 +8,7 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import dataset_contexts, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs

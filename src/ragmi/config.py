@@ -512,6 +512,19 @@ def target_needs_defender(cfg: dict, target: str) -> bool:
     return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
 
 
+def dataset_contexts(cfg: dict, dataset: str) -> list[list]:
+    """``[[generator, max_model_len], ...]`` of the in-process targets whose prompts
+    ``targets.<t>.context_fit`` fits and that retrieve from ``dataset`` (the corpus job's warning)."""
+    out = set()
+    for name, t in cfg["targets"].items():
+        if is_remote(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
+            continue
+        g = cfg["generators"][t["generator"]]
+        if g["backend"] != "openai":
+            out.add((t["generator"], int(g["max_model_len"])))
+    return [list(x) for x in sorted(out)]
+
+
 def target_datasets(cfg: dict, target: str) -> list[str]:
     """The datasets ``target`` is attacked on: its ``datasets`` list, or every dataset."""
     chosen = cfg["targets"][target].get("datasets")
