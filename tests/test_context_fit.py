@@ -153,3 +153,35 @@ def test_the_cost_column_appears_only_where_a_prompt_was_cut():
     assert query_costs(queries, cut, labels)[TRUNCATED] == 0.5
     old = pd.DataFrame({"query_id": list("abcd"), **base})  # responses written before the column existed
     assert TRUNCATED not in query_costs(queries, old, labels)
+
+
+def test_the_embedded_defaults_prompts_are_never_cut():
+    """The embedded default's longest possible prompt — its template around its longest documents, a
+    question twice as long as its longest document, the largest max_tokens of its attacks — fits its
+    generator's context, counted with that generator's own tokenizer (Qwen2.5-Coder-0.5B-Instruct,
+    converted at install): no default prompt is cut, so its prompts, cache keys and results are
+    those of a run without fitting."""
+    from transformers import AutoTokenizer
+
+    from ragmi.config import load_config
+    from ragmi.datasets import load_corpus
+    from ragmi.models import cached_conversion
+    from ragmi.rag.index import database_documents
+
+    cfg = load_config("config/config.yaml")
+    ((name, spec),) = cfg["datasets"].items()
+    corpus, _ = load_corpus(name, spec, cfg["seed"])
+    max_tokens = max(
+        [p.get("max_tokens") or 0 for p in cfg["attacks"].values()]
+        + [p.get("max_tokens_cap") or 0 for p in cfg["attacks"].values()]
+    )
+    for t in cfg["targets"].values():
+        g = cfg["generators"][t["generator"]]
+        path = cached_conversion(g["model"])
+        if path is None:
+            pytest.skip(f"{g['model']} is not converted here (tools/install.sh converts it)")
+        docs = sorted(database_documents(corpus, t["with_titles"]).values(), key=len)[-max(t["k"], 1) :]
+        msgs = get_template(t["template"]).messages(docs[-1] * 2, docs)
+        fitter = PromptFitter(g["max_model_len"], t["context_fit"], tokenizer=AutoTokenizer.from_pretrained(path))
+        assert t["context_fit"] == "equal_share" and fitter.count(msgs) + max_tokens < g["max_model_len"] // 2
+        assert fitter.fit(msgs, docs, max_tokens) == (msgs, docs, 0, 0)
