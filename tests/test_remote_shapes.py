@@ -365,3 +365,48 @@ def test_validate_config_applies_the_preset_and_checks_the_stream_keys():
         )
     with pytest.raises(ConfigError, match=r"targets\.svc\.remote\.path: only used with api 'json'"):
         validate_config(config_with({"url": "http://x/v1", "path": "/chat"}))
+
+
+def test_timeout_s_bounds_the_whole_stream_not_each_read():
+    """A stream whose events each come within the per-read timeout but that goes on for longer than
+    timeout_s is cut off: one line naming the key, after the retries."""
+    import http.server
+    import json
+    import threading
+    import time
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for i in range(40):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                self.wfile.write(b"data: [DONE]\n\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        client = RemoteClient(
+            remote_entry({"url": url, "stream": True, "timeout_s": 1.0, "max_retries": 0}), "targets.r.remote"
+        )
+        t0 = time.perf_counter()
+        with pytest.raises(EndpointError, match=r"no answer within 1.0 s \(targets\.r\.remote\.timeout_s\)"):
+            client.generate([request()])
+        assert time.perf_counter() - t0 < 3.0
+    finally:
+        server.shutdown()
+        server.server_close()
