@@ -353,26 +353,23 @@ class RemoteClient:
                     problem = f"cannot reach it ({self._clean(str(reason))})"
             else:
                 latency = time.perf_counter() - t0
+                if status == 200 and not self.cfg["stream"]:
+                    return self.parse(data, req, latency)
                 if status == 200:
-                    if not self.cfg["stream"]:
-                        return self.parse(data, req, latency)
                     try:
                         return self.parse_stream(data, req, latency)
                     except _PartialStream as e:  # cut off: no answer, retried like one that did not come
                         problem = str(e)
-                        if attempt < retries:
-                            self.stats["retried"] += 1
-                            time.sleep(self._delay(attempt, None))
-                        continue
-                excerpt = self._clean(server_message(data))
-                if status in (401, 403):
-                    raise EndpointError(
-                        f"the remote endpoint {self.endpoint} answered HTTP {status}: it rejected the credentials "
-                        f"({self.where}.api_key_env){': ' + excerpt if excerpt else ''}"
-                    )
-                problem = f"HTTP {status}{': ' + excerpt if excerpt else ''}"
-                if status != 429 and status < 500:
-                    raise EndpointError(f"the remote endpoint {self.endpoint} answered {problem} ({self.where})")
+                else:
+                    excerpt = self._clean(server_message(data))
+                    if status in (401, 403):
+                        raise EndpointError(
+                            f"the remote endpoint {self.endpoint} answered HTTP {status}: it rejected the "
+                            f"credentials ({self.where}.api_key_env){': ' + excerpt if excerpt else ''}"
+                        )
+                    problem = f"HTTP {status}{': ' + excerpt if excerpt else ''}"
+                    if status != 429 and status < 500:
+                        raise EndpointError(f"the remote endpoint {self.endpoint} answered {problem} ({self.where})")
             if attempt < retries:
                 self.stats["retried"] += 1
                 time.sleep(self._delay(attempt, retry_after))
