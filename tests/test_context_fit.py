@@ -185,3 +185,47 @@ def test_the_embedded_defaults_prompts_are_never_cut():
         fitter = PromptFitter(g["max_model_len"], t["context_fit"], tokenizer=AutoTokenizer.from_pretrained(path))
         assert t["context_fit"] == "equal_share" and fitter.count(msgs) + max_tokens < g["max_model_len"] // 2
         assert fitter.fit(msgs, docs, max_tokens) == (msgs, docs, 0, 0)
+
+
+def test_a_generator_endpoints_refusal_names_the_target(tmp_path):
+    """With context_fit: none an oversized prompt reaches the server; its HTTP 400 stops the job with
+    one line naming the server's message, the target and its generator."""
+    from stand_in import StandIn
+
+    from ragmi.config import section_params
+    from ragmi.errors import EndpointError
+    from ragmi.rag.factory import TargetSpec, rag_system
+    from ragmi.rag.index import RetrieverSpec, build_index
+
+    msg = "This model's maximum context length is 2048 tokens. However, you requested 70213 tokens."
+    s = StandIn(lambda n, p, b, h: (400, {"object": "error", "message": msg, "type": "BadRequestError"}, None))
+    try:
+        docs = pd.DataFrame({"doc_id": ["a"], "text": ["word " * 30000], "title": [""]})
+        build_index(
+            docs,
+            RetrieverSpec.from_config("r", {"kind": "bm25"}),
+            tmp_path / "idx",
+            with_titles=True,
+            log=lambda m: None,
+        )
+        spec = TargetSpec(
+            name="long-rag",
+            target=section_params("targets", {"retriever": "r", "generator": "g", "k": 1, "context_fit": "none"}),
+            retriever=section_params("retrievers", {"kind": "bm25"}),
+            generator=section_params(
+                "generators", {"backend": "openai", "model": "m", "base_url": s.url + "/v1", "max_retries": 0}
+            ),
+            index_dir=str(tmp_path / "idx"),
+            model_dir=None,
+            cache_dir=str(tmp_path / "cache"),
+            threads=1,
+            server_log=str(tmp_path / "s.log"),
+            seed=0,
+            temperature=0.0,
+        )
+        with pytest.raises(EndpointError) as e, rag_system(spec, docs, log=lambda m: None) as rag:
+            rag.answer(["word?"], [6], [0], ["q0"])
+    finally:
+        s.close()
+    text = str(e.value)
+    assert "\n" not in text and f"answered HTTP 400: {msg}" in text and text.endswith("(target long-rag, generator g)")

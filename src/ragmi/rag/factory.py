@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..cache import ResponseCache
 from ..defenses import build_defense
-from ..errors import ConfigError
+from ..errors import ConfigError, EndpointError
 from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
 from .fit import PromptFitter
 from .frameworks import build_framework
@@ -238,7 +238,7 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
         fitter = prompt_fitter(spec, log)
         if fitter is not None:
             stack.callback(lambda: fitter.stats["prompts"] and log(fitter.summary()))
-        yield RAGSystem(
+        system = RAGSystem(
             retriever=retriever,
             documents=docs,
             template=get_template(spec.target["template"]),
@@ -252,6 +252,10 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
             framework=framework,
             fitter=fitter,
         )
+        try:
+            yield system
+        except EndpointError as e:  # the endpoint's one line, and whose generator it is
+            raise EndpointError(f"{e} (target {spec.name}, generator {spec.target['generator']})") from None
 
 
 def prompt_fitter(spec: TargetSpec, log) -> PromptFitter | None:
