@@ -8,7 +8,7 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import dataset_contexts, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
@@ -101,8 +101,11 @@ def index_dir(dataset, target):
 def target_files(wc):
     """The files a target RAG system needs: its database, index and models. A null-database control
     target reads the database without any candidate document (rule null_database)."""
-    if is_remote(target_cfg(wc)):
-        return {}  # the service holds its own database and index
+    if is_remote(target_cfg(wc)):  # the service holds its own database and index
+        if "sources_path" not in target_cfg(wc)["remote"]:
+            return {}
+        # the labelled documents its reported sources are matched to (remote.sources_match)
+        return {f"source_{c}": f"results/split/{wc.dataset}/{c}.parquet" for c in ("members", "nonmembers")}
     null = target_cfg(wc)["database"] == "null_control"
     return {
         "members": f"results/split/{wc.dataset}/{'null_members' if null else 'members'}.parquet",

@@ -8,6 +8,7 @@ rule corpus:
     params:
         name=lambda wc: wc.dataset,
         spec=lambda wc: config["datasets"][wc.dataset],
+        contexts=lambda wc: dataset_contexts(config, wc.dataset),
         seed=SEED,
     priority: 1
     log:

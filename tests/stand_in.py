@@ -1,5 +1,6 @@
 """A stand-in HTTP endpoint for the tests of clients (remote targets, the generators' chat client),
-and the body of an OpenAI-compatible chat completion for it to answer."""
+and the bodies it answers: an OpenAI-compatible chat completion, its streamed form, any server-sent
+event stream."""
 
 import http.server
 import json
@@ -21,6 +22,43 @@ def logprobs_content(steps, k=None):
         {"token": t, "logprob": lp, "top_logprobs": [{"token": a, "logprob": b} for a, b in alts[:k]]}
         for t, lp, alts in steps
     ]
+
+
+def sse(events):
+    """A server-sent event stream: ``events`` of data (a JSON-able object, or a string sent as is)
+    or (event type, data); every event ended by a blank line."""
+    out = []
+    for e in events:
+        name, data = e if isinstance(e, tuple) else (None, e)
+        text = data if isinstance(data, str) else json.dumps(data)
+        out.append((f"event: {name}\n" if name else "") + "".join(f"data: {x}\n" for x in text.split("\n")) + "\n")
+    return "".join(out).encode()
+
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def openai_chunks(pieces, logprobs=None, done=True, usage=(7, 2)):
+    """The event stream of a streamed chat completion (OpenAI's chat.completion.chunk objects): one
+    chunk per text piece (with its ``logprobs.content`` entries when ``logprobs`` gives them), a final
+    chunk with the usage, then ``data: [DONE]`` unless ``done`` is false (a cut-off stream)."""
+    events = []
+    for i, p in enumerate(pieces):
+        choice = {"index": 0, "delta": {"content": p}, "finish_reason": None}
+        if logprobs is not None:
+            choice["logprobs"] = {"content": logprobs[i]}
+        events.append({"object": "chat.completion.chunk", "choices": [choice]})
+    events.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events.append(
+        {
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+        }
+    )
+    if done:
+        events.append("[DONE]")
+    return sse(events)
 
 
 class StandIn:
@@ -55,9 +93,10 @@ class StandIn:
                         stand_in.in_flight -= 1
                 data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
                 self.send_response(status)
-                for k, v in (headers or {}).items():
+                headers = dict(headers or {})
+                headers.setdefault("Content-Type", "application/json")
+                for k, v in headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

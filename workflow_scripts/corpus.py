@@ -2,6 +2,7 @@
 
 from ragmi.datasets import load_corpus
 from ragmi.io import atomic_write_parquet, write_json
+from ragmi.rag.fit import long_documents
 from ragmi.workflow import run_step
 
 
@@ -12,6 +13,8 @@ def main(smk, log):
         f"dataset {p.name}: {stats['n_docs']} documents ({stats['n_duplicates_dropped']} duplicates and "
         f"{stats['n_empty_dropped']} empty texts dropped)"
     )
+    for line in long_documents(df, [tuple(c) for c in p.contexts]):
+        log(line)
     atomic_write_parquet(df, smk.output.corpus)
     write_json(stats, smk.output.stats)
 

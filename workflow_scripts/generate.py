@@ -26,7 +26,16 @@ def main(smk, log):
     spec = target_spec(smk)
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
     if is_remote(spec.target):  # a service over HTTP: no database, no index here
-        system = remote_target(spec, log)
+        documents = None
+        if "source_members" in smk.input.keys():  # remote.sources_path: its sources matched to these
+            documents = pd.concat(
+                [
+                    pd.read_parquet(smk.input[c], columns=["doc_id", "text", "title"])
+                    for c in ("source_members", "source_nonmembers")
+                ],
+                ignore_index=True,
+            )
+        system = remote_target(spec, log, documents)
     else:
         system = rag_system(spec, pd.read_parquet(smk.input.members), log)
     with system as rag:

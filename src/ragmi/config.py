@@ -52,6 +52,7 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     """Return a default-filled copy of ``config``; raise ConfigError on the first problem."""
     schema = schema or load_schema()
     cfg = copy.deepcopy(config) if config else {}
+    apply_remote_presets(cfg, schema)
     # Two passes: defaults for nested objects are filled once their parent default exists.
     for _ in range(2):
         error = best_match(_DefaultingValidator(schema).iter_errors(cfg))
@@ -60,6 +61,32 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
         raise ConfigError(f"config key {where}: {error.message}")
     _check_references(cfg)
     return cfg
+
+
+def apply_remote_preset(remote: dict, where: str, schema: dict | None = None) -> dict:
+    """``remote`` (a target's ``remote`` block, before validation) with the keys of its ``preset``
+    filled in where it sets none (``$defs.remote_presets``: the ``blocking`` keys, and the ``stream``
+    keys on top when it sets ``stream: true``); keys the block sets win."""
+    if not isinstance(remote, dict) or "preset" not in remote:
+        return remote
+    presets = (schema or load_schema())["$defs"]["remote_presets"]
+    name = remote["preset"]
+    if name not in presets or name == "description":
+        known = ", ".join(sorted(k for k in presets if k != "description"))
+        raise ConfigError(f"config key {where}.preset: unknown preset {name!r}; known: {known}")
+    keys = dict(presets[name]["blocking"])
+    if remote.get("stream") is True:
+        keys.update(presets[name]["stream"])
+    out = copy.deepcopy(keys)
+    out.update(remote)
+    return out
+
+
+def apply_remote_presets(cfg: dict, schema: dict) -> None:
+    """Fill every remote target's preset keys in place (before the schema's defaults)."""
+    for name, t in (cfg.get("targets") or {}).items():
+        if isinstance(t, dict) and isinstance(t.get("remote"), dict):
+            t["remote"] = apply_remote_preset(t["remote"], f"targets.{name}.remote", schema)
 
 
 def is_remote(target: dict) -> bool:
@@ -236,11 +263,30 @@ def _check_remote_api(where: str, r: dict) -> None:
         if r["logprobs"] and not ("token_logprobs_path" in r or "top_logprobs_path" in r):
             raise ConfigError(f"{where}.logprobs: true needs token_logprobs_path or top_logprobs_path for api 'json'")
     else:
-        for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path"):
+        for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path", *STREAM_JSON_KEYS):
             if key in r:
                 raise ConfigError(f"{where}.{key}: only used with api 'json' (api is 'openai')")
+        if r["path"]:
+            raise ConfigError(f"{where}.path: only used with api 'json' (api openai posts to <url>/chat/completions)")
+    if r["api"] == "json" and r["stream"]:
+        if "stream_path" not in r:
+            raise ConfigError(f"{where}.stream_path: required for a streamed answer of api 'json' (stream: true)")
+        if r["logprobs"]:
+            raise ConfigError(
+                f"{where}.logprobs: a streamed answer of api 'json' is read without log-probabilities; "
+                "set stream: false or logprobs: false"
+            )
+    elif r["api"] == "json":
+        for key in STREAM_JSON_KEYS:
+            if key in r:
+                raise ConfigError(f"{where}.{key}: only used with stream: true")
+    if "sources_path" in r and r["sources_path"].count("*") > 1:
+        raise ConfigError(f"{where}.sources_path: at most one '*' (the list of sources), got {r['sources_path']!r}")
     if r.get("api_key_env") is not None and not r["api_key_env"].strip():
         raise ConfigError(f"{where}.api_key_env: must name an environment variable")
+
+
+STREAM_JSON_KEYS = ("stream_path", "stream_event_path", "stream_text_events", "stream_end_event", "stream_error_event")
 
 
 CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
@@ -464,6 +510,19 @@ def target_needs_defender(cfg: dict, target: str) -> bool:
     from .defenses import defense_class
 
     return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
+
+
+def dataset_contexts(cfg: dict, dataset: str) -> list[list]:
+    """``[[generator, max_model_len], ...]`` of the in-process targets whose prompts
+    ``targets.<t>.context_fit`` fits and that retrieve from ``dataset`` (the corpus job's warning)."""
+    out = set()
+    for name, t in cfg["targets"].items():
+        if is_remote(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
+            continue
+        g = cfg["generators"][t["generator"]]
+        if g["backend"] != "openai":
+            out.add((t["generator"], int(g["max_model_len"])))
+    return [list(x) for x in sorted(out)]
 
 
 def target_datasets(cfg: dict, target: str) -> list[str]:

@@ -25,6 +25,7 @@ CANDIDATE_RETRIEVED = "candidate_retrieved_rate"
 NO_ANSWER = "no_answer_rate"
 NO_YES_NO = "no_yes_no_rate"
 PREPARE_FAILURE = "prepare_failure_rate"
+TRUNCATED = "truncated_query_rate"
 
 # The cost columns a table shows (when the metrics have them), in this order, with their headers.
 # prepare_failure_rate is not shown as a column: it feeds the comparison table's note.
@@ -36,6 +37,7 @@ COST_LABELS = {
     CANDIDATE_RETRIEVED: "candidate retrieved",
     NO_ANSWER: "no answer",
     NO_YES_NO: "no Yes/No in top-K",
+    TRUNCATED: "queries cut to fit",
 }
 COST_COLUMNS = tuple(COST_LABELS)
 
@@ -67,6 +69,11 @@ def query_costs(queries: pd.DataFrame, responses: pd.DataFrame, labels: Mapping[
     ``queries`` has ``query_id`` and ``doc_id`` (the candidate a query tests); ``responses`` has
     ``query_id``, ``prompt_tokens``, ``completion_tokens`` and ``retrieved_ids``; responses to other
     queries are ignored.  ``labels`` maps every candidate's ``doc_id`` to 1 (member) or 0.
+
+    Where any response of ``responses`` had retrieved documents cut to fit the generator's context
+    (``n_docs_truncated`` > 0, ``ragmi.rag.fit``), the share of the queries that were cut is added
+    (``truncated_query_rate``); where none was, the column is left out, so tables of runs whose
+    prompts all fit keep their columns.
     """
     df = queries[["query_id", "doc_id"]].merge(responses, on="query_id", how="inner", validate="one_to_one")
     per_doc = df.groupby("doc_id").agg(
@@ -83,7 +90,18 @@ def query_costs(queries: pd.DataFrame, responses: pd.DataFrame, labels: Mapping[
         PROMPT_TOKENS: float(per_doc["pt"].sum() / n_candidates),
         OUTPUT_TOKENS: float(per_doc["ot"].sum() / n_candidates),
         CANDIDATE_RETRIEVED: float(np.mean(hit)) if hit else float("nan"),
+        **truncated_rate(df, responses),
     }
+
+
+def truncated_rate(rows: pd.DataFrame, responses: pd.DataFrame) -> dict:
+    """``{truncated_query_rate: share of rows cut}`` when some response was cut, else ``{}``."""
+    if "n_docs_truncated" not in responses:
+        return {}
+    if not (pd.to_numeric(responses["n_docs_truncated"], errors="coerce") > 0).any():
+        return {}
+    cut = pd.to_numeric(rows["n_docs_truncated"], errors="coerce")
+    return {TRUNCATED: float((cut > 0).mean()) if len(cut) else 0.0}
 
 
 def offline_costs(materials: pd.DataFrame | None, n_candidates: int) -> dict:

@@ -60,6 +60,8 @@ RESPONSE_FILE_COLUMNS = [
     "response_text_raw",
     "refused",
     "hook_trace",
+    "n_docs_truncated",
+    "chars_truncated",
 ]
 
 

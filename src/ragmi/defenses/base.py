@@ -60,6 +60,8 @@ class QueryState:
     refusal: str | None = None  # when set, the target answers this text and generates nothing
     all_scores: np.ndarray | None = None  # whole-database scores (aligned with DefenseContext.doc_ids)
     trace: list = field(default_factory=list)  # [{"defense", "hook", "changed"}]
+    n_docs_truncated: int = 0  # documents cut to fit the generator's context (ragmi.rag.fit)
+    chars_truncated: int = 0  # characters they lost
 
 
 def _digest(obj) -> str:

@@ -16,8 +16,9 @@ import pandas as pd
 
 from ..cache import ResponseCache
 from ..defenses import build_defense
-from ..errors import ConfigError
+from ..errors import ConfigError, EndpointError
 from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
+from .fit import PromptFitter
 from .frameworks import build_framework
 from .frameworks.spring import Spring
 from .generators import (
@@ -234,7 +235,10 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
             )
         # the context holds the documents as the index does: "<title>\n<text>" with titles
         docs = database_documents(members, with_titles)
-        yield RAGSystem(
+        fitter = prompt_fitter(spec, log)
+        if fitter is not None:
+            stack.callback(lambda: fitter.stats["prompts"] and log(fitter.summary()))
+        system = RAGSystem(
             retriever=retriever,
             documents=docs,
             template=get_template(spec.target["template"]),
@@ -246,4 +250,25 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
             defender=chat,
             log=log,
             framework=framework,
+            fitter=fitter,
         )
+        try:
+            yield system
+        except EndpointError as e:  # the endpoint's one line, and whose generator it is
+            raise EndpointError(f"{e} (target {spec.name}, generator {spec.target['generator']})") from None
+
+
+def prompt_fitter(spec: TargetSpec, log) -> PromptFitter | None:
+    """The target's :class:`~ragmi.rag.fit.PromptFitter`: its rule (``targets.<t>.context_fit``) over
+    its generator's context (``max_model_len``) and tokenizer.  None for a generator of backend
+    ``openai``: an external endpoint's context and tokenizer are not known here, its prompts are sent
+    as built (an endpoint that refuses one stops the job with its one-line error)."""
+    if spec.generator["backend"] == "openai":
+        return None
+    return PromptFitter(
+        spec.generator["max_model_len"],
+        spec.target["context_fit"],
+        tokenizer_path=model_path(spec.generator, spec.model_dir),
+        where=f"targets.{spec.name}.context_fit",
+        log=log,
+    )

@@ -148,17 +148,20 @@ class ChatClient:
 
 
 def _error_message(resp) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the body's text (shortened)."""
+    """The ``error.message`` of an OpenAI-style error body (or the top-level ``message`` of vLLM's
+    older ``{"object": "error", "message": …}``), else the body's text (shortened), on one line."""
     try:
         body = resp.json()
     except ValueError:
-        return resp.text[:300]
+        return " ".join(resp.text[:300].split())
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict) and err.get("message"):
-        return str(err["message"])
+        return " ".join(str(err["message"]).split())
     if isinstance(err, str):
-        return err
-    return resp.text[:300]
+        return " ".join(err.split())
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].strip():
+        return " ".join(body["message"].split())
+    return " ".join(resp.text[:300].split())
 
 
 class OpenAIGenerator:

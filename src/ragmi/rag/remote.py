@@ -4,7 +4,12 @@ remote``, the schema's ``$defs.remote``).
 The attack's query goes out as the user message of an OpenAI-compatible chat request (``api:
 openai``: ``POST <url>/chat/completions``) or inside the configured request body (``api: json``);
 the answer, and the token log-probabilities when the service returns them (``logprobs: true``), are
-read back from the configured places.  What a job sends is bounded (``concurrency`` requests in
+read back from the configured places, from one JSON answer or from a stream of server-sent events
+(``stream: true``: OpenAI's chat-completion chunks, or any event stream whose text pieces sit at
+``stream_path``, such as Dify's).  The sources the service says it retrieved (``sources_path``) are
+matched to the candidate documents (``sources_match``, :class:`SourceMatcher`) and recorded as the
+response's ``retrieved_ids``.  ``preset: dify | maxkb`` fills the keys of those platforms' documented
+chat APIs (``config/schema.yaml`` ``$defs.remote_presets``).  What a job sends is bounded (``concurrency`` requests in
 flight), retried with exponential backoff on 429 / 5xx / no answer (``max_retries``, ``backoff_s``,
 ``max_backoff_s``, a ``Retry-After`` header honoured), cut off after ``timeout_s``, and counted
 against the run's request budget (``max_requests``, :class:`RequestBudget`).
@@ -17,7 +22,7 @@ identity, a cached entry, a log line or an error message.
 
 :class:`RemoteTarget` answers like :class:`~ragmi.rag.system.RAGSystem` (``answer(prompts,
 max_tokens, top_logprobs, query_ids)``), with what a black box gives: no retrieved ids (``None``:
-unknown), no hook trace.
+unknown, unless ``sources_path`` reads them from the response), no hook trace.
 """
 
 from __future__ import annotations
@@ -56,6 +61,80 @@ def json_path(doc, path: str):
         else:
             return _MISSING
     return cur
+
+
+def sources_at(doc, path: str) -> list[str]:
+    """The source values at ``path``: ``a.b.*.c`` = field ``c`` of every item of the list at ``a.b``;
+    without ``*`` the path names a list of strings.  Missing or null: no sources (``[]``)."""
+    head, star, tail = path.partition("*")
+    items = json_path(doc, head.rstrip("."))
+    if items is _MISSING or items is None:
+        return []
+    if not isinstance(items, list):
+        items = [items]
+    out = []
+    for item in items:
+        v = json_path(item, tail.lstrip(".")) if star else item
+        if v is not _MISSING and v is not None and str(v).strip():
+            out.append(str(v))
+    return out
+
+
+def _fold(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+class SourceMatcher:
+    """Which candidate document a source value names (``remote.sources_match``):
+
+    * ``id``: the value is the document's ``doc_id``;
+    * ``title``: the document's title, compared with case and runs of white space folded;
+    * ``text_sha256``: the SHA-256 hex digest of the document's text (UTF-8);
+    * ``text``: the value is a passage of at least :attr:`MIN_PASSAGE` characters contained in the
+      document's text (case and white space folded) — the chunk a service retrieved out of it.
+
+    A value naming several documents (a shared title, a passage two of them contain) names each; a
+    value naming none is kept as ``remote:<value>``, so it can never be mistaken for a candidate id.
+    """
+
+    MIN_PASSAGE = 32
+    UNMATCHED = "remote:"
+
+    def __init__(self, documents, how: str):
+        self.how = how
+        self.ids = [str(d) for d in documents["doc_id"]]
+        if how == "title":
+            keys = [_fold(t) for t in documents["title"]]
+        elif how == "text_sha256":
+            keys = [hashlib.sha256(str(t).encode("utf-8")).hexdigest() for t in documents["text"]]
+        elif how == "text":
+            keys = [_fold(t) for t in documents["text"]]
+        else:
+            keys = list(self.ids)
+        self.keys = keys
+        self.index: dict[str, list[str]] = {}
+        if how != "text":
+            for k, d in zip(keys, self.ids):
+                if k:
+                    self.index.setdefault(k, []).append(d)
+
+    def match(self, value: str) -> list[str]:
+        if self.how == "text":
+            v = _fold(value)
+            hits = [d for k, d in zip(self.keys, self.ids) if len(v) >= self.MIN_PASSAGE and v in k]
+        else:
+            key = value.strip().lower() if self.how == "text_sha256" else value
+            key = _fold(key) if self.how == "title" else key
+            hits = self.index.get(key, [])
+        return hits or [self.UNMATCHED + value]
+
+    def retrieved_ids(self, sources: list[str]) -> list[str]:
+        out: list[str] = []
+        for v in sources:
+            for d in self.match(v):
+                if d not in out:
+                    out.append(d)
+        return out
 
 
 def fill_body(template, query: str, request: Mapping):
@@ -161,7 +240,7 @@ class RemoteClient:
         self.cfg = dict(cfg)
         self.where = where
         self.url = cfg["url"].rstrip("/") if cfg["api"] == "openai" else cfg["url"]
-        self.endpoint = self.url + "/chat/completions" if cfg["api"] == "openai" else self.url
+        self.endpoint = self.url + "/chat/completions" if cfg["api"] == "openai" else self.url + cfg["path"]
         self.budget = budget or RequestBudget(None, None, where)
         self.log = log
         self._secret = None
@@ -183,6 +262,12 @@ class RemoteClient:
     def model_id(self) -> str:
         """The cache identity: API, URL, model and the request/response layout (never the key)."""
         layout = {k: self.cfg.get(k) for k in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path")}
+        # keys added later enter the identity only when set, so answers cached without them stay valid
+        for k in ("path", "stream", "sources_path", *STREAM_KEYS):
+            if self.cfg.get(k):
+                layout[k] = self.cfg[k]
+        if self.cfg.get("sources_path"):
+            layout["sources_match"] = self.cfg["sources_match"]
         digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode()).hexdigest()[:16]
         return f"remote|{self.cfg['api']}|{self.url}|{self.cfg['model']}|logprobs={self.cfg['logprobs']}|{digest}"
 
@@ -199,6 +284,8 @@ class RemoteClient:
             "temperature": req["temperature"],
             "seed": req["seed"],
         }
+        if self.cfg["stream"]:
+            body["stream"] = True
         if self.cfg["logprobs"]:
             body["logprobs"] = True
             if req["top_logprobs"] > 0:
@@ -210,7 +297,19 @@ class RemoteClient:
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.cfg["timeout_s"]) as resp:
-                return resp.status, resp.read(), None
+                if not self.cfg["stream"]:
+                    return resp.status, resp.read(), None
+                # a stream: timeout_s bounds the whole answer, not only each read
+                deadline = time.monotonic() + self.cfg["timeout_s"]
+                chunks = []
+                while True:
+                    piece = resp.read1(65536)
+                    if not piece:
+                        break
+                    chunks.append(piece)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("stream not finished within timeout_s")
+                return resp.status, b"".join(chunks), None
         except urllib.error.HTTPError as e:
             retry_after = e.headers.get("Retry-After") if e.headers else None
             try:
@@ -254,17 +353,23 @@ class RemoteClient:
                     problem = f"cannot reach it ({self._clean(str(reason))})"
             else:
                 latency = time.perf_counter() - t0
-                if status == 200:
+                if status == 200 and not self.cfg["stream"]:
                     return self.parse(data, req, latency)
-                excerpt = self._clean(data[:200].decode("utf-8", "replace").strip())
-                if status in (401, 403):
-                    raise EndpointError(
-                        f"the remote endpoint {self.endpoint} answered HTTP {status}: it rejected the credentials "
-                        f"({self.where}.api_key_env){': ' + excerpt if excerpt else ''}"
-                    )
-                problem = f"HTTP {status}{': ' + excerpt if excerpt else ''}"
-                if status != 429 and status < 500:
-                    raise EndpointError(f"the remote endpoint {self.endpoint} answered {problem} ({self.where})")
+                if status == 200:
+                    try:
+                        return self.parse_stream(data, req, latency)
+                    except _PartialStream as e:  # cut off: no answer, retried like one that did not come
+                        problem = str(e)
+                else:
+                    excerpt = self._clean(server_message(data))
+                    if status in (401, 403):
+                        raise EndpointError(
+                            f"the remote endpoint {self.endpoint} answered HTTP {status}: it rejected the "
+                            f"credentials ({self.where}.api_key_env){': ' + excerpt if excerpt else ''}"
+                        )
+                    problem = f"HTTP {status}{': ' + excerpt if excerpt else ''}"
+                    if status != 429 and status < 500:
+                        raise EndpointError(f"the remote endpoint {self.endpoint} answered {problem} ({self.where})")
             if attempt < retries:
                 self.stats["retried"] += 1
                 time.sleep(self._delay(attempt, retry_after))
@@ -273,15 +378,18 @@ class RemoteClient:
             f"({self.where}.max_retries): {problem}"
         )
 
-    def parse(self, data: bytes, req: Mapping, latency: float) -> dict:
-        where, cfg = self.where, self.cfg
+    def _json(self, data: bytes, what: str = "answered with something that is not JSON"):
         try:
-            doc = json.loads(data.decode("utf-8"))
+            return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise EndpointError(
-                f"the remote endpoint {self.endpoint} answered with something that is not JSON: "
-                f"{self._clean(data[:120].decode('utf-8', 'replace'))!r}"
+                f"the remote endpoint {self.endpoint} {what}: "
+                f"{self._clean(data[:120].decode('utf-8', 'replace') if isinstance(data, bytes) else data[:120])!r}"
             ) from None
+
+    def parse(self, data: bytes, req: Mapping, latency: float) -> dict:
+        where, cfg = self.where, self.cfg
+        doc = self._json(data)
         k = int(req["top_logprobs"])
         token_lps, tops = [], []
         if cfg["api"] == "openai":
@@ -323,6 +431,13 @@ class RemoteClient:
                     tops = [_top_list(x, k) for x in v]
             pt = json_path(doc, cfg["prompt_tokens_path"]) if "prompt_tokens_path" in cfg else _MISSING
             ct = json_path(doc, cfg["completion_tokens_path"]) if "completion_tokens_path" in cfg else _MISSING
+        return self._answer(text, answer_path, token_lps, tops, pt, ct, self._sources(doc), latency)
+
+    def _sources(self, doc) -> list[str]:
+        return sources_at(doc, self.cfg["sources_path"]) if "sources_path" in self.cfg else []
+
+    def _answer(self, text, answer_path, token_lps, tops, pt, ct, sources, latency) -> dict:
+        where, cfg = self.where, self.cfg
         if text is _MISSING:
             raise EndpointError(
                 f"the remote endpoint {self.endpoint} answered without the answer field {answer_path!r}"
@@ -346,7 +461,89 @@ class RemoteClient:
             "prompt_tokens": int(pt) if isinstance(pt, int | float) else 0,
             "completion_tokens": int(ct) if isinstance(ct, int | float) else 0,
             "latency_s": latency,
+            "sources": sources,
         }
+
+    def parse_stream(self, data: bytes, req: Mapping, latency: float) -> dict:
+        """The answer of a server-sent event stream (``stream: true``): OpenAI's chat-completion
+        chunks up to ``data: [DONE]`` (api openai), or events whose text pieces sit at
+        ``stream_path`` (api json).  A stream without its end marker raises :class:`_PartialStream`."""
+        events = sse_events(data.decode("utf-8", "replace"))
+        if self.cfg["api"] == "openai":
+            return self._openai_stream(events, req, latency)
+        return self._json_stream(events, latency)
+
+    def _openai_stream(self, events, req, latency) -> dict:
+        cfg, k = self.cfg, int(req["top_logprobs"])
+        pieces, token_lps, tops, usage, done, seen = [], [], [], None, False, False
+        for _, payload in events:
+            if payload.strip() == "[DONE]":
+                done = True
+                break
+            chunk = self._json(payload, "streamed an event that is not JSON")
+            if isinstance(chunk, Mapping) and chunk.get("error"):
+                raise EndpointError(
+                    f"the remote endpoint {self.endpoint} streamed an error ({self.where}): "
+                    f"{self._clean(one_line(error_text(chunk)))}"
+                )
+            if json_path(chunk, "usage") not in (_MISSING, None):
+                usage = json_path(chunk, "usage")
+            delta = json_path(chunk, "choices.0.delta")
+            if delta is _MISSING:
+                continue
+            seen = True
+            piece = json_path(chunk, "choices.0.delta.content")
+            if isinstance(piece, str):
+                pieces.append(piece)
+            content = json_path(chunk, "choices.0.logprobs.content")
+            if isinstance(content, list):
+                token_lps += [float(t["logprob"]) for t in content]
+                if k > 0:
+                    tops += [_top_list(t.get("top_logprobs"), k) for t in content]
+        if not done:
+            raise _PartialStream(f"the stream ended before its 'data: [DONE]' line ({len(pieces)} pieces received)")
+        if cfg["logprobs"] and seen and not token_lps and "".join(pieces):
+            raise EndpointError(
+                f"the remote endpoint {self.endpoint} streamed no choices.0.logprobs.content, but "
+                f"{self.where}.logprobs is true (set it to false for an endpoint without log-probabilities)"
+            )
+        text = "".join(pieces) if seen else _MISSING
+        pt = json_path(usage, "prompt_tokens") if usage else _MISSING
+        ct = json_path(usage, "completion_tokens") if usage else _MISSING
+        return self._answer(text, "choices.0.delta.content", token_lps, tops, pt, ct, [], latency)
+
+    def _json_stream(self, events, latency) -> dict:
+        cfg = self.cfg
+        want = set(cfg["stream_text_events"]) if "stream_text_events" in cfg else None
+        end_event, error_event = cfg.get("stream_end_event"), cfg.get("stream_error_event")
+        pieces, last, end, seen = [], {}, None, False
+        for name, payload in events:
+            if payload.strip() == "[DONE]":
+                end = end if end is not None else last
+                break
+            doc = self._json(payload, "streamed an event that is not JSON")
+            kind = json_path(doc, cfg["stream_event_path"]) if "stream_event_path" in cfg else name
+            if error_event is not None and kind == error_event:
+                raise EndpointError(
+                    f"the remote endpoint {self.endpoint} streamed an error event ({self.where}): "
+                    f"{self._clean(one_line(error_text(doc)))}"
+                )
+            if want is None or kind in want:
+                piece = json_path(doc, cfg["stream_path"])
+                if isinstance(piece, str):
+                    pieces.append(piece)
+                    seen = True
+            last = doc
+            if end_event is not None and kind == end_event:
+                end = doc
+                break
+        if end_event is not None and end is None:
+            raise _PartialStream(f"the stream ended before its {end_event!r} event ({len(pieces)} pieces received)")
+        final = end if end is not None else last
+        pt = json_path(final, cfg["prompt_tokens_path"]) if "prompt_tokens_path" in cfg else _MISSING
+        ct = json_path(final, cfg["completion_tokens_path"]) if "completion_tokens_path" in cfg else _MISSING
+        text = "".join(pieces) if seen or end is not None else _MISSING
+        return self._answer(text, cfg["stream_path"], [], [], pt, ct, self._sources(final), latency)
 
     def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
         """Answer every request, ``concurrency`` at a time; ``on_result(i, answer)`` as each arrives.
@@ -412,14 +609,84 @@ class _Cancelled(Exception):
     """A queued request not sent because another one failed."""
 
 
+class _PartialStream(Exception):
+    """A streamed answer cut off before its end marker: not an answer (retried, then an error)."""
+
+
+STREAM_KEYS = ("stream_path", "stream_event_path", "stream_text_events", "stream_end_event", "stream_error_event")
+
+
+def sse_events(text: str) -> list[tuple[str, str]]:
+    """The (event type, data) of every event of a server-sent event stream (the WHATWG HTML
+    standard's event-stream format: fields ``event:`` and ``data:``, several data lines joined by a
+    newline, events ended by a blank line, ``:`` comments ignored); the type is ``message`` when the
+    event names none.  An event not ended by a blank line (a cut-off stream) is still returned: the
+    callers tell a complete stream by its end marker."""
+    out, name, data = [], "", []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line:
+            if data:
+                out.append((name or "message", "\n".join(data)))
+            name, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
+    if data:
+        out.append((name or "message", "\n".join(data)))
+    return out
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line (runs of white space folded), shortened to ``limit`` characters."""
+    t = " ".join(str(text).split())
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def error_text(doc) -> str:
+    """The message of an error body: OpenAI's ``error.message``, ``message``, ``detail`` or ``error``
+    (Dify, FastAPI, others), else the whole body."""
+    if isinstance(doc, Mapping):
+        err = doc.get("error")
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        for key in ("message", "detail", "error", "msg"):
+            if isinstance(doc.get(key), str) and doc[key].strip():
+                return doc[key]
+    return json.dumps(doc, ensure_ascii=False) if not isinstance(doc, str) else doc
+
+
+def server_message(data: bytes) -> str:
+    """The server's error message in an error response, on one line."""
+    text = data.decode("utf-8", "replace").strip()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return one_line(text)
+    return one_line(error_text(doc))
+
+
 class RemoteTarget:
     """A remote RAG service as a target: the attack's prompt is the user message, nothing else is
     added (the service builds its own context); answers come from the response cache or the endpoint."""
 
     def __init__(
-        self, generator, logprobs: bool, temperature: float, seed: int, log: Callable = print, send_query_id=False
+        self,
+        generator,
+        logprobs: bool,
+        temperature: float,
+        seed: int,
+        log: Callable = print,
+        send_query_id=False,
+        sources: SourceMatcher | None = None,
     ):
         self.generator = generator
+        self.sources = sources  # None: the service's retrieval is not visible
         self.logprobs = bool(logprobs)
         self.send_query_id = bool(send_query_id)
         self.temperature = temperature
@@ -444,8 +711,12 @@ class RemoteTarget:
         out = []
         for resp in self.generator.generate(requests) if requests else []:
             r = dict(resp)
-            r["retrieved_ids"] = None  # unknown: the service retrieves on its own
+            # the sources the service reported, matched to the candidates; None: unknown
+            r["retrieved_ids"] = None if self.sources is None else self.sources.retrieved_ids(r.pop("sources", []))
+            r.pop("sources", None)
             r["retrieval_scores"] = None
+            r["n_docs_truncated"] = None  # the service builds its own prompt
+            r["chars_truncated"] = None
             r["retrieval_s"] = 0.0
             r["response_text_raw"] = r["response_text"]
             r["refused"] = False
@@ -455,15 +726,21 @@ class RemoteTarget:
 
 
 @contextlib.contextmanager
-def remote_target(spec, log):
-    """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.rag.factory``)."""
+def remote_target(spec, log, documents=None):
+    """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.rag.factory``);
+    ``documents`` (doc_id, text, title of the candidates) when ``sources_path`` is set."""
     cfg = spec.target["remote"]
     where = f"targets.{spec.name}.remote"
     budget = RequestBudget.for_run(cfg["max_requests"], spec.cache_dir, spec.name, where)
     client = RemoteClient(cfg, where, budget, log)  # a missing API key stops here, before any request
     gen = CachedGenerator(client.model_id(), lambda: client, ResponseCache(spec.cache_dir), log=log)
     try:
-        yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log, cfg["send_query_id"])
+        matcher = None
+        if "sources_path" in cfg:
+            if documents is None:
+                raise ConfigError(f"{where}.sources_path: the candidate documents to match the sources to are missing")
+            matcher = SourceMatcher(documents, cfg["sources_match"])
+        yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log, cfg["send_query_id"], matcher)
     finally:
         if gen.stats["requests"]:
             log(gen.summary())

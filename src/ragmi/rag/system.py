@@ -49,6 +49,7 @@ class RAGSystem:
     defender: Callable | None = None  # chat(prompts, max_tokens, temperature) -> list[str]
     log: Callable = print
     framework: object = None  # ragmi.rag.frameworks.base.Framework; None: Standard RAG
+    fitter: object = None  # ragmi.rag.fit.PromptFitter; None: prompts are sent as built
 
     def __post_init__(self):
         if self.framework is None:
@@ -117,6 +118,18 @@ class RAGSystem:
             if s.refusal is None:
                 s.messages = self.framework.messages(self, s)
 
+    def fit(self, states: list[QueryState], max_tokens: list[int]) -> None:
+        """Fit each state's prompt to the generator's context (``ragmi.rag.fit``), after the template
+        hook and right before generation; a state keeps the most it ever had cut (IRCoT's rounds)."""
+        if self.fitter is None:
+            return
+        for s, mt in zip(states, max_tokens):
+            s.messages, docs, n, chars = self.fitter.fit(s.messages, list(s.docs), mt)
+            if n:
+                s.docs = docs
+                s.n_docs_truncated = max(s.n_docs_truncated, n)
+                s.chars_truncated = max(s.chars_truncated, chars)
+
     def prepare(
         self,
         states: list[QueryState],
@@ -164,5 +177,7 @@ class RAGSystem:
             resp["retrieval_s"] = retrieval_s
             resp["refused"] = s.refusal is not None
             resp["hook_trace"] = json.dumps(s.trace)
+            resp["n_docs_truncated"] = int(s.n_docs_truncated)
+            resp["chars_truncated"] = int(s.chars_truncated)
             out.append(resp)
         return out

@@ -11,8 +11,8 @@ and the defenses; its framework decides
 * :meth:`Framework.messages`: the prompt built from the query and the (compressed) texts.
 
 Whatever a framework does, the defenses' hooks run where :meth:`RAGSystem.prepare` runs them, every
-generation goes through the target's cached, batched generator, and a response carries exactly the
-keys of ``ragmi.workflow.RESPONSE_FILE_COLUMNS``.
+generation goes through the target's cached, batched generator, a prompt goes through :meth:`RAGSystem.fit` (the generator's context) right before it is generated,
+and a response carries exactly the keys of ``ragmi.workflow.RESPONSE_FILE_COLUMNS``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Framework:
         """Fill ``state.response`` of every live state; return the retrieval seconds per query."""
         retrieval_s = rag.prepare(states, ctx, until="template")
         todo = [i for i, s in enumerate(states) if s.refusal is None]
+        rag.fit([states[i] for i in todo], [max_tokens[i] for i in todo])
         requests = [
             make_request(states[i].messages, max_tokens[i], top_logprobs[i], rag.temperature, rag.seed) for i in todo
         ]

@@ -111,6 +111,7 @@ class IRCoT(Framework):
                 break
             if it > 0:  # the merged documents of the last round through the content and template hooks
                 rag.prepare([states[i] for i in active], ctx, until="template", start="content")
+            rag.fit([states[i] for i in active], [max_tokens[i] for i in active])
             requests = [
                 make_request(states[i].messages, max_tokens[i], top_logprobs[i], rag.temperature, rag.seed)
                 for i in active

@@ -1,0 +1,412 @@
+"""The API shapes of deployed RAG services (``targets.<t>.remote``): streamed answers (OpenAI's
+chat-completion chunks and plain server-sent events), the sources a service reports (``sources_path``
+matched to the candidates by ``sources_match``), and the Dify and MaxKB presets, each against a
+stand-in endpoint on 127.0.0.1 that speaks the format as the platform's documentation describes it
+(docs/provenance.md#remote-presets).  No network, no model."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pytest
+from stand_in import SSE_HEADERS, StandIn, openai_body, openai_chunks, sse
+
+from ragmi.config import apply_remote_preset, section_params, validate_config
+from ragmi.errors import ConfigError, EndpointError
+from ragmi.rag.factory import TargetSpec
+from ragmi.rag.remote import RemoteClient, SourceMatcher, remote_target, sources_at, sse_events
+
+SECRET = "app-test-SECRET-42"
+
+
+@pytest.fixture
+def stand_in():
+    made = []
+
+    def make(reply):
+        s = StandIn(reply)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def remote_entry(remote: dict) -> dict:
+    """A ``remote`` block as validation leaves it: its preset's keys, then the schema's defaults."""
+    r = apply_remote_preset({"backoff_s": 0.0, **remote}, "targets.r.remote")
+    return section_params("targets", {"kind": "remote", "remote": r})["remote"]
+
+
+def spec_of(remote: dict, cache_dir) -> TargetSpec:
+    return TargetSpec(
+        name="svc",
+        target=section_params("targets", {"kind": "remote", "remote": remote}),
+        retriever={},
+        generator={},
+        index_dir="",
+        model_dir=None,
+        cache_dir=str(cache_dir),
+        threads=1,
+        server_log="",
+        seed=0,
+        temperature=0.0,
+    )
+
+
+def request(text="Is it?", top=0):
+    return {
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 4,
+        "top_logprobs": top,
+        "temperature": 0.0,
+        "seed": 0,
+    }
+
+
+DOCS = pd.DataFrame(
+    {
+        "doc_id": ["d1", "d2", "d3"],
+        "title": ["Visit of Mr Smith", "Lab results", ""],
+        "text": [
+            "Mr Smith came in with a persistent cough and a mild fever for three days.",
+            "The blood panel shows elevated white cells and low iron; follow up in two weeks.",
+            "A note without a title about knee pain after running a marathon in the rain.",
+        ],
+    }
+)
+
+
+# ------------------------------------------------------------------ server-sent events
+
+
+def test_sse_events_follow_the_event_stream_format():
+    text = ': comment\nevent: message\ndata: {"a": 1}\n\ndata: line one\ndata: line two\r\n\r\nevent: end\ndata: x'
+    assert sse_events(text) == [("message", '{"a": 1}'), ("message", "line one\nline two"), ("end", "x")]
+
+
+def test_openai_stream_concatenates_the_deltas_and_reads_logprobs(stand_in):
+    steps = [
+        [{"token": "Ye", "logprob": -0.5, "top_logprobs": [{"token": "Ye", "logprob": -0.5}]}],
+        [{"token": "s", "logprob": -0.25, "top_logprobs": [{"token": "s", "logprob": -0.25}]}],
+        [{"token": ".", "logprob": -0.125, "top_logprobs": [{"token": ".", "logprob": -0.125}]}],
+    ]
+    s = stand_in(lambda n, p, b, h: (200, openai_chunks(["Ye", "s", "."], steps), SSE_HEADERS))
+    client = RemoteClient(remote_entry({"url": s.url + "/v1", "stream": True, "logprobs": True}), "targets.r.remote")
+    out = client.generate([request(top=1)])[0]
+    assert s.requests[0]["body"]["stream"] is True
+    assert out["response_text"] == "Yes."
+    assert out["token_logprobs"] == [-0.5, -0.25, -0.125]
+    assert out["first_token_logprobs"] == [{"token": "Ye", "logprob": -0.5}]
+    assert (out["prompt_tokens"], out["completion_tokens"]) == (7, 2)
+
+
+def test_a_cut_off_openai_stream_is_retried_then_an_error(stand_in):
+    s = stand_in(lambda n, p, b, h: (200, openai_chunks(["Half an ans"], done=False), SSE_HEADERS))
+    client = RemoteClient(remote_entry({"url": s.url + "/v1", "stream": True, "max_retries": 2}), "targets.r.remote")
+    with pytest.raises(EndpointError) as e:
+        client.generate([request()])
+    msg = str(e.value)
+    assert "failed after 3 attempt(s)" in msg and "ended before its 'data: [DONE]' line" in msg
+    assert "\n" not in msg and len(s.requests) == 3
+
+
+def test_a_stream_cut_off_once_is_answered_by_the_retry(stand_in):
+    def reply(n, p, b, h):
+        return 200, openai_chunks(["Ok"], done=n > 1), SSE_HEADERS
+
+    s = stand_in(reply)
+    client = RemoteClient(remote_entry({"url": s.url + "/v1", "stream": True}), "targets.r.remote")
+    assert client.generate([request()])[0]["response_text"] == "Ok"
+    assert len(s.requests) == 2 and client.stats["retried"] == 1
+
+
+def test_plain_sse_reads_pieces_of_the_named_events_until_the_end_event(stand_in):
+    events = [
+        ("message", {"text": "Hel"}),
+        ("ping", {}),
+        ("thought", {"text": "(hidden)"}),
+        ("message", {"text": "lo"}),
+        ("done", {"n": {"in": 9, "out": 2}, "src": ["d2"]}),
+        ("message", {"text": " after the end"}),
+    ]
+    s = stand_in(lambda n, p, b, h: (200, sse(events), SSE_HEADERS))
+    cfg = remote_entry(
+        {
+            "url": s.url + "/ask",
+            "api": "json",
+            "body": {"q": "{query}", "stream": True},
+            "answer_path": "text",
+            "stream": True,
+            "stream_path": "text",
+            "stream_text_events": ["message"],
+            "stream_end_event": "done",
+            "prompt_tokens_path": "n.in",
+            "completion_tokens_path": "n.out",
+            "sources_path": "src",
+        }
+    )
+    out = RemoteClient(cfg, "targets.r.remote").generate([request("hi")])[0]
+    assert s.requests[0]["body"] == {"q": "hi", "stream": True}
+    assert out["response_text"] == "Hello"
+    assert (out["prompt_tokens"], out["completion_tokens"]) == (9, 2)
+    assert out["sources"] == ["d2"]
+
+
+# ------------------------------------------------------------------ sources
+
+
+def test_sources_at_reads_a_field_of_every_listed_item_or_a_list_of_strings():
+    doc = {"meta": {"res": [{"name": "a", "id": 1}, {"name": "b"}, {"id": 3}]}, "ids": ["x", "y"]}
+    assert sources_at(doc, "meta.res.*.name") == ["a", "b"]
+    assert sources_at(doc, "meta.res.*.id") == ["1", "3"]
+    assert sources_at(doc, "ids") == ["x", "y"]
+    assert sources_at(doc, "meta.none.*.name") == [] and sources_at({"meta": {"res": None}}, "meta.res.*.name") == []
+
+
+@pytest.mark.parametrize(
+    ("how", "value", "expected"),
+    [
+        ("id", "d2", ["d2"]),
+        ("id", "seg-77", ["remote:seg-77"]),
+        ("title", "  visit of  MR SMITH ", ["d1"]),
+        ("text_sha256", hashlib.sha256(DOCS["text"][2].encode()).hexdigest().upper(), ["d3"]),
+        ("text", "elevated   white cells and LOW iron; follow up", ["d2"]),
+        ("text", "white cells", ["remote:white cells"]),  # shorter than a passage: no match
+    ],
+)
+def test_source_matcher_names_the_candidate(how, value, expected):
+    assert SourceMatcher(DOCS, how).retrieved_ids([value]) == expected
+
+
+def test_source_matcher_keeps_the_order_and_drops_repeats():
+    assert SourceMatcher(DOCS, "id").retrieved_ids(["d3", "d1", "d3", "zz"]) == ["d3", "d1", "remote:zz"]
+
+
+# ------------------------------------------------------------------ Dify (POST /v1/chat-messages)
+
+
+def dify_resource(title, position=1):
+    # the fields of one metadata.retriever_resources entry, as Dify's API reference lists them
+    return {
+        "position": position,
+        "dataset_id": "ds-1",
+        "dataset_name": "records",
+        "document_id": f"doc-{position}",
+        "document_name": title,
+        "segment_id": f"seg-{position}",
+        "score": 0.8,
+        "content": "…",
+    }
+
+
+def dify_message_end(resources):
+    return {
+        "event": "message_end",
+        "task_id": "t-1",
+        "id": "m-1",
+        "message_id": "m-1",
+        "conversation_id": "c-1",
+        "metadata": {
+            "usage": {"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123},
+            "retriever_resources": resources,
+        },
+    }
+
+
+def dify_stand_in(stand_in, resources, cut=False, error=False):
+    def reply(n, path, body, headers):
+        if path != "/v1/chat-messages":
+            return 404, {"code": "not_found", "message": "no such route", "status": 404}, None
+        if headers.get("Authorization") != f"Bearer {SECRET}":
+            return 401, {"code": "unauthorized", "message": "Access token is invalid", "status": 401}, None
+        answer = f"Answer to: {body['query']}"
+        if body["response_mode"] == "blocking":
+            doc = dify_message_end(resources)
+            doc.update(event="message", mode="chat", answer=answer)
+            return 200, doc, None
+        base = {"task_id": "t-1", "message_id": "m-1", "conversation_id": "c-1"}
+        events = [{"event": "message", "answer": answer[:6], **base}, {"event": "ping"}]
+        if error:
+            events.append({"event": "error", "status": 400, "code": "invalid_param", "message": "quota\nexceeded"})
+        events.append({"event": "message", "answer": answer[6:], **base})
+        if not cut:
+            events.append(dify_message_end(resources))
+        return 200, sse(events), SSE_HEADERS
+
+    return stand_in(reply)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_dify_preset_asks_a_new_conversation_and_maps_the_sources(stand_in, tmp_path, monkeypatch, stream):
+    monkeypatch.setenv("DIFY_API_KEY", SECRET)
+    s = dify_stand_in(stand_in, [dify_resource("Lab results", 1), dify_resource("Not a candidate", 2)])
+    remote = remote_entry({"preset": "dify", "url": s.url + "/v1", "stream": stream})
+    with remote_target(spec_of(remote, tmp_path), log=lambda m: None, documents=DOCS) as t:
+        out = t.answer(["What was found?"], [8], [0], ["q0"])[0]
+    body = s.requests[0]["body"]
+    assert body == {
+        "inputs": {},
+        "query": "What was found?",
+        "response_mode": "streaming" if stream else "blocking",
+        "user": "ragmi-audit",
+        "conversation_id": "",
+    }
+    assert out["response_text"] == "Answer to: What was found?"
+    assert out["retrieved_ids"] == ["d2", "remote:Not a candidate"]
+    assert (out["prompt_tokens"], out["completion_tokens"]) == (120, 3)
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="replace")
+
+
+def test_dify_stream_cut_before_message_end_is_an_error(stand_in, monkeypatch):
+    monkeypatch.setenv("DIFY_API_KEY", SECRET)
+    s = dify_stand_in(stand_in, [], cut=True)
+    client = RemoteClient(remote_entry({"preset": "dify", "url": s.url + "/v1", "stream": True, "max_retries": 1}), "w")
+    with pytest.raises(EndpointError, match="ended before its 'message_end' event"):
+        client.generate([request()])
+    assert len(s.requests) == 2
+
+
+def test_dify_error_event_is_one_line_with_its_message(stand_in, monkeypatch):
+    monkeypatch.setenv("DIFY_API_KEY", SECRET)
+    s = dify_stand_in(stand_in, [], error=True)
+    client = RemoteClient(remote_entry({"preset": "dify", "url": s.url + "/v1", "stream": True}), "targets.svc.remote")
+    with pytest.raises(EndpointError) as e:
+        client.generate([request()])
+    assert "streamed an error event (targets.svc.remote): quota exceeded" in str(e.value)
+    assert len(s.requests) == 1  # an error event is the service's answer: not retried
+
+
+def test_dify_without_the_key_stops_before_any_request(stand_in, monkeypatch):
+    monkeypatch.delenv("DIFY_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="environment variable DIFY_API_KEY"):
+        RemoteClient(remote_entry({"preset": "dify", "url": "http://127.0.0.1:9/v1"}), "targets.svc.remote")
+
+
+# ------------------------------------------------------------------ MaxKB (OpenAI-compatible)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_maxkb_preset_posts_to_the_application_chat_completions(stand_in, monkeypatch, stream):
+    monkeypatch.setenv("MAXKB_API_KEY", SECRET)
+
+    def reply(n, path, body, headers):
+        assert headers.get("Authorization") == f"Bearer {SECRET}"
+        if path != "/api/application/app-1/chat/completions":
+            return 404, {"message": "not found"}, None
+        text = "MaxKB says: " + body["messages"][-1]["content"]
+        if body.get("stream"):
+            return 200, openai_chunks([text[:5], text[5:]]), SSE_HEADERS
+        return 200, openai_body(text), None
+
+    s = stand_in(reply)
+    url = s.url + "/api/application/app-1"
+    client = RemoteClient(remote_entry({"preset": "maxkb", "url": url, "stream": stream}), "targets.kb.remote")
+    out = client.generate([request("hello")])[0]
+    assert out["response_text"] == "MaxKB says: hello"
+    assert s.requests[0]["body"]["model"] == "gpt-3.5-turbo"
+    assert s.requests[0]["body"].get("stream", False) is stream
+
+
+# ------------------------------------------------------------------ errors and config
+
+
+def test_http_400_is_one_line_naming_the_target_and_the_servers_message(stand_in):
+    msg = (
+        "This model's maximum context length is 2048 tokens. However, you requested 70213 tokens "
+        "(70207 in the messages, 6 in the completion).\nPlease reduce the length of the messages."
+    )
+    s = stand_in(
+        lambda n, p, b, h: (400, {"object": "error", "message": msg, "type": "BadRequestError", "code": 400}, None)
+    )
+    client = RemoteClient(remote_entry({"url": s.url + "/v1"}), "targets.prod-rag.remote")
+    with pytest.raises(EndpointError) as e:
+        client.generate([request()])
+    text = str(e.value)
+    assert "\n" not in text and "(targets.prod-rag.remote)" in text
+    assert "answered HTTP 400: This model's maximum context length is 2048 tokens." in text
+    assert len(s.requests) == 1
+
+
+def test_keys_set_on_the_target_override_the_preset():
+    r = remote_entry(
+        {"preset": "dify", "url": "http://127.0.0.1:9/v1", "api_key_env": "MY_DIFY", "sources_match": "id"}
+    )
+    assert r["api_key_env"] == "MY_DIFY" and r["sources_match"] == "id" and r["path"] == "/chat-messages"
+    assert r["body"]["response_mode"] == "blocking" and "stream_path" not in r
+    s = remote_entry({"preset": "dify", "url": "http://127.0.0.1:9/v1", "stream": True, "stream_end_event": "fin"})
+    assert s["stream_end_event"] == "fin" and s["stream_path"] == "answer"
+
+
+def config_with(remote):
+    return {
+        "datasets": {"d": {"source": "synthetic"}},
+        "targets": {"svc": {"kind": "remote", "remote": remote}},
+        "attacks": {"rag_mia": {}},
+    }
+
+
+def test_validate_config_applies_the_preset_and_checks_the_stream_keys():
+    cfg = validate_config(config_with({"preset": "dify", "url": "http://127.0.0.1:9/v1", "stream": True}))
+    assert cfg["targets"]["svc"]["remote"]["stream_end_event"] == "message_end"
+    with pytest.raises(ConfigError, match=r"targets\.svc\.remote\.preset"):
+        validate_config(config_with({"preset": "ragflow", "url": "http://127.0.0.1:9/v1"}))
+    with pytest.raises(ConfigError, match=r"targets\.svc\.remote\.stream_path: required"):
+        validate_config(
+            config_with({"api": "json", "url": "http://x/a", "body": {}, "answer_path": "a", "stream": True})
+        )
+    with pytest.raises(ConfigError, match=r"targets\.svc\.remote\.stream_end_event: only used with stream: true"):
+        validate_config(
+            config_with({"api": "json", "url": "http://x/a", "body": {}, "answer_path": "a", "stream_end_event": "e"})
+        )
+    with pytest.raises(ConfigError, match=r"targets\.svc\.remote\.path: only used with api 'json'"):
+        validate_config(config_with({"url": "http://x/v1", "path": "/chat"}))
+
+
+def test_timeout_s_bounds_the_whole_stream_not_each_read():
+    """A stream whose events each come within the per-read timeout but that goes on for longer than
+    timeout_s is cut off: one line naming the key, after the retries."""
+    import http.server
+    import json
+    import threading
+    import time
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for i in range(40):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                self.wfile.write(b"data: [DONE]\n\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        client = RemoteClient(
+            remote_entry({"url": url, "stream": True, "timeout_s": 1.0, "max_retries": 0}), "targets.r.remote"
+        )
+        t0 = time.perf_counter()
+        with pytest.raises(EndpointError, match=r"no answer within 1.0 s \(targets\.r\.remote\.timeout_s\)"):
+            client.generate([request()])
+        assert time.perf_counter() - t0 < 3.0
+    finally:
+        server.shutdown()
+        server.server_close()
