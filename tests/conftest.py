@@ -55,6 +55,7 @@ HEAVY_MODULES = [
     "test_defense_audit_e2e",
     "test_frameworks_e2e",
     "test_remote_e2e",
+    "test_chains_e2e",
     "test_pipeline_e2e",
     "test_kill_resume_e2e",
 ]

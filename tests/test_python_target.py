@@ -132,11 +132,15 @@ def _cfg(targets, datasets=None):
             {"retriever": "minilm-cosine", "generator": "smollm2", "python": {"callable": "json:dumps"}},
             "targets.p.python",
         ),
+        ({"kind": "python", "python": {"callable": "json:dumps"}, "audit": True}, "audit.canary_targets.0"),
     ],
 )
 def test_bad_python_config_names_the_key(target, key):
+    audit = target.pop("audit", False)
     cfg = _cfg({"p": target})
     cfg["defenses"] = {"p": {"kind": "pad"}}
+    if audit:
+        cfg["audit"] = {"canary_targets": ["p"]}
     with pytest.raises(ConfigError) as e:
         validate_config(cfg)
     assert str(e.value).startswith(f"config key {key}"), str(e.value)
@@ -232,6 +236,27 @@ def test_a_failing_call_stops_the_job_and_keeps_earlier_answers(tmp_path, monkey
             t.answer(["a", "boom"], [3, 3], [0, 0])
     with python_target(spec, lambda *a: None) as t:
         assert t.answer(["a"], [3], [0])[0]["cached"]
+
+
+def test_concurrency_bounds_the_calls_in_flight(tmp_path):
+    (tmp_path / "slowchain.py").write_text(
+        "import threading, time\n"
+        "LOCK = threading.Lock()\n"
+        "STATE = {'now': 0, 'peak': 0}\n"
+        "def answer(query):\n"
+        "    with LOCK:\n"
+        "        STATE['now'] += 1\n"
+        "        STATE['peak'] = max(STATE['peak'], STATE['now'])\n"
+        "    time.sleep(0.05)\n"
+        "    with LOCK:\n"
+        "        STATE['now'] -= 1\n"
+        "    return query\n"
+    )
+    spec = spec_of({"callable": "slowchain:answer", "path": [str(tmp_path)], "concurrency": 3}, tmp_path / "c")
+    with python_target(spec, lambda *a: None) as t:
+        out = t.answer([f"q{i}" for i in range(9)], [1] * 9, [0] * 9)
+    assert [r["response_text"] for r in out] == [f"q{i}" for i in range(9)]  # in request order
+    assert sys.modules["slowchain"].STATE["peak"] == 3
 
 
 def test_a_factory_is_called_with_the_kwargs(tmp_path, monkeypatch):

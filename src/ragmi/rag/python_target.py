@@ -62,7 +62,8 @@ def _search_path(folders):
 
 def check_reference(cfg: Mapping, where: str) -> None:
     """At validation: the module of ``callable`` / ``factory`` can be found on ``sys.path`` and
-    ``python.path`` (without running it: importing a chain may load models)."""
+    ``python.path`` without running it (importing a chain may load models; the packages above it
+    are imported, as :func:`importlib.util.find_spec` does)."""
     key = reference_key(cfg)
     module = cfg[key].split(":", 1)[0]
     with _search_path(cfg["path"]):
