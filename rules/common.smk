@@ -8,7 +8,7 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import dataset_contexts, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
@@ -61,16 +61,19 @@ def target_cfg(wc):
 
 
 def generator_cfg(wc):
-    """The target's generator entry (None for a remote target: the service generates)."""
+    """The target's generator entry (None for a remote or python target: it generates on its own)."""
     t = target_cfg(wc)
-    return None if is_remote(t) else config["generators"][t["generator"]]
+    return None if is_external(t) else config["generators"][t["generator"]]
 
 
 def target_model(wc):
-    """The model named in the metrics: the generator's, or a remote target's model name (its URL when unnamed)."""
+    """The model named in the metrics: the generator's, a remote target's model name (its URL when
+    unnamed), or a python target's callable."""
     t = target_cfg(wc)
     if is_remote(t):
         return t["remote"]["model"] or t["remote"]["url"]
+    if t["kind"] == "python":
+        return t["python"].get("factory") or t["python"]["callable"]
     return generator_cfg(wc)["model"]
 
 
@@ -80,7 +83,7 @@ def retriever_name(wc):
 
 def model_files(target):
     """The converted models a target needs: its generator's and, for LLM-based defenses, the defender's."""
-    if is_remote(config["targets"][target]):
+    if is_external(config["targets"][target]):
         return {}
     files = dict(model_input(config["generators"][config["targets"][target]["generator"]]))
     if target_needs_defender(config, target):
@@ -101,8 +104,8 @@ def index_dir(dataset, target):
 def target_files(wc):
     """The files a target RAG system needs: its database, index and models. A null-database control
     target reads the database without any candidate document (rule null_database)."""
-    if is_remote(target_cfg(wc)):  # the service holds its own database and index
-        if "sources_path" not in target_cfg(wc)["remote"]:
+    if is_external(target_cfg(wc)):  # the service or chain holds its own database and index
+        if not is_remote(target_cfg(wc)) or "sources_path" not in target_cfg(wc)["remote"]:
             return {}
         # the labelled documents its reported sources are matched to (remote.sources_match)
         return {f"source_{c}": f"results/split/{wc.dataset}/{c}.parquet" for c in ("members", "nonmembers")}
@@ -117,7 +120,7 @@ def target_files(wc):
 def target_spec_params(wc):
     """Everything of a target's TargetSpec but its files and threads (ragmi.workflow.target_spec)."""
     t = target_cfg(wc)
-    if is_remote(t):
+    if is_external(t):
         return {
             "name": wc.target,
             "target": t,
@@ -185,7 +188,7 @@ def early_servers(model):
     Empty on a cluster, where every model job runs a server of its own."""
     if not config["generation"]["start_server_early"] or not workflow.local_exec:
         return []
-    used = {config["targets"][t]["generator"] for t in config["targets"] if not is_remote(config["targets"][t])}
+    used = {config["targets"][t]["generator"] for t in config["targets"] if not is_external(config["targets"][t])}
     used.add(config["attacker"]["generator"])
     return [
         [name, config["generators"][name], server_log(name)]
@@ -242,7 +245,7 @@ def score_attack_params(wc):
     (ragmi.attacks.base.NO_LOGPROBS_KEY: the attack skips its gray-box variants with a note)."""
     params = config["attacks"][wc.attack]
     t = target_cfg(wc)
-    if is_remote(t) and not t["remote"]["logprobs"]:
+    if is_external(t) and not t[t["kind"]]["logprobs"]:
         from ragmi.attacks.base import NO_LOGPROBS_KEY
 
         params = {**params, NO_LOGPROBS_KEY: True}

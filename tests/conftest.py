@@ -56,6 +56,7 @@ HEAVY_MODULES = [
     "test_frameworks_e2e",
     "test_remote_e2e",
     "test_context_fit_e2e",
+    "test_chains_e2e",
     "test_pipeline_e2e",
     "test_kill_resume_e2e",
 ]

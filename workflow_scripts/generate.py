@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragmi.config import is_remote
+from ragmi.config import is_python, is_remote
 from ragmi.defenses.ca_dp import set_attack_turns
 from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.rag.factory import rag_system
+from ragmi.rag.python_target import python_target
 from ragmi.rag.remote import remote_target
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
@@ -36,6 +37,8 @@ def main(smk, log):
                 ignore_index=True,
             )
         system = remote_target(spec, log, documents)
+    elif is_python(spec.target):  # a user's chain called in process: its own database and index
+        system = python_target(spec, log)
     else:
         system = rag_system(spec, pd.read_parquet(smk.input.members), log)
     with system as rag:
@@ -51,7 +54,7 @@ def main(smk, log):
         )
         for d in rag.defenses:
             log(f"defense {d.name} ({d.kind}): {d.record().get('stats', {})}")
-        framework = getattr(rag, "framework", None)  # a remote target has none of its own
+        framework = getattr(rag, "framework", None)  # a remote or python target has none of its own
         if framework is not None and framework.name != "standard":
             log(f"framework {framework.name}: {getattr(framework, 'stats', {})}")
         record_fn = getattr(rag.generator, "serving_record", None)

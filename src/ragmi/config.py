@@ -95,6 +95,17 @@ def is_remote(target: dict) -> bool:
     return target["kind"] == "remote"
 
 
+def is_python(target: dict) -> bool:
+    """A validated target of ``kind: python`` (a user's RAG chain called in process)."""
+    return target["kind"] == "python"
+
+
+def is_external(target: dict) -> bool:
+    """A target whose retrieval and generation are not ragmi's (kind remote or python): no index, no
+    database of ragmi's, no defenses, controls, frameworks or canaries."""
+    return target["kind"] in ("remote", "python")
+
+
 def is_plain(target: dict) -> bool:
     """A validated target that is undefended and not a negative control: the attacks' baseline."""
     return not target["defenses"] and target["control"] == "none"
@@ -103,7 +114,7 @@ def is_plain(target: dict) -> bool:
 def default_generator(cfg: dict) -> str:
     """The generator of the first in-process target (the attacker's and defender's default); with
     only remote targets, the first configured generator."""
-    local = [t for t in sorted(cfg["targets"]) if not is_remote(cfg["targets"][t])]
+    local = [t for t in sorted(cfg["targets"]) if not is_external(cfg["targets"][t])]
     if local:
         return cfg["targets"][local[0]]["generator"]
     return sorted(cfg.get("generators", {}))[0] if cfg.get("generators") else ""
@@ -140,7 +151,7 @@ def _check_attacker(cfg: dict) -> None:
 def _check_target_components(cfg: dict) -> None:
     """The retriever and generator of every in-process target are defined."""
     for name, t in cfg["targets"].items():
-        if is_remote(t):
+        if is_external(t):
             continue
         for kind in ("retriever", "generator"):
             section = kind + "s"
@@ -218,6 +229,10 @@ def _check_remote(cfg: dict) -> None:
             _check_remote_target(name, t)
         elif "remote" in t:
             raise ConfigError(f"config key targets.{name}.remote: only used with kind 'remote'")
+        if is_python(t):
+            _check_python_target(name, t)
+        elif "python" in t:
+            raise ConfigError(f"config key targets.{name}.python: only used with kind 'python'")
 
 
 def _check_candidates_files(cfg: dict) -> None:
@@ -289,6 +304,25 @@ def _check_remote_api(where: str, r: dict) -> None:
 STREAM_JSON_KEYS = ("stream_path", "stream_event_path", "stream_text_events", "stream_end_event", "stream_error_event")
 
 
+def _check_python_target(name: str, t: dict) -> None:
+    """A python target has none of an in-process ragmi target's keys, exactly one of callable and
+    factory, and its module can be found (``ragmi.rag.python_target.check_reference``)."""
+    from .rag.python_target import check_reference
+
+    where = f"config key targets.{name}"
+    for key in ("retriever", "generator"):
+        if key in t:
+            raise ConfigError(f"{where}.{key}: a python target does its own retrieval and generation; remove the key")
+    if t["defenses"]:
+        raise ConfigError(
+            f"{where}.defenses: a python target's defenses are the chain's own; ragmi cannot add hooks to it"
+        )
+    p = t["python"]
+    if ("callable" in p) == ("factory" in p):
+        raise ConfigError(f"{where}.python: give exactly one of callable (called per query) and factory")
+    check_reference(p, f"targets.{name}.python")
+
+
 CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
     ("null_database", "--null-db", {"database": "null_control", "control": "null_database"}),
     ("no_retrieval", "--no-retrieval", {"k": 0, "control": "no_retrieval"}),
@@ -302,7 +336,7 @@ def _derive_controls(cfg: dict) -> None:
         if a not in cfg["attacks"]:
             raise ConfigError(f"config key controls.attacks.{i}: {a!r} is not configured under 'attacks'")
     for name, t in sorted(cfg["targets"].items()):
-        if t["defenses"] or t["control"] != "none" or t["database"] != "members" or is_remote(t):
+        if t["defenses"] or t["control"] != "none" or t["database"] != "members" or is_external(t):
             continue
         for flag, suffix, change in CONTROLS:
             if controls[flag] and name + suffix not in cfg["targets"]:
@@ -321,10 +355,10 @@ def _check_frameworks(cfg: dict) -> None:
 
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"
-        if is_remote(t):  # the service runs its own pipeline: ragmi cannot choose its framework
+        if is_external(t):  # the service runs its own pipeline: ragmi cannot choose its framework
             if t["framework"] != "standard":
                 raise ConfigError(
-                    f"config key {key}: a remote target (kind remote) does its own retrieval and generation; "
+                    f"config key {key}: a {t['kind']} target (kind {t['kind']}) does its own retrieval and generation; "
                     f"framework {t['framework']!r} cannot be applied to it"
                 )
             continue
@@ -431,10 +465,10 @@ def _check_audit(cfg: dict) -> None:
     for i, t in enumerate(audit.get("canary_targets") or []):
         if t not in cfg["targets"]:
             raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
-        if is_remote(cfg["targets"][t]):
+        if is_external(cfg["targets"][t]):
             raise ConfigError(
-                f"config key audit.canary_targets.{i}: {t!r} is a remote target; the canary experiment builds "
-                "its own knowledge base, which a remote service cannot be given"
+                f"config key audit.canary_targets.{i}: {t!r} is a {cfg['targets'][t]['kind']} target; the canary "
+                "experiment builds its own knowledge base, which a service or chain of its own cannot be given"
             )
     if audit.get("canary_dataset") is not None and audit["canary_dataset"] not in cfg["datasets"]:
         raise ConfigError(

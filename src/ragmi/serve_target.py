@@ -201,7 +201,7 @@ def target_files(cfg: dict, target: str, dataset: str) -> tuple[str, str]:
 def served_spec(cfg: dict, target: str, dataset: str, cache_dir: str | None = None):
     """The TargetSpec of ``target`` over ``dataset`` (what the generate rule gives it), checking that
     its files exist."""
-    from .config import is_remote, target_needs_defender
+    from .config import is_external, target_needs_defender
     from .rag.factory import TargetSpec, needs_model_dir
 
     if target not in cfg["targets"]:
@@ -209,8 +209,10 @@ def served_spec(cfg: dict, target: str, dataset: str, cache_dir: str | None = No
             f"serve-target: no target {target!r} in the config (defined: {', '.join(sorted(cfg['targets']))})"
         )
     t = cfg["targets"][target]
-    if is_remote(t):
-        raise ConfigError(f"serve-target: target {target!r} is remote; only an in-process ragmi target can be served")
+    if is_external(t):
+        raise ConfigError(
+            f"serve-target: target {target!r} is of kind {t['kind']}; only an in-process ragmi target can be served"
+        )
     if dataset not in cfg["datasets"]:
         raise ConfigError(
             f"serve-target: no dataset {dataset!r} in the config (defined: {', '.join(sorted(cfg['datasets']))})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..attacks import attack_class
-from ..config import is_remote, runs, target_attacks, target_datasets
+from ..config import is_external, runs, target_attacks, target_datasets
 
 
 def defended_targets(cfg: Mapping) -> list[str]:
@@ -58,7 +58,7 @@ def canary_targets(cfg: Mapping) -> list[str]:
         else sorted(
             t
             for t, c in cfg["targets"].items()
-            if target_attacks(cfg, t) and c["control"] == "none" and not is_remote(c)
+            if target_attacks(cfg, t) and c["control"] == "none" and not is_external(c)
         )
     )
 
@@ -84,11 +84,11 @@ def leakage_files(cfg: Mapping) -> list[str]:
     if not audited(cfg):
         return []
     ext = set(leakage_attacks(cfg))
-    # a remote target's retrieved documents are unknown: no generated-text leakage of them
+    # a remote or python target's documents are not ragmi's to read: no generated-text leakage of them
     return [
         f"results/audit/{d}/{t}/leakage/{a}.csv"
         for d, t, a in runs(cfg)
-        if a in ext and not is_remote(cfg["targets"][t])
+        if a in ext and not is_external(cfg["targets"][t])
     ]
 
 
