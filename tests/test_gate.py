@@ -135,9 +135,9 @@ def write_tables(d: Path, utility=True):
                     "base_target": "prod",
                     "defenses": "",
                     "utility_metric": "rougeL",
-                    "utility": None,
-                    "utility_lo": None,
-                    "utility_hi": None,
+                    "utility": 0.9,  # a number without a row behind it: n decides
+                    "utility_lo": 0.9,
+                    "utility_hi": 0.9,
                     "n": 0,
                     "delta_utility": None,
                     "delta_utility_lo": None,
@@ -178,7 +178,9 @@ def test_an_interval_straddling_the_limit_is_decided_by_its_end(tables):
     one = lim("auc_hi", max=0.6, target="prod", attack="s2mia")
     assert statuses(g.evaluate([one], tables)) == {("prod", "s2mia"): g.BREACH}
     assert statuses(g.evaluate([dict(one, metric="auc")], tables)) == {("prod", "s2mia"): g.PASS}
-    assert statuses(g.evaluate([lim("auc_lo", min=0.45, target="prod", attack="s2mia")], tables)) == {("prod", "s2mia"): g.BREACH}
+    assert statuses(g.evaluate([lim("auc_lo", min=0.45, target="prod", attack="s2mia")], tables)) == {
+        ("prod", "s2mia"): g.BREACH
+    }
 
 
 def test_tpr_at_low_fpr_without_a_number_is_no_evidence(tables):
@@ -237,6 +239,7 @@ def test_utility_limits_read_the_privacy_utility_table(tables):
         ("utility_lo", "ctl", "rougeL", g.NO_EVIDENCE),  # n = 0
         ("delta_utility_lo", "pad", "rougeL", g.BREACH),
     ]
+    assert "no data at this n" in r["cells"][2]["message"]
 
 
 def test_a_table_that_was_not_built_is_no_evidence(tmp_path):
