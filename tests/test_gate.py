@@ -395,3 +395,57 @@ def test_gate_defaults_and_ids():
     cfg["gate"]["limits"].append(dict(cfg["gate"]["limits"][0]))
     with pytest.raises(ConfigError, match=r"gate\.limits\.1\.id: .* also the id of gate\.limits\.0"):
         validate_config(copy.deepcopy(cfg))
+
+
+def _doc_blocks():
+    text = (ROOT / "docs/gate.md").read_text()
+    return [b.split("```", 1)[0] for b in text.split("```yaml\n")[1:]]
+
+
+def test_the_documented_staging_config_and_ci_job(tmp_path, monkeypatch):
+    blocks = _doc_blocks()
+    staging = yaml.safe_load(next(b for b in blocks if b.startswith("seed:")))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci/audit_candidates.jsonl").write_text('{"text": "a", "label": 1}\n')
+    cfg = validate_config(staging)
+    assert cfg["gate"]["enabled"] and [lim["id"] for lim in cfg["gate"]["limits"]] == [
+        "membership-auc",
+        "extraction-auc",
+        "membership-tpr",
+    ]
+    assert cfg["targets"]["staging"]["kind"] == "remote" and "api_key" not in yaml.safe_dump(staging).replace(
+        "api_key_env", ""
+    )
+    job = yaml.safe_load(next(b for b in blocks if b.startswith("name: rag-privacy-gate")))
+    steps = job["jobs"]["privacy-gate"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    assert any("--configfile ci/ragmi-staging.yaml" in r for r in runs)
+    gate_step = next(s for s in steps if "ragmi gate" in s.get("run", ""))
+    assert "if" not in gate_step  # the step that fails the job
+    assert steps[runs.index(next(r for r in runs if "snakemake" in r))]["env"]["STAGING_RAG_KEY"].startswith(
+        "${{ secrets."
+    )
+    uploads = [
+        s
+        for s in steps
+        if "uses" in s
+        and s["uses"].split("@")[0] in ("github/codeql-action/upload-sarif", "mikepenz/action-junit-report")
+    ]
+    assert len(uploads) == 2 and all(s["if"].startswith("always()") for s in uploads)
+
+
+def test_the_config_readme_example_validates():
+    text = (ROOT / "config/README.md").read_text()
+    block = text.split("## The release gate\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["targets"]["prod-rag"] = dict(cfg["targets"]["qwen-rag"])
+    cfg.update(yaml.safe_load(block))
+    limits = validate_config(cfg)["gate"]["limits"]
+    assert [lim["metric"] for lim in limits] == [
+        "auc_hi",
+        "tpr_low_fpr_hi",
+        "canaries_recovered",
+        "email_nel_per_run",
+        "utility_lo",
+    ]
