@@ -10,8 +10,8 @@ from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
 from ragmi.config import is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
-from ragmi.gate import GATE_FILES, tables_read
-from ragmi.report.registry import TABLES, built, input_files, table_config
+from ragmi.gate import GATE_FILES, built_tables
+from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
 
@@ -267,5 +267,4 @@ def final_outputs():
 def gate_tables():
     """The CSVs of the tables the gate's limits read that this configuration builds (a limit on a table
     it does not build finds no rows: no evidence, ragmi.gate)."""
-    names = [t for t in tables_read(config["gate"]["limits"]) if t in TABLES and built(TABLES[t], config)]
-    return [f"results/tables/{t}.csv" for t in names]
+    return [f"results/tables/{t}.csv" for t in built_tables(config)]

@@ -13,6 +13,7 @@ rule gate:
     params:
         gate=config["gate"],
         tables_dir="results/tables",
+        built=built_tables(config),
     log:
         "logs/gate.log",
     benchmark:

@@ -449,3 +449,39 @@ def test_the_config_readme_example_validates():
         "email_nel_per_run",
         "utility_lo",
     ]
+
+
+def test_a_table_this_config_does_not_build_is_not_read(tables):
+    # canaries.csv is on disk (an earlier run's), but this configuration builds no canaries table
+    r = g.evaluate([lim("canary_rate", max=0.5)], tables, built=["summary"])
+    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and "not built by this configuration" in r["cells"][0][
+        "message"
+    ]
+    assert g.evaluate([lim("canary_rate", max=0.5)], tables, built=["canaries"])["counts"][g.PASS] == 2
+
+
+def test_the_command_reads_only_the_tables_the_config_builds(results, tmp_path):
+    # the embedded default builds the canaries table but no privacy_utility table (unless it is registered)
+    from ragmi.report.registry import TABLES
+
+    path = config_with(tmp_path, [{"metric": "utility_lo", "min": 0.1}])
+    cfg = validate_config(yaml.safe_load(Path(path).read_text()))
+    expected = ["privacy_utility"] if "privacy_utility" in TABLES else []
+    assert g.built_tables(cfg) == expected
+    cfg["gate"]["limits"] = [{**cfg["gate"]["limits"][0], "metric": "canary_rate", "max": 0.5}]
+    assert g.built_tables(cfg) == ["canaries"]
+
+
+def test_machine_columns_are_in_the_csv_not_the_markdown():
+    from ragmi.report.audit_tables import canaries_frame, plain_table
+
+    res = pd.DataFrame(
+        [
+            {"target": "plain", "seed": 101, "n_leaked": 5, "n_canaries": 50, "n_leaked_raw": 5},
+            {"target": "plain", "seed": 102, "n_leaked": 7, "n_canaries": 50, "n_leaked_raw": 7},
+        ]
+    )
+    df = canaries_frame(res, {"plain": "plain"})
+    assert df.loc[0, ["n_recovered", "n_planted", "canary_rate"]].tolist() == [12, 100, 0.12]
+    md = plain_table(df, "t")
+    assert "12/100 (12.0%)" in md and "n_planted" not in md and "canary_rate" not in md

@@ -42,7 +42,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -247,9 +247,8 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
         )
 
     if rows is None:
-        cell(
-            _cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"{path} does not exist: the table was not built", None
-        )
+        why = f"{path} was not built by this configuration" if path.is_file() else f"{path} does not exist"
+        cell(_cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"{why}: the table was not built", None)
         return described, cells
     if metric.table == "leakage_dashboard":
         rows = [r for r in rows if r.values.get("block") == "per target"]
@@ -279,10 +278,16 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
     return described, cells
 
 
-def evaluate(limits: Sequence[Mapping], tables_dir: str | os.PathLike, fail_on_no_evidence: bool = True) -> dict:
+def evaluate(
+    limits: Sequence[Mapping],
+    tables_dir: str | os.PathLike,
+    fail_on_no_evidence: bool = True,
+    built: Collection[str] | None = None,
+) -> dict:
     """The gate's verdict over the tables in ``tables_dir`` (``<table>.csv``) as the dict written to
     gate.json: ``verdict`` (pass / fail), ``exit_code``, ``counts``, ``limits`` and one ``cells`` entry
-    per (limit, matched cell)."""
+    per (limit, matched cell). ``built``: the tables the run's configuration builds (None: every CSV
+    present); another table's CSV, left by an earlier run, is not read."""
     tables_dir = Path(tables_dir)
     cache: dict[str, list[Row] | None] = {}
     cells, described = [], []
@@ -290,7 +295,8 @@ def evaluate(limits: Sequence[Mapping], tables_dir: str | os.PathLike, fail_on_n
         table = METRICS[lim["metric"]].table
         path = tables_dir / f"{table}.csv"
         if table not in cache:
-            cache[table] = read_rows(path) if path.is_file() else None
+            fresh = built is None or table in built
+            cache[table] = read_rows(path) if fresh and path.is_file() else None
         d, c = _limit_cells(lim, cache[table], path)
         described.append(d)
         cells += c
@@ -483,6 +489,13 @@ def read_result(path: str | os.PathLike) -> dict:
 # the command
 
 
+def built_tables(cfg: Mapping) -> list[str]:
+    """The tables the gate's limits read that the validated config ``cfg`` builds."""
+    from .report.registry import TABLES, built
+
+    return [t for t in tables_read(cfg["gate"]["limits"]) if t in TABLES and built(TABLES[t], cfg)]
+
+
 def _merged_config(paths: Sequence[str]) -> dict:
     """The config files merged as Snakemake merges several --configfile (later keys win, nested)."""
     from .config import read_config_file
@@ -532,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise RagmiError("config key gate.limits: no limits configured, nothing to check")
             if not (results / "tables").is_dir():
                 raise RagmiError(f"{results / 'tables'} does not exist: run the pipeline first (or pass --results)")
-            result = evaluate(gate["limits"], results / "tables", gate["fail_on_no_evidence"])
+            result = evaluate(gate["limits"], results / "tables", gate["fail_on_no_evidence"], built_tables(cfg))
             write_outputs(result, args.out or results / "gate")
         else:
             path = results / "gate" / "gate.json"
