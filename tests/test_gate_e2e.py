@@ -55,6 +55,8 @@ def gated_run(tmp_path_factory, smollm2_dir):
 def test_a_breach_fails_the_gate_but_not_the_run(gated_run):
     work = gated_run
     assert (work / "results/tables/summary.csv").is_file()  # the tables were built despite the breach
+    assert (work / "results/benchmarks/gate.tsv").is_file()
+    assert "ragmi gate: FAIL: " in (work / "logs/gate.log").read_text()
     proc = gate_cmd(work)
     assert proc.returncode == 1, proc.stderr
     breaches = [ln for ln in proc.stderr.splitlines() if ln.startswith("ragmi gate: BREACH leak:")]

@@ -436,7 +436,6 @@ def sarif(result: Mapping) -> dict:
                     "driver": {
                         "name": "ragmi gate",
                         "version": __version__,
-                        "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
                         "rules": rules,
                     }
                 },
