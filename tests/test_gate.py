@@ -485,3 +485,40 @@ def test_machine_columns_are_in_the_csv_not_the_markdown():
     assert df.loc[0, ["n_recovered", "n_planted", "canary_rate"]].tolist() == [12, 100, 0.12]
     md = plain_table(df, "t")
     assert "12/100 (12.0%)" in md and "n_planted" not in md and "canary_rate" not in md
+
+
+def test_dashboard_numbers_are_in_the_csv_not_the_markdown():
+    from ragmi.report.audit_tables import leakage_dashboard_frame, plain_table
+
+    run = {"dataset": "d", "target": "plain", "reproduced_fraction": 0.0}
+    runs = pd.DataFrame(
+        [
+            {**run, "run": "x/a", "EMAIL_REAL": 3, "PERSON_NAME": 2, "outputs_digest": "1"},
+            {**run, "run": "x/b", "EMAIL_REAL": 5, "PERSON_NAME": 2, "outputs_digest": "2"},
+        ]
+    )
+    mi = pd.DataFrame(columns=["dataset", "target", "variant", "auc", "auc_lo", "auc_hi"])
+    df = leakage_dashboard_frame(runs, mi, {}, {"plain": "plain"}, n_boot=200, seed=1)
+    row = df.iloc[0]
+    assert row["EMAIL_REAL_mean"] == 4.0 and row["PERSON_NAME_mean"] == 2.0
+    assert 3.0 <= row["EMAIL_REAL_lo"] <= 4.0 <= row["EMAIL_REAL_hi"] <= 5.0
+    md = plain_table(df, "t")
+    assert "EMAIL_REAL_mean" not in md and "Email NEL/run" in md
+
+
+def test_the_gate_rule_runs_only_when_enabled(tmp_path):
+    from conftest import run_snakemake
+
+    def dry(gate):
+        (tmp_path / "g.yaml").write_text(yaml.safe_dump({"gate": gate}))
+        cfg = str(ROOT / "config/config.yaml")
+        proc = run_snakemake(tmp_path, "-n", "--configfile", cfg, str(tmp_path / "g.yaml"), shared_server=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    limits = [{"metric": "auc_hi", "max": 0.6, "target": "qwen-rag"}, {"metric": "canary_rate", "max": 0.1}]
+    out = dry({"enabled": True, "limits": limits})
+    block = out.split("rule gate:", 1)[1].split("\n\n", 1)[0]
+    assert "results/tables/summary.csv" in block and "results/tables/canaries.csv" in block
+    assert "results/gate/gate.sarif" in block and "results/benchmarks/gate.tsv" in block
+    assert "rule gate:" not in dry({"limits": limits})
