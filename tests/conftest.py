@@ -56,6 +56,7 @@ HEAVY_MODULES = [
     "test_frameworks_e2e",
     "test_remote_e2e",
     "test_pipeline_e2e",
+    "test_gate_e2e",
     "test_kill_resume_e2e",
 ]
 

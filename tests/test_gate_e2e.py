@@ -6,6 +6,7 @@ with limits the same tables pass is evaluated by the command on the same results
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def gate_cmd(work, *args):
         capture_output=True,
         text=True,
         cwd=work,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},  # this checkout's ragmi
     )
 
 
