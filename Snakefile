@@ -17,6 +17,7 @@ include: "rules/generate.smk"
 include: "rules/score.smk"
 include: "rules/audit.smk"
 include: "rules/tables.smk"
+include: "rules/gate.smk"
 
 
 # On a cluster (profiles/slurm) the light steps run inside the Snakemake process instead of as jobs of

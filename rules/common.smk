@@ -10,6 +10,7 @@ from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
 from ragmi.config import dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
+from ragmi.gate import GATE_FILES, built_tables
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
@@ -264,4 +265,12 @@ def final_outputs():
         if t in plain
         for kind in ("roc", "scores")
     ]
+    if config["gate"]["enabled"]:
+        outs += [f"results/gate/{name}" for name in GATE_FILES]
     return outs
+
+
+def gate_tables():
+    """The CSVs of the tables the gate's limits read that this configuration builds (a limit on a table
+    it does not build finds no rows: no evidence, ragmi.gate)."""
+    return [f"results/tables/{t}.csv" for t in built_tables(config)]

@@ -133,6 +133,7 @@ def _check_references(cfg: dict) -> None:
     needs_llm = _check_target_defenses(cfg, built)
     _check_target_attacks(cfg)
     _check_audit(cfg)
+    _check_gate(cfg)
     _check_defender(cfg, needs_llm)
     _check_defense_vocabularies(cfg, built)
     _check_models(cfg)
@@ -476,6 +477,35 @@ def _check_audit(cfg: dict) -> None:
         )
     if audit.get("mi_attack") is not None and audit["mi_attack"] not in cfg["attacks"]:
         raise ConfigError(f"config key audit.mi_attack: {audit['mi_attack']!r} is not configured under 'attacks'")
+
+
+def _check_gate(cfg: dict) -> None:
+    """Every gate limit has one bound, names configured datasets, targets and attacks (or ``*``), uses
+    only the selectors its metric's table has, and has an id of its own (ragmi.gate)."""
+    from .gate import METRICS, limit_id
+
+    sections = {"dataset": "datasets", "target": "targets", "attack": "attacks"}
+    seen: dict = {}
+    for i, lim in enumerate(cfg["gate"]["limits"]):
+        key = f"gate.limits.{i}"
+        if ("max" in lim) == ("min" in lim):
+            raise ConfigError(f"config key {key}: give exactly one of max or min")
+        metric = METRICS[lim["metric"]]
+        for sel in ("dataset", "target", "attack", "variant"):
+            value = lim[sel]
+            if value == "*":
+                continue
+            if sel not in metric.keys:
+                raise ConfigError(
+                    f"config key {key}.{sel}: metric {lim['metric']} reads the {metric.table} table, whose cells "
+                    f"are named by {', '.join(metric.keys)} only"
+                )
+            if sel in sections and value not in cfg[sections[sel]]:
+                raise ConfigError(f"config key {key}.{sel}: {value!r} is not configured under '{sections[sel]}'")
+        lid = limit_id(lim)
+        if lid in seen:
+            raise ConfigError(f"config key {key}.id: {lid!r} is also the id of gate.limits.{seen[lid]}")
+        seen[lid] = i
 
 
 def _check_defender(cfg: dict, needs_llm: bool) -> None:

@@ -92,9 +92,24 @@ def plain_markdown(df: pd.DataFrame, title: str, notes=()) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Numeric columns the CSVs carry for machines (the release gate, ragmi.gate) beside the cells people
+# read; the Markdown leaves them out.
+MACHINE_COLUMNS = (
+    "n_recovered",
+    "n_planted",
+    "canary_rate",
+    "EMAIL_REAL_mean",
+    "EMAIL_REAL_lo",
+    "EMAIL_REAL_hi",
+    "PERSON_NAME_mean",
+    "PERSON_NAME_lo",
+    "PERSON_NAME_hi",
+)
+
+
 def plain_table(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
-    """The registry's Markdown renderer for tables without metric columns."""
-    return plain_markdown(df, title, notes)
+    """The registry's Markdown renderer for tables without metric columns (without :data:`MACHINE_COLUMNS`)."""
+    return plain_markdown(df.drop(columns=[c for c in MACHINE_COLUMNS if c in df.columns]), title, notes)
 
 
 def _bootstrap_cell(values: list[float], n_boot: int, seed: int) -> tuple[str, float, float, float]:
@@ -122,6 +137,7 @@ DASHBOARD_COLUMNS = [
     "verbatim reproduced",
     "MI AUC",
     "scorer-entangled",
+    *(f"{col}_{stat}" for col, _, _ in NEL_LABELS for stat in ("mean", "lo", "hi")),
 ]
 
 
@@ -307,6 +323,8 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
         totals[target] = (k, n)
         row["total"] = f"{k}/{n} ({100 * k / n:.1f}%)"
         row["before output hooks"] = f"{int(g['n_leaked_raw'].sum())}/{n}"
+        row["n_recovered"], row["n_planted"] = k, n
+        row["canary_rate"] = k / n if n else float("nan")
         out.append(row)
     for row in out:
         base = baselines.get(row["target"])

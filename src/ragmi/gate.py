@@ -1,0 +1,561 @@
+"""The release gate: limits on a run's tables, a verdict per (limit, cell), JUnit XML, SARIF 2.1.0.
+
+A limit (``gate.limits`` in config/schema.yaml) names a metric, a bound (``max`` or ``min``) and the
+cells it applies to (``dataset``, ``target``, ``attack``, ``variant``; ``*`` matches every one). Each
+metric reads one column of one table under ``results/tables/``:
+
+* ``auc``, ``auc_lo``, ``auc_hi``, ``tpr_low_fpr``, ``tpr_low_fpr_lo``, ``tpr_low_fpr_hi``: ``summary.csv``
+  (one row per dataset × target × attack headline variant);
+* ``canaries_recovered``, ``canary_rate``: ``canaries.csv`` (one row per target);
+* ``email_nel_per_run``, ``name_nel_per_run`` and their ``_hi``: ``leakage_dashboard.csv``, its
+  per-target rows (one per dataset × target);
+* ``utility``, ``utility_lo``, ``delta_utility``, ``delta_utility_lo``: ``privacy_utility.csv`` (one
+  row per dataset × target × utility metric).
+
+Every matched cell gets one of three outcomes:
+
+* ``breach``: the value is above ``max`` (below ``min``). An interval end is compared as it is: an
+  ``auc_hi`` limit whose interval straddles it breaches, because the data cannot show the AUC is
+  below it (the finding prints the interval and the smallest AUC the n can detect);
+* ``pass``: the value is within the limit;
+* ``no evidence``: nothing at this n decides the limit — no row of the table matches (a named target
+  or attack that did not run, a table this configuration does not build), the cell's n is 0 or below
+  the limit's ``min_n``, or the number is missing (a skipped variant, a TPR no FPR level resolves,
+  no AUC interval, 0 canaries planted, 0 leakage runs), or the summary row's verdict is ``control
+  failed`` (a negative control separates members from non-members, so the number does not measure
+  membership). It is never reported as a pass; with ``gate.fail_on_no_evidence`` (the default) it
+  fails the gate like a breach.
+
+The gate fails when a cell breaches or, with ``fail_on_no_evidence``, has no evidence. Files:
+``gate.json`` (the machine-readable verdict), ``junit.xml`` (one testcase per limit × cell: a
+``failure`` for a breach, an ``error`` for no evidence that fails the gate, ``skipped`` for one that
+does not; JUnit readers show errors as red, skipped tests as neutral), ``gate.sarif`` (SARIF 2.1.0,
+https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/sarif-v2.1.0-errata01-os-complete.html:
+one rule per limit, one result per breached or undecided cell, with the table's CSV row as location).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from .errors import RagmiError
+from .io import atomic_write_text, write_json
+
+PASS, BREACH, NO_EVIDENCE = "pass", "breach", "no evidence"
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+GATE_FILES = ("gate.json", "junit.xml", "gate.sarif")
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+JSON_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric a limit can name: ``column`` of ``table``; ``keys`` the columns that name a cell (the
+    selectors the metric takes); ``n`` how the cell's n is read; ``what`` its wording in findings."""
+
+    table: str
+    column: str
+    keys: tuple[str, ...]
+    n: str
+    what: str
+
+
+_SUMMARY_KEYS = ("dataset", "target", "attack", "variant")
+_ROW_KEYS = ("dataset", "target")
+METRICS: dict[str, Metric] = {
+    "auc": Metric("summary", "auc", _SUMMARY_KEYS, "eval", "AUC"),
+    "auc_lo": Metric("summary", "auc_lo", _SUMMARY_KEYS, "eval", "AUC 95% CI lower end"),
+    "auc_hi": Metric("summary", "auc_hi", _SUMMARY_KEYS, "eval", "AUC 95% CI upper end"),
+    "tpr_low_fpr": Metric("summary", "tpr", _SUMMARY_KEYS, "eval", "TPR"),
+    "tpr_low_fpr_lo": Metric("summary", "tpr_lo", _SUMMARY_KEYS, "eval", "TPR 95% CI lower end"),
+    "tpr_low_fpr_hi": Metric("summary", "tpr_hi", _SUMMARY_KEYS, "eval", "TPR 95% CI upper end"),
+    "canaries_recovered": Metric("canaries", "n_recovered", ("target",), "canaries", "canaries recovered"),
+    "canary_rate": Metric("canaries", "canary_rate", ("target",), "canaries", "canary recovery rate"),
+    "email_nel_per_run": Metric("leakage_dashboard", "EMAIL_REAL_mean", _ROW_KEYS, "runs", "e-mail NEL per run"),
+    "email_nel_per_run_hi": Metric(
+        "leakage_dashboard", "EMAIL_REAL_hi", _ROW_KEYS, "runs", "e-mail NEL per run, 95% CI upper end"
+    ),
+    "name_nel_per_run": Metric("leakage_dashboard", "PERSON_NAME_mean", _ROW_KEYS, "runs", "name NEL per run"),
+    "name_nel_per_run_hi": Metric(
+        "leakage_dashboard", "PERSON_NAME_hi", _ROW_KEYS, "runs", "name NEL per run, 95% CI upper end"
+    ),
+    "utility": Metric("privacy_utility", "utility", _ROW_KEYS, "utility", "utility"),
+    "utility_lo": Metric("privacy_utility", "utility_lo", _ROW_KEYS, "utility", "utility 95% CI lower end"),
+    "delta_utility": Metric("privacy_utility", "delta_utility", _ROW_KEYS, "utility", "utility change"),
+    "delta_utility_lo": Metric(
+        "privacy_utility", "delta_utility_lo", _ROW_KEYS, "utility", "utility change 95% CI lower end"
+    ),
+}
+SELECTORS = ("dataset", "target", "attack", "variant")
+ANY = "*"
+
+
+def limit_id(limit: Mapping) -> str:
+    """The limit's ``id``, or metric, bound and selectors joined (``*`` written ``any``)."""
+    if limit.get("id"):
+        return str(limit["id"])
+    bound = "max" if "max" in limit else "min"
+    parts = [limit["metric"], bound] + [str(limit.get(k, ANY)).replace(ANY, "any") for k in SELECTORS]
+    return ".".join(p.replace("/", "_") for p in parts)
+
+
+def tables_read(limits: Sequence[Mapping]) -> list[str]:
+    """The tables the limits read, in the order first named."""
+    return list(dict.fromkeys(METRICS[lim["metric"]].table for lim in limits))
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading the tables
+
+
+@dataclass
+class Row:
+    values: dict
+    line: int  # the CSV line the record starts on (1 = header)
+
+
+def read_rows(path: str | os.PathLike) -> list[Row]:
+    """The records of a table's CSV with the line each starts on."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        start = 2
+        for rec in reader:
+            rows.append(Row(dict(rec), start))
+            start = reader.line_num + 1
+    return rows
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _fmt(x: float) -> str:
+    return "missing" if math.isnan(x) else f"{x:.4g}"
+
+
+def _cell_n(metric: Metric, r: Mapping) -> tuple[float, str]:
+    """``(n, wording)``: the n that decides the cell."""
+    if metric.n == "eval":
+        nm, nn = _num(r.get("n_members")), _num(r.get("n_nonmembers"))
+        return min(nm, nn), f"n = {_fmt(nm)}+{_fmt(nn)}"
+    if metric.n == "canaries":
+        n = _num(r.get("n_planted"))
+        return n, f"{_fmt(n)} canaries planted"
+    if metric.n == "runs":
+        n = _num(r.get("runs (distinct)"))
+        return n, f"{_fmt(n)} distinct leakage runs"
+    n = _num(r.get("n"))
+    return n, f"n = {_fmt(n)}"
+
+
+def _detail(metric: Metric, r: Mapping) -> str:
+    """What the finding adds to the number: the interval, the FPR level, the table's verdict."""
+    if metric.table == "summary":
+        out = f"AUC {_fmt(_num(r.get('auc')))} [{_fmt(_num(r.get('auc_lo')))}, {_fmt(_num(r.get('auc_hi')))}]"
+        level = _num(r.get("tpr_fpr"))
+        if not math.isnan(level):
+            out += (
+                f", TPR@{100 * level:g}%FPR {_fmt(_num(r.get('tpr')))} "
+                f"[{_fmt(_num(r.get('tpr_lo')))}, {_fmt(_num(r.get('tpr_hi')))}]"
+            )
+        mda = _num(r.get("min_detectable_auc"))
+        if not math.isnan(mda):
+            out += f", smallest AUC detectable at this n {mda:.2f}"
+        return out + f"; table verdict: {r.get('verdict') or 'none'}"
+    if metric.table == "canaries":
+        return f"{r.get('total') or ''}".strip()
+    if metric.table == "leakage_dashboard":
+        return f"Email NEL/run {r.get('Email NEL/run')}, Name NEL/run {r.get('Name NEL/run')}"
+    return (
+        f"{r.get('utility_metric') or 'utility'} {_fmt(_num(r.get('utility')))} "
+        f"[{_fmt(_num(r.get('utility_lo')))}, {_fmt(_num(r.get('utility_hi')))}], "
+        f"change {_fmt(_num(r.get('delta_utility')))} "
+        f"[{_fmt(_num(r.get('delta_utility_lo')))}, {_fmt(_num(r.get('delta_utility_hi')))}]"
+    )
+
+
+def _matches(limit: Mapping, metric: Metric, r: Mapping) -> bool:
+    return all(limit.get(k, ANY) in (ANY, r.get(k)) for k in metric.keys)
+
+
+def _cell_name(metric: Metric, r: Mapping, limit: Mapping | None = None) -> dict:
+    """The cell's keys (from the row, or from the limit's selectors for a cell without a row)."""
+    src = r if limit is None else {k: limit.get(k, ANY) for k in metric.keys}
+    out = {k: str(src.get(k, "")) for k in SELECTORS if k in metric.keys}
+    if metric.table == "privacy_utility" and limit is None and r.get("utility_metric"):
+        out["utility_metric"] = str(r["utility_metric"])
+    return out
+
+
+def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict, list[dict]]:
+    """The limit as described in gate.json, and one entry per cell it matches in ``rows`` (None: the
+    table's CSV does not exist)."""
+    metric = METRICS[lim["metric"]]
+    lid = limit_id(lim)
+    op, bound = ("max", float(lim["max"])) if "max" in lim else ("min", float(lim["min"]))
+    min_n = int(lim.get("min_n", 1))
+    described = {
+        "id": lid,
+        "metric": lim["metric"],
+        "op": op,
+        "limit": bound,
+        "min_n": min_n,
+        "selectors": {k: lim.get(k, ANY) for k in metric.keys},
+        "table": str(path),
+        "description": lim.get("description", ""),
+    }
+    cells: list[dict] = []
+
+    def cell(name, status, value, n_text, detail, line):
+        if status == BREACH:
+            msg = f"{metric.what} {_fmt(value)} {'>' if op == 'max' else '<'} {op} {bound:g}"
+        elif status == PASS:
+            msg = f"{metric.what} {_fmt(value)} within {op} {bound:g}"
+        else:
+            msg = f"no evidence for {metric.what} {op} {bound:g}"
+        where = ", ".join(f"{k} {v}" for k, v in name.items())
+        msg = f"{lid}: {where}: {msg}" + (f" ({n_text})" if n_text else "") + (f"; {detail}" if detail else "")
+        cells.append(
+            {
+                "limit": lid,
+                "metric": lim["metric"],
+                "op": op,
+                "limit_value": bound,
+                **{k: name.get(k, "") for k in SELECTORS},
+                "utility_metric": name.get("utility_metric", ""),
+                "status": status,
+                "value": None if value is None or math.isnan(value) else value,
+                "n": n_text,
+                "detail": detail,
+                "table": str(path),
+                "line": line,
+                "message": msg,
+            }
+        )
+
+    if rows is None:
+        why = f"{path} was not built by this configuration" if path.is_file() else f"{path} does not exist"
+        cell(_cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"{why}: the table was not built", None)
+        return described, cells
+    if metric.table == "leakage_dashboard":
+        rows = [r for r in rows if r.values.get("block") == "per target"]
+    matched = [r for r in rows if _matches(lim, metric, r.values)]
+    if not matched:
+        sel = ", ".join(f"{k} {lim.get(k, ANY)}" for k in metric.keys)
+        cell(_cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"no row of {path.name} matches {sel}", None)
+    for row in matched:
+        r = row.values
+        name = _cell_name(metric, r)
+        n, n_text = _cell_n(metric, r)
+        value = _num(r.get(metric.column))
+        detail = _detail(metric, r)
+        if math.isnan(n) or n < 1:
+            cell(name, NO_EVIDENCE, value, n_text, "no data at this n; " + detail, row.line)
+        elif n < min_n:
+            cell(name, NO_EVIDENCE, value, n_text, f"below min_n {min_n}; " + detail, row.line)
+        elif metric.table == "summary" and r.get("verdict") == "control failed":
+            note = r.get("verdict_detail") or ""
+            cell(name, NO_EVIDENCE, value, n_text, f"a negative control failed ({note}): not membership", row.line)
+        elif math.isnan(value):
+            why = r.get("tpr_note") or r.get("verdict_detail") or "no number in the table"
+            cell(name, NO_EVIDENCE, value, n_text, f"{why}; {detail}", row.line)
+        else:
+            bad = value > bound if op == "max" else value < bound
+            cell(name, BREACH if bad else PASS, value, n_text, detail, row.line)
+    return described, cells
+
+
+def evaluate(
+    limits: Sequence[Mapping],
+    tables_dir: str | os.PathLike,
+    fail_on_no_evidence: bool = True,
+    built: Collection[str] | None = None,
+) -> dict:
+    """The gate's verdict over the tables in ``tables_dir`` (``<table>.csv``) as the dict written to
+    gate.json: ``verdict`` (pass / fail), ``exit_code``, ``counts``, ``limits`` and one ``cells`` entry
+    per (limit, matched cell). ``built``: the tables the run's configuration builds (None: every CSV
+    present); another table's CSV, left by an earlier run, is not read."""
+    tables_dir = Path(tables_dir)
+    cache: dict[str, list[Row] | None] = {}
+    cells, described = [], []
+    for lim in limits:
+        table = METRICS[lim["metric"]].table
+        path = tables_dir / f"{table}.csv"
+        if table not in cache:
+            fresh = built is None or table in built
+            cache[table] = read_rows(path) if fresh and path.is_file() else None
+        d, c = _limit_cells(lim, cache[table], path)
+        described.append(d)
+        cells += c
+    counts = {s: sum(c["status"] == s for c in cells) for s in (PASS, BREACH, NO_EVIDENCE)}
+    failed = counts[BREACH] > 0 or (fail_on_no_evidence and counts[NO_EVIDENCE] > 0)
+    return {
+        "version": JSON_VERSION,
+        "verdict": "fail" if failed else "pass",
+        "exit_code": EXIT_FAIL if failed else EXIT_PASS,
+        "fail_on_no_evidence": bool(fail_on_no_evidence),
+        "counts": counts,
+        "limits": described,
+        "cells": cells,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# files
+
+
+def _fails(cell: Mapping, fail_on_no_evidence: bool) -> bool:
+    return cell["status"] == BREACH or (cell["status"] == NO_EVIDENCE and fail_on_no_evidence)
+
+
+def junit_xml(result: Mapping, timestamp: str | None = None, hostname: str | None = None) -> str:
+    """JUnit XML: ``<testsuites>`` with one ``<testsuite>`` per limit and one ``<testcase>`` per cell.
+
+    Written to validate against both the Apache Ant schema (windyroad/JUnit-Schema's JUnit.xsd: a
+    bare ``testsuites``, every testsuite with package, id, timestamp, hostname, properties,
+    system-out and system-err) and Jenkins' junit-10.xsd; ``skipped`` (no evidence without
+    fail_on_no_evidence) is Jenkins' and most CI readers' extension to the Ant format."""
+    stamp = timestamp or time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    host = hostname or socket.gethostname() or "localhost"
+    fone = result["fail_on_no_evidence"]
+    root = ET.Element("testsuites")
+    for i, lim in enumerate(result["limits"]):
+        cells = [c for c in result["cells"] if c["limit"] == lim["id"]]
+        failures = sum(c["status"] == BREACH for c in cells)
+        errors = sum(c["status"] == NO_EVIDENCE for c in cells) if fone else 0
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            {
+                "name": lim["id"],
+                "package": "ragmi.gate",
+                "id": str(i),
+                "timestamp": stamp,
+                "hostname": host,
+                "tests": str(len(cells)),
+                "failures": str(failures),
+                "errors": str(errors),
+                "time": "0",
+            },
+        )
+        props = ET.SubElement(suite, "properties")
+        for k in ("metric", "op", "limit", "min_n", "table", "description"):
+            ET.SubElement(props, "property", {"name": k, "value": str(lim[k])})
+        for k, v in lim["selectors"].items():
+            ET.SubElement(props, "property", {"name": k, "value": str(v)})
+        for c in cells:
+            name = "/".join(c[k] for k in SELECTORS if c[k]) + (
+                f"/{c['utility_metric']}" if c["utility_metric"] else ""
+            )
+            case = ET.SubElement(suite, "testcase", {"name": name, "classname": f"ragmi.gate.{lim['id']}", "time": "0"})
+            if c["status"] == BREACH:
+                ET.SubElement(case, "failure", {"message": c["message"], "type": "breach"}).text = c["message"]
+            elif c["status"] == NO_EVIDENCE:
+                tag = "error" if fone else "skipped"
+                ET.SubElement(case, tag, {"message": c["message"], "type": "no-evidence"}).text = c["message"]
+        ET.SubElement(suite, "system-out").text = "\n".join(c["message"] for c in cells)
+        ET.SubElement(suite, "system-err").text = ""
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _uri(path: str) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return p.as_uri()
+    return p.as_posix()
+
+
+def sarif(result: Mapping) -> dict:
+    """SARIF 2.1.0: one ``reportingDescriptor`` per limit (``ruleId`` = the limit's id), one result per
+    breached cell (``level: error``, ``kind: fail``) and per cell without evidence (``error`` when it
+    fails the gate; otherwise ``kind: open`` with level ``none``, SARIF §3.27.9–10), located at the
+    table's CSV row; ``partialFingerprints`` keep a finding's identity across runs."""
+    from . import __version__
+
+    fone = result["fail_on_no_evidence"]
+    rules, index = [], {}
+    for lim in result["limits"]:
+        index[lim["id"]] = len(rules)
+        sel = ", ".join(f"{k} {v}" for k, v in lim["selectors"].items())
+        text = f"{METRICS[lim['metric']].what} {lim['op']} {lim['limit']:g} on {sel}"
+        rules.append(
+            {
+                "id": lim["id"],
+                "name": lim["metric"],
+                "shortDescription": {"text": text},
+                "fullDescription": {"text": lim["description"] or text},
+                "defaultConfiguration": {"level": "error"},
+                "properties": {"metric": lim["metric"], "op": lim["op"], "limit": lim["limit"], "min_n": lim["min_n"]},
+            }
+        )
+    results = []
+    for c in result["cells"]:
+        if c["status"] == PASS:
+            continue
+        region = {"startLine": c["line"]} if c["line"] else None
+        loc = {"physicalLocation": {"artifactLocation": {"uri": _uri(c["table"])}}}
+        if region:
+            loc["physicalLocation"]["region"] = region
+        key = ":".join([c["limit"], *(c[k] for k in SELECTORS), c["utility_metric"]])
+        res = {
+            "ruleId": c["limit"],
+            "ruleIndex": index[c["limit"]],
+            "kind": "fail" if _fails(c, fone) else "open",
+            "level": "error" if _fails(c, fone) else "none",
+            "message": {"text": c["message"]},
+            "locations": [loc],
+            "partialFingerprints": {"ragmiGateCell/v1": key},
+            "properties": {
+                k: c[k] for k in ("status", "metric", "op", "limit_value", "value", "n", *SELECTORS, "utility_metric")
+            },
+        }
+        results.append(res)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "ragmi gate",
+                        "version": __version__,
+                        "rules": rules,
+                    }
+                },
+                "invocations": [{"executionSuccessful": True, "exitCode": result["exit_code"]}],
+                "results": results,
+            }
+        ],
+    }
+
+
+def write_outputs(result: Mapping, out_dir: str | os.PathLike) -> dict[str, str]:
+    """gate.json, junit.xml and gate.sarif in ``out_dir`` (atomically); their paths."""
+    out = Path(out_dir)
+    paths = {name: str(out / name) for name in GATE_FILES}
+    write_json(result, paths["gate.json"])
+    atomic_write_text(junit_xml(result), paths["junit.xml"])
+    atomic_write_text(json.dumps(sarif(result), indent=2) + "\n", paths["gate.sarif"])
+    return paths
+
+
+def summary_lines(result: Mapping) -> list[str]:
+    """One line per cell that fails the gate (or is undecided), then the totals."""
+    fone = result["fail_on_no_evidence"]
+    lines = []
+    for c in result["cells"]:
+        if c["status"] == BREACH:
+            lines.append(f"ragmi gate: BREACH {c['message']}")
+        elif c["status"] == NO_EVIDENCE:
+            lines.append(f"ragmi gate: {'NO EVIDENCE' if fone else 'no evidence (not failing)'} {c['message']}")
+    k = result["counts"]
+    lines.append(
+        f"ragmi gate: {result['verdict'].upper()}: {k[BREACH]} breached, {k[NO_EVIDENCE]} without evidence, "
+        f"{k[PASS]} passed, over {len(result['limits'])} limit(s)"
+    )
+    return lines
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """A gate.json written by :func:`write_outputs` (RagmiError when it is not one)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise RagmiError(f"cannot read the gate's verdict {path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("version") != JSON_VERSION or doc.get("exit_code") not in (0, 1):
+        raise RagmiError(f"{path} is not a gate.json of this ragmi (version {JSON_VERSION})")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------
+# the command
+
+
+def built_tables(cfg: Mapping) -> list[str]:
+    """The tables the gate's limits read that the validated config ``cfg`` builds."""
+    from .report.registry import TABLES, built
+
+    return [t for t in tables_read(cfg["gate"]["limits"]) if t in TABLES and built(TABLES[t], cfg)]
+
+
+def _merged_config(paths: Sequence[str]) -> dict:
+    """The config files merged as Snakemake merges several --configfile (later keys win, nested)."""
+    from .config import read_config_file
+
+    def merge(a: dict, b: Mapping) -> dict:
+        for k, v in b.items():
+            a[k] = merge(dict(a[k]), v) if isinstance(v, Mapping) and isinstance(a.get(k), Mapping) else v
+        return a
+
+    cfg: dict = {}
+    for p in paths:
+        doc = read_config_file(p)
+        if not isinstance(doc, Mapping):
+            raise RagmiError(f"config file {p} does not hold a mapping")
+        cfg = merge(cfg, doc)
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ragmi gate``: 0 pass, 1 breach (or no evidence under fail_on_no_evidence), 2 bad input."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="ragmi gate",
+        description=(
+            "Check a run's tables against the config's gate.limits (exit 0: pass, 1: a limit breached or a cell "
+            "without evidence, 2: bad input). With --configfile the limits are evaluated on <results>/tables and "
+            "the files written to <results>/gate; without it, the rule gate's <results>/gate/gate.json is read."
+        ),
+    )
+    parser.add_argument("--results", default="results", help="the run's results folder (default: results)")
+    parser.add_argument("--configfile", nargs="+", help="the run's config file(s), merged as Snakemake merges them")
+    parser.add_argument("--out", help="where to write gate.json, junit.xml and gate.sarif (default: <results>/gate)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_BAD_INPUT if e.code else EXIT_PASS
+    results = Path(args.results)
+    try:
+        if args.configfile:
+            from .config import validate_config
+
+            cfg = validate_config(_merged_config(args.configfile))
+            gate = cfg["gate"]
+            if not gate["limits"]:
+                raise RagmiError("config key gate.limits: no limits configured, nothing to check")
+            if not (results / "tables").is_dir():
+                raise RagmiError(f"{results / 'tables'} does not exist: run the pipeline first (or pass --results)")
+            result = evaluate(gate["limits"], results / "tables", gate["fail_on_no_evidence"], built_tables(cfg))
+            write_outputs(result, args.out or results / "gate")
+        else:
+            path = results / "gate" / "gate.json"
+            if not path.is_file():
+                raise RagmiError(
+                    f"{path} does not exist: run snakemake with gate.enabled: true, or pass --configfile to evaluate here"
+                )
+            result = read_result(path)
+    except RagmiError as e:
+        print(f"ragmi: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for line in summary_lines(result):
+        print(line, file=sys.stderr)
+    return int(result["exit_code"])
