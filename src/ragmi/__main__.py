@@ -1,4 +1,4 @@
-"""``python -m ragmi <command>`` (also the ``ragmi`` console script): ``serve-target``.
+"""``python -m ragmi <command>`` (also the ``ragmi`` console script): ``serve-target``, ``store-cleanup``.
 
 The pipeline itself runs with ``snakemake`` (README); this entry point holds the commands that are
 not pipeline steps."""
@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = {"serve-target": "serve a configured ragmi target as an OpenAI-compatible endpoint"}
+COMMANDS = {
+    "serve-target": "serve a configured ragmi target as an OpenAI-compatible endpoint",
+    "store-cleanup": "remove what a membership game inserted into a vector store (docs/vector-stores.md)",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
         lines = [f"  {c:<14} {d}" for c, d in COMMANDS.items()]
         print("usage: ragmi <command> [options]\n\ncommands:\n" + "\n".join(lines), file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[0] == "store-cleanup":
+        from .stores.cli import main as store_cleanup
+
+        return store_cleanup(argv[1:])
     from .serve_target import main as serve
 
     return serve(argv[1:])
