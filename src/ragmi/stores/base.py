@@ -30,6 +30,7 @@ from ..errors import DataError
 from ..io import write_json
 
 MANIFEST_VERSION = 1
+INSERTED_MARKER = "inserted.json"  # rule store_insert's output (temp)
 
 
 class Store:
@@ -148,12 +149,17 @@ def insert_members(
     }
     _write(manifest, path)  # before the first write to the store
     texts = store_texts(docs)
-    for lo in range(0, len(ids), batch_size):
-        b_ids, b_texts = ids[lo : lo + batch_size], texts[lo : lo + batch_size]
-        metas = [{"ragmi_game": key, "ragmi_doc_id": d} for d in doc_ids[lo : lo + batch_size]]
-        store.add(b_ids, b_texts, embed(b_texts), metas)
-        manifest["inserted"] = ids[: lo + len(b_ids)]
-        _write(manifest, path)
+    try:
+        for lo in range(0, len(ids), batch_size):
+            b_ids, b_texts = ids[lo : lo + batch_size], texts[lo : lo + batch_size]
+            metas = [{"ragmi_game": key, "ragmi_doc_id": d} for d in doc_ids[lo : lo + batch_size]]
+            store.add(b_ids, b_texts, embed(b_texts), metas)
+            manifest["inserted"] = ids[: lo + len(b_ids)]
+            _write(manifest, path)
+    except BaseException:
+        log("the insert failed: removing what was inserted (none of these ids existed before)")
+        cleanup(store, path, log=log)
+        raise
     after = state(store)
     if after["count"] != before["count"] + len(ids):
         manifest["status"] = "inserted-mismatch"
@@ -196,6 +202,9 @@ def cleanup(store: Store, manifest_path: str | Path, record_path: str | Path | N
     write_json(record, Path(record_path) if record_path else path.with_name("cleanup.json"))
     manifest["status"] = "cleaned" if ok else "cleanup-mismatch"
     _write(manifest, path)
+    # the insert rule's marker: once it is gone, a rerun inserts again instead of querying a store
+    # that no longer holds the members
+    path.with_name(INSERTED_MARKER).unlink(missing_ok=True)
     if not ok:
         raise DataError(
             f"store {manifest['store']!r} ({manifest['where']}): after deleting the game's {len(present)} documents "

@@ -11,6 +11,8 @@ from ..errors import RagmiError
 from . import open_store
 from .base import cleanup, pending_manifests
 
+RECORD = "cleanup.after-failure.json"  # rule store_cleanup writes cleanup.json
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ragmi store-cleanup", description=__doc__)
@@ -24,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
         m = json.loads(path.read_text())
         try:
             spec = dict(m["spec"], embedder=None)
-            cleanup(open_store(m["store"], spec), path, log=lambda s: print(f"ragmi store-cleanup: {s}"))
+            cleanup(
+                open_store(m["store"], spec),
+                path,
+                path.with_name(RECORD),
+                log=lambda s: print(f"ragmi store-cleanup: {s}"),
+            )
         except RagmiError as e:
             failed += 1
             print(f"ragmi: {path}: {e}", file=sys.stderr)
