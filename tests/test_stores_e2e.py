@@ -145,3 +145,31 @@ def test_sigkill_mid_generation_then_store_cleanup(chroma, tmp_path):
     assert out.returncode == 0, out.stderr
     assert snapshot(col) == before
     assert json.loads((manifest_path.parent / "cleanup.after-failure.json").read_text())["restored"] is True
+
+
+def test_failed_run_cleans_up_in_onerror(chroma, tmp_path):
+    """A generate job that fails (the service answers HTTP 400): Snakemake's onerror handler removes
+    the game, and the insert marker with it, so a rerun would insert again."""
+    from stand_in import StandIn
+
+    col = user_store(chroma, "svc-fail")
+    before = snapshot(col)
+    seen = []
+
+    def reply(n, path, body, headers):
+        seen.append(col.count())
+        return 400, {"error": "bad request"}, {}
+
+    svc = StandIn(reply)
+    try:
+        cfg = config(tmp_path, chroma, "svc-fail", svc.url)
+        proc = run_snakemake(tmp_path, "--configfile", str(cfg), shared_server=False)
+    finally:
+        svc.close()
+    assert proc.returncode != 0
+    assert seen and set(seen) == {30 + 48}  # the members were in while the service was asked
+    assert snapshot(col) == before
+    d = tmp_path / "results/stores/user-chroma/svc"
+    assert json.loads((d / "cleanup.after-failure.json").read_text())["restored"] is True
+    assert json.loads((d / "manifest.json").read_text())["status"] == "cleaned"
+    assert not (d / "inserted.json").exists()
