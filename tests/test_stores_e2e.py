@@ -75,12 +75,40 @@ def chroma(tmp_path_factory):
         yield port
 
 
-def test_game_leaves_the_store_as_it_found_it(chroma, tmp_path):
+@pytest.fixture(scope="module")
+def vllm(smollm2_dir, tmp_path_factory):
+    """The session's vLLM server of SmolLM2 (tests/conftest.py), the RAG service's generator."""
+    import conftest
+
+    from ragmi.config import validate_config
+    from ragmi.rag.factory import shared_server
+
+    gen = validate_config(
+        {
+            "datasets": {"d": {"source": "synthetic"}},
+            "targets": {"t": {"retriever": "minilm-cosine", "generator": "smollm2"}},
+            "attacks": {"rag_mia": {}},
+        }
+    )["generators"]["smollm2"]
+    old = os.environ.get("RAGMI_SERVERS_DIR")
+    os.environ["RAGMI_SERVERS_DIR"] = str(conftest.SESSION_SERVERS)
+    server = shared_server(gen, smollm2_dir, 2, str(tmp_path_factory.mktemp("vllm") / "server.log"))
+    try:
+        yield server.acquire(), gen["model"]
+    finally:
+        server.release()
+        if old is None:
+            os.environ.pop("RAGMI_SERVERS_DIR", None)
+        else:
+            os.environ["RAGMI_SERVERS_DIR"] = old
+
+
+def test_game_leaves_the_store_as_it_found_it(chroma, vllm, tmp_path):
     from store_rag_service import StoreRAGService
 
     col = user_store(chroma, "svc-normal")
     before = snapshot(col)
-    svc = StoreRAGService(chroma, "svc-normal")
+    svc = StoreRAGService(chroma, "svc-normal", llm_url=vllm[0], llm_model=vllm[1])
     try:
         cfg = config(tmp_path, chroma, "svc-normal", svc.stand_in.url)
         proc = run_snakemake(tmp_path, "--configfile", str(cfg), shared_server=False)
