@@ -125,6 +125,9 @@ def test_game_leaves_the_store_as_it_found_it(chroma, vllm, tmp_path):
     assert record["restored"] and record["deleted"] == n_members
     assert (tmp_path / "results/tables/rag_mia.md").exists()
     assert not (tmp_path / "results/stores/user-chroma/svc/inserted.json").exists()
+    # a rerun has nothing to do: the insert marker is temp(), gone once the game was cleaned up
+    again = run_snakemake(tmp_path, "-n", "--configfile", str(cfg), shared_server=False)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 
 
 def test_sigkill_mid_generation_then_store_cleanup(chroma, tmp_path):
