@@ -79,3 +79,11 @@ rule store_cleanup:
         "results/benchmarks/stores/{store}/{target}.cleanup.tsv"
     script:
         "../workflow_scripts/store_cleanup.py"
+
+
+# On a cluster both run inside the Snakemake process, where the service's store is reachable (the
+# submit host); neither needs a GPU. No conda environment: they run in the environment of Snakemake,
+# which holds chromadb (requirements/stores.txt).
+localrules:
+    store_insert,
+    store_cleanup,
