@@ -260,3 +260,23 @@ def test_store_config_defaults_and_one_target_per_store():
     local["targets"]["loc"] = {"retriever": "minilm-cosine", "generator": "g", "store": "s", "datasets": ["syn"]}
     with pytest.raises(ConfigError, match="targets.loc.store: only a remote target"):
         validate_config(local)
+
+
+def test_failed_insert_removes_what_it_inserted(server, tmp_path):
+    col = user_collection(server, "game-failed-insert")
+    before = snapshot(col)
+    store = open_store("s", spec(server, "game-failed-insert"))
+    calls = []
+
+    def embed(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("the embedder broke")
+        return fake_embed(texts)
+
+    path = tmp_path / "manifest.json"
+    with pytest.raises(RuntimeError, match="embedder broke"):
+        insert_members(store, members(), path, target="t", dataset="d", seed=1, embed=embed, batch_size=4)
+    assert len(calls) == 2  # one batch was in the store when it failed
+    assert snapshot(col) == before
+    assert json.loads(path.read_text())["status"] == "cleaned"
