@@ -11,6 +11,7 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/stores.smk"
 include: "rules/corpus.smk"
 include: "rules/index.smk"
 include: "rules/generate.smk"
@@ -45,6 +46,15 @@ workflow.localrules(*(f"figure_{f.name}" for t in TABLES.values() for f in t.fig
 # first, so that every generate job is known before the one-core jobs start: Snakemake starts a
 # two-core job only when both cores are free, and a stream of one-core jobs would keep it waiting.
 # prepare_model (priority 3) starts first of all: it also starts the server (generation.start_server_early).
+
+
+# A failed run removes every membership game it left in a store (docs/vector-stores.md); after a
+# SIGKILL, when this cannot run: python -m ragmi store-cleanup --results results
+onerror:
+    if config["stores"]:
+        from ragmi.stores.cli import main as store_cleanup
+
+        store_cleanup(["--results", "results"])
 
 
 rule all:

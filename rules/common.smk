@@ -158,6 +158,7 @@ def generate_inputs(wc):
         "shard": f"results/queries/{wc.dataset}/{wc.attack}.shards/{wc.shard}.parquet",
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         **target_files(wc),
+        **store_insert_files(wc),  # rules/stores.smk: the members are in the target's store
     }
 
 
@@ -218,6 +219,7 @@ def score_inputs(wc):
         "responses": response_shards(wc),
         "candidates": f"results/split/{wc.dataset}/candidates.parquet",
         **materials_input(wc),
+        **store_cleanup_files(wc),  # rules/stores.smk: the store is as it was before the game
     }
 
 

@@ -1,4 +1,5 @@
-"""``python -m ragmi <command>`` (also the ``ragmi`` console script): ``serve-target``, ``gate``.
+"""``python -m ragmi <command>`` (also the ``ragmi`` console script): ``serve-target``, ``gate``,
+``store-cleanup``.
 
 The pipeline itself runs with ``snakemake`` (README); this entry point holds the commands that are
 not pipeline steps."""
@@ -10,6 +11,7 @@ import sys
 COMMANDS = {
     "serve-target": "serve a configured ragmi target as an OpenAI-compatible endpoint",
     "gate": "check a run's tables against gate.limits (exit 0 pass, 1 breach, 2 bad input; docs/gate.md)",
+    "store-cleanup": "remove what a membership game inserted into a vector store (docs/vector-stores.md)",
 }
 
 
@@ -23,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from .gate import main as gate
 
         return gate(argv[1:])
+    if argv[0] == "store-cleanup":
+        from .stores.cli import main as store_cleanup
+
+        return store_cleanup(argv[1:])
     from .serve_target import main as serve
 
     return serve(argv[1:])

@@ -125,6 +125,7 @@ def _check_references(cfg: dict) -> None:
     the first problem found is the one reported)."""
     _check_attacker(cfg)
     _check_remote(cfg)
+    _check_stores(cfg)
     _check_target_components(cfg)
     _derive_controls(cfg)
     _check_folds(cfg)
@@ -234,6 +235,39 @@ def _check_remote(cfg: dict) -> None:
             _check_python_target(name, t)
         elif "python" in t:
             raise ConfigError(f"config key targets.{name}.python: only used with kind 'python'")
+
+
+def store_target_of(cfg: dict, target: str) -> str | None:
+    """The store a target plays the membership game in (``targets.<t>.store``), or None."""
+    return cfg["targets"][target].get("store")
+
+
+def _check_stores(cfg: dict) -> None:
+    """A target's ``store`` (the membership game, docs/vector-stores.md) is a defined store, of a
+    remote target, with one dataset whose split draws the members; one target per store (two games
+    in one collection would count each other's documents as members)."""
+    users: dict[str, str] = {}
+    for name, t in sorted(cfg["targets"].items()):
+        if "store" not in t:
+            continue
+        where = f"config key targets.{name}.store"
+        if t["store"] not in cfg["stores"]:
+            raise ConfigError(
+                f"{where}: {t['store']!r} is not defined under 'stores' (defined: {', '.join(sorted(cfg['stores'])) or 'none'})"
+            )
+        if not is_remote(t):
+            raise ConfigError(f"{where}: only a remote target (kind remote) plays the game in a store")
+        if len(t.get("datasets") or []) != 1:
+            raise ConfigError(f"config key targets.{name}.datasets: a target with a store names exactly one dataset")
+        d = t["datasets"][0]
+        if cfg["datasets"][d]["source"] == "candidates":
+            raise ConfigError(
+                f"config key targets.{name}.datasets.0: {d!r} is a labelled 'candidates' file; the game draws its "
+                "members from a corpus split (any other source)"
+            )
+        if t["store"] in users:
+            raise ConfigError(f"{where}: store {t['store']!r} is already the store of target {users[t['store']]!r}")
+        users[t["store"]] = name
 
 
 def _check_candidates_files(cfg: dict) -> None:

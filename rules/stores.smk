@@ -1,0 +1,89 @@
+# The membership game in a target's own vector store (targets.<t>.store; docs/vector-stores.md):
+# store_insert puts the split's members into the collection (manifest first), every generate job of
+# the target waits for it, store_cleanup removes exactly what was inserted once every query is
+# answered, and every score job of the target waits for that. The Snakefile's onerror handler (and
+# `python -m ragmi store-cleanup` after a SIGKILL) removes a game a failed run left behind.
+from types import SimpleNamespace as Namespace
+
+from ragmi.config import store_target_of
+
+STORES = sorted(config["stores"])
+
+
+wildcard_constraints:
+    store="|".join(map(re.escape, STORES)) or "(?!)",
+
+
+def store_dir(target):
+    return f"results/stores/{store_target_of(config, target)}/{target}"
+
+
+def store_insert_files(wc):
+    """generate's extra input: the insert marker of a target with a store (none otherwise)."""
+    if store_target_of(config, wc.target) is None:
+        return {}
+    return {"store_inserted": f"{store_dir(wc.target)}/inserted.json"}
+
+
+def store_cleanup_files(wc):
+    """score's extra input: the cleanup record of a target with a store (none otherwise)."""
+    if store_target_of(config, wc.target) is None:
+        return {}
+    return {"store_cleanup": f"{store_dir(wc.target)}/cleanup.json"}
+
+
+def store_responses(wc):
+    """Every response shard of the target: the store is cleaned up once all of them exist."""
+    dataset = config["targets"][wc.target]["datasets"][0]
+    out = []
+    for attack in target_attacks(config, wc.target):
+        out += response_shards(Namespace(dataset=dataset, target=wc.target, attack=attack))
+    return out
+
+
+rule store_insert:
+    input:
+        members=lambda wc: f"results/split/{config['targets'][wc.target]['datasets'][0]}/members.parquet",
+    output:
+        marker=temp("results/stores/{store}/{target}/inserted.json"),
+    params:
+        store=lambda wc: wc.store,
+        spec=lambda wc: config["stores"][wc.store],
+        target=lambda wc: wc.target,
+        dataset=lambda wc: config["targets"][wc.target]["datasets"][0],
+        manifest="results/stores/{store}/{target}/manifest.json",
+        seed=SEED,
+    priority: 1
+    log:
+        "logs/stores/{store}/{target}.insert.log",
+    benchmark:
+        "results/benchmarks/stores/{store}/{target}.insert.tsv"
+    script:
+        "../workflow_scripts/store_insert.py"
+
+
+rule store_cleanup:
+    input:
+        marker="results/stores/{store}/{target}/inserted.json",
+        responses=store_responses,
+    output:
+        record="results/stores/{store}/{target}/cleanup.json",
+    params:
+        store=lambda wc: wc.store,
+        spec=lambda wc: config["stores"][wc.store],
+        manifest="results/stores/{store}/{target}/manifest.json",
+    priority: 1
+    log:
+        "logs/stores/{store}/{target}.cleanup.log",
+    benchmark:
+        "results/benchmarks/stores/{store}/{target}.cleanup.tsv"
+    script:
+        "../workflow_scripts/store_cleanup.py"
+
+
+# On a cluster both run inside the Snakemake process, where the service's store is reachable (the
+# submit host); neither needs a GPU. No conda environment: they run in the environment of Snakemake,
+# which holds chromadb (requirements/stores.txt).
+localrules:
+    store_insert,
+    store_cleanup,

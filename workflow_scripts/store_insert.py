@@ -1,0 +1,37 @@
+"""Rule store_insert: the split's members into the target's vector store, the manifest first
+(ragmi.stores.base.insert_members; docs/vector-stores.md)."""
+
+import pandas as pd
+
+from ragmi.embedder import Embedder
+from ragmi.io import write_json
+from ragmi.stores import open_store
+from ragmi.stores.base import insert_members
+from ragmi.workflow import run_step
+
+
+def main(smk, log):
+    p = smk.params
+    store = open_store(p.store, p.spec)
+    name = store.embedder_name()
+    log(f"store {store.where()}: embedder {name}")
+    embedder = Embedder(name)
+    members = pd.read_parquet(smk.input.members)
+    m = insert_members(  # a failed insert removes what it inserted before it raises
+        store,
+        members,
+        p.manifest,
+        target=p.target,
+        dataset=p.dataset,
+        seed=int(p.seed),
+        embed=embedder.encode,
+        batch_size=p.spec["batch_size"],
+        log=log,
+    )
+    write_json(
+        {"manifest": p.manifest, "inserted": len(m["planned"]), "embedder": name, "before": m["before"]},
+        smk.output.marker,
+    )
+
+
+run_step(snakemake, main)  # noqa: F821
