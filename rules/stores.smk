@@ -58,6 +58,8 @@ rule store_insert:
         "logs/stores/{store}/{target}.insert.log",
     benchmark:
         "results/benchmarks/stores/{store}/{target}.insert.tsv"
+    conda:
+        "../envs/stores.yaml"
     script:
         "../workflow_scripts/store_insert.py"
 
@@ -77,13 +79,15 @@ rule store_cleanup:
         "logs/stores/{store}/{target}.cleanup.log",
     benchmark:
         "results/benchmarks/stores/{store}/{target}.cleanup.tsv"
+    conda:
+        "../envs/stores.yaml"
     script:
         "../workflow_scripts/store_cleanup.py"
 
 
 # On a cluster both run inside the Snakemake process, where the service's store is reachable (the
-# submit host); neither needs a GPU. No conda environment: they run in the environment of Snakemake,
-# which holds chromadb (requirements/stores.txt).
+# submit host); neither needs a GPU. With --sdm conda they use envs/stores.yaml; otherwise the
+# environment of Snakemake, which holds chromadb (requirements/stores.txt).
 localrules:
     store_insert,
     store_cleanup,
