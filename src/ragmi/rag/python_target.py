@@ -340,6 +340,8 @@ class PythonTarget:
             r["response_text_raw"] = r["response_text"]
             r["refused"] = False
             r["hook_trace"] = "[]"
+            r["n_docs_truncated"] = None  # the chain builds its own prompt (ragmi.rag.fit)
+            r["chars_truncated"] = None
             out.append(r)
         return out
 
