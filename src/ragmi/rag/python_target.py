@@ -33,12 +33,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ..cache import ResponseCache
 from ..errors import ConfigError, EndpointError
 from .generators import CachedGenerator, make_request
+from .remote import Cancelled, answer_concurrently
 
 
 def reference_key(cfg: Mapping) -> str:
@@ -238,7 +238,7 @@ class PythonClient:
 
     def call(self, req: Mapping) -> dict:
         if self._stop.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         extra = {k: int(req[k]) for k in self.options}
         self.stats["calls"] += 1
         t0 = time.perf_counter()
@@ -263,40 +263,11 @@ class PythonClient:
         if not requests:
             return []
         self._stop.clear()
-        results: list = [None] * len(requests)
         n = min(self.cfg["concurrency"], len(requests))
-        failure = None
-        done = 0
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            futures = {pool.submit(self.call, r): i for i, r in enumerate(requests)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    res = fut.result()
-                except _Cancelled:
-                    continue
-                except BaseException as e:  # noqa: BLE001 - stop calling, keep what arrived, re-raise
-                    if failure is None:
-                        failure = e
-                        self._stop.set()
-                    continue
-                results[i] = res
-                if on_result is not None:
-                    on_result(i, res)
-                done += 1
-                if done % max(1, len(requests) // 10) == 0 or done == len(requests):
-                    self.log(f"  answered {done}/{len(requests)}")
-        if failure is not None:
-            self.log(f"  {done} answers obtained before the failure (kept in the response cache)")
-            raise failure
-        return results
+        return answer_concurrently(requests, self.call, n, self._stop, self.log, on_result)
 
     def close(self):
         pass
-
-
-class _Cancelled(Exception):
-    """A queued call not made because another one failed."""
 
 
 def model_id(cfg: Mapping) -> str:

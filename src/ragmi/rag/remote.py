@@ -338,7 +338,7 @@ class RemoteClient:
         problem = ""
         for attempt in range(retries + 1):
             if self._stop.is_set():
-                raise _Cancelled()
+                raise Cancelled()
             self.budget.take()
             self.stats["sent"] += 1
             t0 = time.perf_counter()
@@ -552,45 +552,15 @@ class RemoteClient:
         if not requests:
             return []
         self._stop.clear()
-        results: list = [None] * len(requests)
         n = min(self.cfg["concurrency"], len(requests))
         self.log(f"  {n} requests in flight at most to {self.endpoint}")
-        failure = None
-        done = 0
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            futures = {pool.submit(self._guarded, r): i for i, r in enumerate(requests)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    res = fut.result()
-                except _Cancelled:
-                    continue
-                except EndpointError as e:
-                    if failure is None:
-                        failure = e
-                        self._stop.set()
-                    continue
-                except BaseException as e:  # noqa: BLE001 - stop sending, keep what arrived, re-raise
-                    if failure is None:
-                        failure = e
-                        self._stop.set()
-                    continue
-                results[i] = res
-                if on_result is not None:
-                    on_result(i, res)
-                done += 1
-                if done % max(1, len(requests) // 10) == 0 or done == len(requests):
-                    self.log(f"  answered {done}/{len(requests)}")
-        if failure is not None:
-            self.log(f"  {done} answers obtained before the failure (kept in the response cache)")
-            raise failure
-        return results
+        return answer_concurrently(requests, self._guarded, n, self._stop, self.log, on_result)
 
     def _guarded(self, req: Mapping) -> dict:
         """:meth:`request`, and on its failure no further request of the batch is sent."""
         try:
             return self.request(req)
-        except _Cancelled:
+        except Cancelled:
             raise
         except BaseException:
             self._stop.set()
@@ -603,10 +573,6 @@ class RemoteClient:
 
     def close(self):
         pass
-
-
-class _Cancelled(Exception):
-    """A queued request not sent because another one failed."""
 
 
 class _PartialStream(Exception):
@@ -669,6 +635,45 @@ def server_message(data: bytes) -> str:
     except json.JSONDecodeError:
         return one_line(text)
     return one_line(error_text(doc))
+
+
+class Cancelled(Exception):
+    """A queued request not sent (or call not made) because another one of its batch failed."""
+
+
+def answer_concurrently(
+    requests: list, call: Callable, n: int, stop: threading.Event, log: Callable, on_result: Callable | None = None
+) -> list:
+    """``call(request)`` for every request, ``n`` at a time; ``on_result(i, answer)`` as each arrives.
+    On the first failure ``stop`` is set (``call`` then raises :class:`Cancelled` for what is still
+    queued), the answers of the calls in flight are still reported (and so cached), then the failure
+    is raised.  Shared by remote targets and python targets (``ragmi.rag.python_target``)."""
+    results: list = [None] * len(requests)
+    failure = None
+    done = 0
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        futures = {pool.submit(call, r): i for i, r in enumerate(requests)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                res = fut.result()
+            except Cancelled:
+                continue
+            except BaseException as e:  # noqa: BLE001 - stop sending, keep what arrived, re-raise
+                if failure is None:
+                    failure = e
+                    stop.set()
+                continue
+            results[i] = res
+            if on_result is not None:
+                on_result(i, res)
+            done += 1
+            if done % max(1, len(requests) // 10) == 0 or done == len(requests):
+                log(f"  answered {done}/{len(requests)}")
+    if failure is not None:
+        log(f"  {done} answers obtained before the failure (kept in the response cache)")
+        raise failure
+    return results
 
 
 class RemoteTarget:
