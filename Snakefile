@@ -17,6 +17,7 @@ include: "rules/index.smk"
 include: "rules/generate.smk"
 include: "rules/score.smk"
 include: "rules/audit.smk"
+include: "rules/utility.smk"
 include: "rules/tables.smk"
 include: "rules/gate.smk"
 
@@ -35,6 +36,7 @@ localrules:
     attack_figures,
     roc_all_attacks,
     leakage,
+    utility_score,
 
 
 workflow.localrules(*(f"figure_{f.name}" for t in TABLES.values() for f in t.figures))

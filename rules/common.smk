@@ -14,6 +14,7 @@ from ragmi.gate import GATE_FILES, built_tables
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
+from ragmi.utility.plan import QUERY_SET
 
 from snakemake.utils import update_config
 

@@ -54,6 +54,9 @@ checkpoint queries:
 rule generate:
     input:
         unpack(generate_inputs),
+    # an attack's queries, or the benign questions of the utility measures (rules/utility.smk)
+    wildcard_constraints:
+        attack="|".join(map(re.escape, [*ATTACKS, QUERY_SET])),
     output:
         responses="results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
     params:

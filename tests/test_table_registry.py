@@ -292,8 +292,9 @@ def test_each_table_is_given_only_the_config_keys_it_declares():
     )
     assert changed(lambda c: c.update(generation={"shard_size": 7}, datasets={})) == []
     assert changed(lambda c: c["audit"].update(n_boot=17)) == ["leakage_dashboard"]
-    assert changed(lambda c: c["metrics"].update(n_boot=17)) == ["defense_effect"]
-    assert changed(lambda c: c.update(seed=1)) == ["defense_effect", "leakage_dashboard"]
+    assert changed(lambda c: c["metrics"].update(n_boot=17)) == ["defense_effect", "privacy_utility", "utility"]
+    assert changed(lambda c: c.update(seed=1)) == ["defense_effect", "leakage_dashboard", "privacy_utility"]
+    assert changed(lambda c: c["utility"].update(headline_metric="em")) == ["privacy_utility"]
     assert changed(lambda c: c["defenses"]["pad"].update(epsilon=9.0)) == [
         "attack_comparison",
         "canaries",

@@ -135,6 +135,7 @@ def _check_references(cfg: dict) -> None:
     _check_target_attacks(cfg)
     _check_audit(cfg)
     _check_gate(cfg)
+    _check_utility(cfg)
     _check_defender(cfg, needs_llm)
     _check_defense_vocabularies(cfg, built)
     _check_models(cfg)
@@ -540,6 +541,24 @@ def _check_gate(cfg: dict) -> None:
         if lid in seen:
             raise ConfigError(f"config key {key}.id: {lid!r} is also the id of gate.limits.{seen[lid]}")
         seen[lid] = i
+
+
+def _check_utility(cfg: dict) -> None:
+    """The utility block's targets and headline variant are defined."""
+    u = cfg["utility"]
+    if u["seed"] is None:
+        u["seed"] = cfg["seed"]
+    for i, t in enumerate(u["targets"] or []):
+        if t not in cfg["targets"]:
+            raise ConfigError(f"config key utility.targets.{i}: {t!r} is not defined under 'targets'")
+    v = u["headline_variant"]
+    if v is not None:
+        attack = v.split("/", 1)[0]
+        if attack not in cfg["attacks"]:
+            raise ConfigError(
+                f"config key utility.headline_variant: {v!r} names attack {attack!r}, which is not configured "
+                f"under 'attacks' (configured: {', '.join(sorted(cfg['attacks']))})"
+            )
 
 
 def _check_defender(cfg: dict, needs_llm: bool) -> None:

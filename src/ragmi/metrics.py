@@ -290,6 +290,12 @@ def paired_rng(target: str, variant: str, seed: int = 0) -> np.random.Generator:
     return np.random.default_rng([int(seed), *crc])
 
 
+def named_rng(seed: int, *names: str) -> np.random.Generator:
+    """A generator seeded from ``seed`` and the CRC-32 of each name (e.g. dataset, target, measure),
+    so that one cell's interval depends neither on the other cells nor on their order."""
+    return np.random.default_rng([int(seed), *(zlib.crc32(str(n).encode("utf-8")) for n in names)])
+
+
 def _resample_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
     """``(n_boot, n)`` matrix: how often each item is drawn in each resample of size ``n``."""
     idx = rng.integers(0, n, size=(n_boot, n))
@@ -357,6 +363,43 @@ def paired_auc_difference(
     diff = _weighted_auc(a[mem], a[non], cm, cn) - _weighted_auc(b[mem], b[non], cm, cn)
     lo, hi = _ci(diff)
     return float(delta), lo, hi
+
+
+def bootstrap_mean(values: Sequence[float], n_boot: int, rng: np.random.Generator) -> tuple[float, float, float, int]:
+    """``(mean, lo, hi, n)`` of the finite ``values`` (one per question; NaN = no value, left out):
+    the mean and its 95% percentile bootstrap interval (the items resampled with replacement,
+    ``n_boot`` times; percentiles 2.5 / 97.5); all NaN with n = 0 when no value is finite."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    counts = _resample_counts(rng, x.size, int(n_boot))
+    lo, hi = _ci(counts @ x / x.size)
+    return float(x.mean()), lo, hi, int(x.size)
+
+
+def paired_mean_difference(
+    values_a: Sequence[float], values_b: Sequence[float], n_boot: int, rng: np.random.Generator
+) -> tuple[float, float, float, int]:
+    """``(delta, lo, hi, n)``: ``delta = mean(a) - mean(b)`` over the items where both values are
+    finite (the same questions answered by two targets) and its 95% paired bootstrap interval: the
+    *same* resampled items score both means, so the interval is that of the difference; all NaN with
+    n = 0 when no item has both.  Identical values give ``(0, 0, 0, n)``."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    a = np.asarray(values_a, dtype=float)
+    b = np.asarray(values_b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError("values_a and values_b differ in length")
+    keep = np.isfinite(a) & np.isfinite(b)
+    d = a[keep] - b[keep]
+    if d.size == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    counts = _resample_counts(rng, d.size, int(n_boot))
+    lo, hi = _ci(counts @ d / d.size)
+    return float(d.mean()), lo, hi, int(d.size)
 
 
 def hanley_mcneil_se(auc: float, n_members: int, n_nonmembers: int) -> float:

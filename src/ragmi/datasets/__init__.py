@@ -42,6 +42,15 @@ REGISTRY: dict[str, Loader] = {
 }
 SOURCES = tuple(REGISTRY)
 
+# Sources with question-answer pairs of their own (the utility question set, ragmi.utility.questions):
+# qa_pairs(name, spec, seed) -> frame with doc_id, question, answer.
+QA_SOURCES: dict[str, Loader] = {"pubmedqa": pubmedqa.qa_pairs}
+
+
+def load_qa_pairs(name: str, spec: Mapping, seed: int) -> pd.DataFrame:
+    """The question-answer pairs of dataset ``name`` (its source must be in :data:`QA_SOURCES`)."""
+    return QA_SOURCES[spec["source"]](name, with_schema_defaults(spec), seed)
+
 
 def normalize(df: pd.DataFrame, name: str = "corpus") -> tuple[pd.DataFrame, dict]:
     """Clean a loader's frame into the canonical corpus.
