@@ -10,12 +10,12 @@ import hashlib
 
 import pandas as pd
 import pytest
-from stand_in import SSE_HEADERS, StandIn, openai_body, openai_chunks, sse
+from stand_in import SSE_HEADERS, MaxKB, StandIn, openai_body, openai_chunks, sse
 
 from ragmi.config import apply_remote_preset, section_params, validate_config
 from ragmi.errors import ConfigError, EndpointError
 from ragmi.rag.factory import TargetSpec
-from ragmi.rag.remote import RemoteClient, SourceMatcher, remote_target, sources_at, sse_events
+from ragmi.rag.remote import RemoteClient, SourceMatcher, remote_target, resolve_dots, sources_at, sse_events
 
 SECRET = "app-test-SECRET-42"
 
@@ -287,29 +287,189 @@ def test_dify_without_the_key_stops_before_any_request(stand_in, monkeypatch):
         RemoteClient(remote_entry({"preset": "dify", "url": "http://127.0.0.1:9/v1"}), "targets.svc.remote")
 
 
-# ------------------------------------------------------------------ MaxKB (OpenAI-compatible)
+# ------------------------------------------------------------------ MaxKB
 
 
+@pytest.fixture
+def maxkb(monkeypatch):
+    made = []
+
+    def make(version=2, fail_first=0):
+        monkeypatch.setenv("MAXKB_API_KEY", SECRET)
+        m = MaxKB(SECRET, "0196b4c2-3fdf-7941-a6f4-0572478f57f6", version, fail_first)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+def maxkb_client(m, where="targets.kb.remote", **keys):
+    preset = "maxkb" if m.version == 2 else "maxkb_v1"
+    return RemoteClient(remote_entry({"preset": preset, "url": m.url, **keys}), where)
+
+
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("stream", [False, True])
-def test_maxkb_preset_posts_to_the_application_chat_completions(stand_in, monkeypatch, stream):
+def test_maxkb_opens_a_fresh_chat_for_every_query(maxkb, tmp_path, version, stream):
+    m = maxkb(version)
+    preset = "maxkb" if version == 2 else "maxkb_v1"
+    remote = remote_entry({"preset": preset, "url": m.url, "stream": stream, "concurrency": 2})
+    logs = []
+    with remote_target(spec_of(remote, tmp_path), log=logs.append) as t:
+        out = t.answer(["first?", "second?", "third?"], [8] * 3, [0] * 3, ["q0", "q1", "q2"])
+    # every query answered in a chat of its own: no "(after N earlier)"
+    assert [r["response_text"] for r in out] == ["MaxKB says: first?", "MaxKB says: second?", "MaxKB says: third?"]
+    assert (out[0]["prompt_tokens"], out[0]["completion_tokens"]) == (11, 3)
+    assert all(r["answer_replaced"] is None for r in out)
+    # the documented calls: one GET open and one POST message per query, 2 requests per query
+    opens = [r for r in m.requests if r["method"] == "GET"]
+    posts = [r for r in m.requests if r["method"] == "POST"]
+    assert len(opens) == 3 and len(posts) == 3 and len(m.requests) == 6
+    assert {r["path"] for r in opens} == {m.open_path}
+    assert sorted(r["path"] for r in posts) == sorted(m.message_prefix + c for c in m.chats)
+    assert all(len(msgs) == 1 for msgs in m.chats.values()) and len(m.chats) == 3
+    assert all(r["body"] == {"message": r["body"]["message"], "re_chat": False, "stream": stream} for r in posts)
+    auth = f"Bearer {SECRET}" if version == 2 else SECRET
+    assert all(r["headers"]["Authorization"] == auth for r in m.requests)
+    assert any("6 HTTP requests (0 retries, 3 of them session opens)" in line for line in logs)
+    # neither the key nor a chat id is cached or logged
+    cached = "".join(f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file())
+    for secret in (SECRET, *m.chats):
+        assert secret not in cached and not any(secret in line for line in logs)
+
+
+def test_maxkb_cached_answers_send_nothing(maxkb, tmp_path):
+    m = maxkb()
+    remote = remote_entry({"preset": "maxkb", "url": m.url})
+    for _ in range(2):
+        with remote_target(spec_of(remote, tmp_path), log=lambda x: None) as t:
+            assert t.answer(["again?"], [8], [0], ["q0"])[0]["response_text"] == "MaxKB says: again?"
+    assert len(m.requests) == 2  # the second run's answer came from the cache: no open, no message
+
+
+def test_maxkb_per_worker_reuses_its_chat_and_the_answers_see_the_history(maxkb):
+    m = maxkb()
+    client = maxkb_client(m, session="per_worker", concurrency=1)
+    out = client.generate([request("a?"), request("b?"), request("c?")])
+    assert [r["response_text"] for r in out] == [
+        "MaxKB says: a?",
+        "MaxKB says: b? (after 1 earlier)",
+        "MaxKB says: c? (after 2 earlier)",
+    ]
+    assert [r["method"] for r in m.requests] == ["GET", "POST", "POST", "POST"]  # 1 open for 3 queries
+    assert client.stats == {"sent": 4, "retried": 0, "sessions": 1}
+
+
+def test_a_retried_message_goes_to_a_fresh_chat(maxkb):
+    m = maxkb(fail_first=1)  # the first message is recorded in its chat, then answered 502
+    client = maxkb_client(m)
+    out = client.generate([request("once?")])[0]
+    assert out["response_text"] == "MaxKB says: once?"  # not "(after 1 earlier)"
+    assert [r["method"] for r in m.requests] == ["GET", "POST", "GET", "POST"]
+    assert client.stats == {"sent": 4, "retried": 1, "sessions": 2}
+
+
+def test_per_worker_drops_its_chat_after_a_failed_attempt(maxkb):
+    m = maxkb(fail_first=1)
+    client = maxkb_client(m, session="per_worker", concurrency=1)
+    out = client.generate([request("x?"), request("y?")])
+    assert [r["response_text"] for r in out] == ["MaxKB says: x?", "MaxKB says: y? (after 1 earlier)"]
+    assert client.stats["sessions"] == 2 and len(m.chats) == 2
+
+
+def test_a_fixed_session_id_opens_none(maxkb):
+    m = maxkb()
+    chat_id = maxkb_client(m).open_session()
+    client = RemoteClient(
+        remote_entry({"preset": "maxkb", "url": m.url, "session_id": chat_id, "concurrency": 1}),
+        "targets.kb.remote",
+    )
+    out = client.generate([request("p?"), request("q?")])
+    assert [r["response_text"] for r in out] == ["MaxKB says: p?", "MaxKB says: q? (after 1 earlier)"]
+    assert [r["method"] for r in m.requests] == ["GET", "POST", "POST"] and len(m.chats[chat_id]) == 2
+
+
+def test_the_stand_in_rejects_a_message_to_a_chat_never_opened(maxkb):
+    m = maxkb()
+    client = RemoteClient(
+        remote_entry(
+{"preset": "maxkb", "url": m.url, "session_id": "0196-never-opened", "max_retries": 1}),
+        "targets.kb.remote",
+    )
+    with pytest.raises(EndpointError) as e:
+        client.generate([request("lost?")])
+    assert "HTTP 500: Conversation does not exist" in str(e.value) and m.messages == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_rejected_key_fails_the_open_in_one_line_without_the_key(maxkb, monkeypatch, version):
+    m = maxkb(version)
+    monkeypatch.setenv("MAXKB_API_KEY", "application-wrong-key-0000")
+    with pytest.raises(EndpointError) as e:
+        maxkb_client(m).generate([request()])
+    msg = str(e.value)
+    assert msg.startswith(f"the remote endpoint {m.server.url}{m.open_path} could not open a session: HTTP 401")
+    assert "(targets.kb.remote.api_key_env)" in msg and "illegal user" in msg
+    assert "\n" not in msg and "wrong-key" not in msg and SECRET not in msg
+    assert [r["method"] for r in m.requests] == ["GET"]  # 401 is not retried, and no message is sent
+
+
+def test_an_unknown_application_fails_the_open_with_the_servers_message(maxkb):
+    m = maxkb(version=1)
+    url = m.url.replace(m.app_id, "0196b4c2-0000-0000-0000-000000000000")
+    client = RemoteClient(remote_entry({"preset": "maxkb_v1", "url": url}), "targets.kb.remote")
+    with pytest.raises(EndpointError) as e:
+        client.generate([request()])
+    assert "answered no session id at 'data' (targets.kb.remote.session_id_path): Application does not exist" in str(
+        e.value
+    )
+    assert len(m.requests) == 1
+
+
+def test_an_open_answered_5xx_is_retried_then_one_line(stand_in, monkeypatch):
+    monkeypatch.setenv("MAXKB_API_KEY", SECRET)
+    s = stand_in(lambda n, p, b, h: (503, {"code": 503, "message": f"busy, key {SECRET}"}, None))
+    client = RemoteClient(
+        remote_entry({"preset": "maxkb", "url": s.url + "/chat/api/app-1", "max_retries": 2}), "targets.kb.remote"
+    )
+    with pytest.raises(EndpointError) as e:
+        client.generate([request()])
+    msg = str(e.value)
+    assert "could not open a session after 3 attempt(s) (targets.kb.remote.max_retries): HTTP 503: busy" in msg
+    assert SECRET not in msg and "***" in msg and len(s.requests) == 3
+    assert all(r["method"] == "GET" and r["path"] == "/chat/api/open" for r in s.requests)
+
+
+def test_maxkb_openai_preset_posts_to_the_application_chat_completions(stand_in, monkeypatch):
     monkeypatch.setenv("MAXKB_API_KEY", SECRET)
 
     def reply(n, path, body, headers):
         assert headers.get("Authorization") == f"Bearer {SECRET}"
-        if path != "/api/application/app-1/chat/completions":
+        if path != "/chat/api/app-1/chat/completions":
             return 404, {"message": "not found"}, None
-        text = "MaxKB says: " + body["messages"][-1]["content"]
-        if body.get("stream"):
-            return 200, openai_chunks([text[:5], text[5:]]), SSE_HEADERS
-        return 200, openai_body(text), None
+        return 200, openai_body("MaxKB says: " + body["messages"][-1]["content"]), None
 
     s = stand_in(reply)
-    url = s.url + "/api/application/app-1"
-    client = RemoteClient(remote_entry({"preset": "maxkb", "url": url, "stream": stream}), "targets.kb.remote")
-    out = client.generate([request("hello")])[0]
-    assert out["response_text"] == "MaxKB says: hello"
-    assert s.requests[0]["body"]["model"] == "gpt-3.5-turbo"
-    assert s.requests[0]["body"].get("stream", False) is stream
+    client = RemoteClient(remote_entry({"preset": "maxkb_openai", "url": s.url + "/chat/api/app-1"}), "w")
+    assert client.generate([request("hello")])[0]["response_text"] == "MaxKB says: hello"
+    assert s.requests[0]["body"]["model"] == "gpt-3.5-turbo" and len(s.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://h/chat/api/app-1/../open", "https://h/chat/api/open"),
+        ("https://h/api/application/app-1/../chat_message/{session_id}", "https://h/api/application/chat_message/{session_id}"),
+        ("https://h/a/./b/../../c?x=1", "https://h/c?x=1"),
+        ("https://h/../x", "https://h/x"),
+        ("https://h/a/..", "https://h/"),
+        ("https://h/v1/chat-messages", "https://h/v1/chat-messages"),
+    ],
+)
+def test_resolve_dots(url, expected):
+    assert resolve_dots(url) == expected
 
 
 # ------------------------------------------------------------------ errors and config

@@ -7,6 +7,7 @@ allowed, e.g. ``config key targets.smollm2-rag.k: 0 is less than the minimum of 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import yaml
@@ -77,6 +78,9 @@ def apply_remote_preset(remote: dict, where: str, schema: dict | None = None) ->
     keys = dict(presets[name]["blocking"])
     if remote.get("stream") is True:
         keys.update(presets[name]["stream"])
+    if "session_id" in remote:  # a fixed session: the preset's way of opening one does not apply
+        for k in ("session_open_path", "session_id_path", "session"):
+            keys.pop(k, None)
     out = copy.deepcopy(keys)
     out.update(remote)
     return out
@@ -331,13 +335,48 @@ def _check_remote_api(where: str, r: dict) -> None:
         for key in STREAM_JSON_KEYS:
             if key in r:
                 raise ConfigError(f"{where}.{key}: only used with stream: true")
+    _check_session(where, r)
     if "sources_path" in r and r["sources_path"].count("*") > 1:
         raise ConfigError(f"{where}.sources_path: at most one '*' (the list of sources), got {r['sources_path']!r}")
     if r.get("api_key_env") is not None and not r["api_key_env"].strip():
         raise ConfigError(f"{where}.api_key_env: must name an environment variable")
 
 
-STREAM_JSON_KEYS = ("stream_path", "stream_event_path", "stream_text_events", "stream_end_event", "stream_error_event")
+STREAM_JSON_KEYS = (
+    "stream_path",
+    "stream_event_path",
+    "stream_text_events",
+    "stream_end_event",
+    "stream_error_event",
+    "stream_replace_event",
+)
+SESSION_KEYS = ("session_open_path", "session_id_path", "session", "session_id")
+
+
+def _check_session(where: str, r: dict) -> None:
+    """The session keys (``ragmi.rag.remote.Sessions``): api json only; an opened session needs the
+    path of its id and a place for it; a fixed ``session_id`` opens none."""
+    used = [k for k in SESSION_KEYS if k in r]
+    if not used:
+        return
+    if r["api"] != "json":
+        raise ConfigError(f"{where}.{used[0]}: only used with api 'json' (api is 'openai')")
+    if "session_id" in r and "session_open_path" in r:
+        raise ConfigError(
+            f"{where}.session_id: a fixed session opens none; remove session_open_path (or session_id to "
+            "open a session per query)"
+        )
+    if "session_open_path" not in r and "session_id" not in r:
+        raise ConfigError(f"{where}.{used[0]}: only used with session_open_path (or a fixed session_id)")
+    if "session_open_path" in r and "session_id_path" not in r:
+        raise ConfigError(f"{where}.session_id_path: required with session_open_path (where its answer holds the id)")
+    if "session_id" in r and ("session_id_path" in r or "session" in r):
+        key = "session_id_path" if "session_id_path" in r else "session"
+        raise ConfigError(f"{where}.{key}: only used with session_open_path (a fixed session_id opens none)")
+    if "{session_id}" not in r["path"] and "{session_id}" not in json.dumps(r.get("body"), ensure_ascii=False):
+        raise ConfigError(
+            f"{where}.path: a session is used but neither path nor body says where its id goes ({{session_id}})"
+        )
 
 
 def _check_python_target(name: str, t: dict) -> None:

@@ -62,6 +62,7 @@ RESPONSE_FILE_COLUMNS = [
     "hook_trace",
     "n_docs_truncated",
     "chars_truncated",
+    "answer_replaced",
 ]
 
 

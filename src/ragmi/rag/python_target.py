@@ -313,6 +313,7 @@ class PythonTarget:
             r["hook_trace"] = "[]"
             r["n_docs_truncated"] = None  # the chain builds its own prompt (ragmi.rag.fit)
             r["chars_truncated"] = None
+            r["answer_replaced"] = None  # a remote service's own replacement (ragmi.rag.remote)
             out.append(r)
         return out
 

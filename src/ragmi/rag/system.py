@@ -179,5 +179,6 @@ class RAGSystem:
             resp["hook_trace"] = json.dumps(s.trace)
             resp["n_docs_truncated"] = int(s.n_docs_truncated)
             resp["chars_truncated"] = int(s.chars_truncated)
+            resp["answer_replaced"] = None  # a remote service's own replacement (ragmi.rag.remote)
             out.append(resp)
         return out
