@@ -216,7 +216,10 @@ def dify_message_end(resources):
     }
 
 
-def dify_stand_in(stand_in, resources, cut=False, error=False):
+def dify_stand_in(stand_in, resources, cut=False, error=False, replace=None):
+    """``replace``: (answer, pieces after it): a message_replace event (Dify's output moderation)
+    after the message pieces, with the fields Dify's API reference lists, then those pieces."""
+
     def reply(n, path, body, headers):
         if path != "/v1/chat-messages":
             return 404, {"code": "not_found", "message": "no such route", "status": 404}, None
@@ -232,6 +235,9 @@ def dify_stand_in(stand_in, resources, cut=False, error=False):
         if error:
             events.append({"event": "error", "status": 400, "code": "invalid_param", "message": "quota\nexceeded"})
         events.append({"event": "message", "answer": answer[6:], **base})
+        if replace is not None:
+            events.append({"event": "message_replace", "answer": replace[0], "created_at": 1705395332, **base})
+            events += [{"event": "message", "answer": p, **base} for p in replace[1]]
         if not cut:
             events.append(dify_message_end(resources))
         return 200, sse(events), SSE_HEADERS
@@ -260,6 +266,41 @@ def test_dify_preset_asks_a_new_conversation_and_maps_the_sources(stand_in, tmp_
     for f in tmp_path.rglob("*"):
         if f.is_file():
             assert SECRET not in f.read_text(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("replace", "expected", "flag"),
+    [
+        (None, "Answer to: Is it?", False),
+        (("This answer was withheld.", []), "This answer was withheld.", True),
+        (("Withheld", [": ", "see the policy."]), "Withheld: see the policy.", True),
+    ],
+)
+def test_dify_message_replace_replaces_the_answer_so_far(stand_in, tmp_path, monkeypatch, replace, expected, flag):
+    monkeypatch.setenv("DIFY_API_KEY", SECRET)
+    s = dify_stand_in(stand_in, [], replace=replace)
+    remote = remote_entry({"preset": "dify", "url": s.url + "/v1", "stream": True})
+    assert remote["stream_replace_event"] == "message_replace"
+    with remote_target(spec_of(remote, tmp_path), log=lambda m: None, documents=DOCS) as t:
+        out = t.answer(["Is it?"], [8], [0], ["q0"])[0]
+    assert out["response_text"] == expected and out["answer_replaced"] is flag
+
+
+def test_answer_replaced_is_unknown_without_a_replace_event(stand_in, monkeypatch):
+    monkeypatch.setenv("DIFY_API_KEY", SECRET)
+    s = dify_stand_in(stand_in, [], replace=("Withheld", []))
+    blocking = RemoteClient(remote_entry({"preset": "dify", "url": s.url + "/v1"}), "w")
+    assert blocking.generate([request()])[0]["answer_replaced"] is None  # a blocking answer cannot say
+    plain = remote_entry({"preset": "dify", "url": s.url + "/v1", "stream": True})
+    del plain["stream_replace_event"]
+    out = RemoteClient(plain, "w").generate([request()])[0]
+    assert out["answer_replaced"] is None and out["response_text"] == "Answer to: Is it?"  # the event is not read
+
+
+def test_every_target_kind_writes_the_answer_replaced_column():
+    from ragmi.workflow import RESPONSE_FILE_COLUMNS
+
+    assert RESPONSE_FILE_COLUMNS[-1] == "answer_replaced"
 
 
 def test_dify_stream_cut_before_message_end_is_an_error(stand_in, monkeypatch):
@@ -527,6 +568,32 @@ def test_validate_config_applies_the_preset_and_checks_the_stream_keys():
         validate_config(config_with({"url": "http://x/v1", "path": "/chat"}))
 
 
+def test_validate_config_checks_the_session_keys():
+    cfg = validate_config(config_with({"preset": "maxkb", "url": "http://127.0.0.1:9/chat/api/app-1", "stream": True}))
+    r = cfg["targets"]["svc"]["remote"]
+    assert (r["session_open_path"], r["path"], r["stream_end_event"]) == ("/../open", "/../chat_message/{session_id}", "true")
+    fixed = validate_config(config_with({"preset": "maxkb", "url": "http://h/chat/api/a", "session_id": "c-1"}))
+    assert "session_open_path" not in fixed["targets"]["svc"]["remote"]
+    json_api = {"api": "json", "url": "http://x/a", "body": {"q": "{query}"}, "answer_path": "a"}
+    bad = [
+        ({"url": "http://x/v1", "session_id": "c"}, r"remote\.session_id: only used with api 'json'"),
+        ({**json_api, "session_open_path": "/open", "path": "/{session_id}"}, r"session_id_path: required"),
+        ({**json_api, "session": "per_worker"}, r"remote\.session: only used with session_open_path"),
+        ({**json_api, "session_open_path": "/o", "session_id_path": "d"}, r"remote\.path: a session is used but"),
+        (
+            {**json_api, "session_id": "c", "session_open_path": "/o", "session_id_path": "d", "path": "/{session_id}"},
+            r"remote\.session_id: a fixed session opens none",
+        ),
+        ({**json_api, "session_id": "c", "session": "per_query", "path": "/{session_id}"}, r"remote\.session: only used"),
+        ({"preset": "maxkb", "url": "http://h/chat/api/a", "session": "per_call"}, r"remote\.session"),
+    ]
+    for remote, pattern in bad:
+        with pytest.raises(ConfigError, match=pattern):
+            validate_config(config_with(remote))
+    ok = {**json_api, "body": {"q": "{query}", "chat": "{session_id}"}, "session_open_path": "/o", "session_id_path": "d"}
+    assert validate_config(config_with(ok))["targets"]["svc"]["remote"]["session_id_path"] == "d"
+
+
 def test_timeout_s_bounds_the_whole_stream_not_each_read():
     """A stream whose events each come within the per-read timeout but that goes on for longer than
     timeout_s is cut off: one line naming the key, after the retries."""
@@ -570,3 +637,25 @@ def test_timeout_s_bounds_the_whole_stream_not_each_read():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_session_id_can_go_into_the_body_of_any_json_api(stand_in):
+    def reply(n, path, body, headers):
+        if body is None:
+            return (200, {"session": {"id": f"s-{n}"}}, None) if path == "/api/sessions/new" else (404, {}, None)
+        return 200, {"answer": f"{body['conversation']}: {body['q']}"}, None
+
+    s = stand_in(reply)
+    cfg = remote_entry(
+        {
+            "api": "json",
+            "url": s.url + "/api/ask",
+            "body": {"q": "{query}", "conversation": "{session_id}"},
+            "answer_path": "answer",
+            "session_open_path": "/../sessions/new",
+            "session_id_path": "session.id",
+        }
+    )
+    out = RemoteClient(cfg, "w").generate([request("what is {session_id}?")])[0]
+    assert out["response_text"] == "s-1: what is {session_id}?"  # the query's own text is left as it is
+    assert [(r["method"], r["path"]) for r in s.requests] == [("GET", "/api/sessions/new"), ("POST", "/api/ask")]
