@@ -139,13 +139,17 @@ class MaxKB:
     * the key: ``Authorization: Bearer <key>`` (2), ``Authorization: <key>`` (1); else HTTP 401.
 
     Each chat keeps its messages, and an answer says how many came before it in its chat (the
-    conversation memory a membership attack must not let in).  ``fail_first``: answer the first
-    ``n`` messages HTTP 502 (after recording them in their chat, as a server may)."""
+    conversation memory a membership attack must not let in), or ``answer(message, history)`` is
+    the answer.  ``fail_first``: answer the first ``n`` messages HTTP 502 (after recording them in
+    their chat, as a server may)."""
 
-    def __init__(self, key: str, app_id: str, version: int = 2, fail_first: int = 0):
+    def __init__(self, key: str, app_id: str, version: int = 2, fail_first: int = 0, answer=None):
         import uuid
 
         self.key, self.app_id, self.version, self.fail_first = key, app_id, version, fail_first
+        self.answer = answer or (
+            lambda message, history: f"MaxKB says: {message}" + (f" (after {len(history)} earlier)" if history else "")
+        )
         self.chats: dict[str, list[str]] = {}
         self.messages = 0
         self._uuid = uuid.uuid4
@@ -189,7 +193,7 @@ class MaxKB:
             fail = self.messages <= self.fail_first
         if fail:
             return 502, b"Bad Gateway", {"Content-Type": "text/html"}
-        text = f"MaxKB says: {body['message']}" + (f" (after {len(history)} earlier)" if history else "")
+        text = self.answer(body["message"], history)
         record = str(self._uuid())
         if not body.get("stream", True):
             data = {"chat_id": chat_id, "id": record, "operate": True, "content": text, "is_end": True}

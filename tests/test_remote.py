@@ -189,7 +189,7 @@ def test_500_then_success_is_retried_with_backoff(stand_in):
         ]
     )
     assert out[0]["response_text"] == "ok"
-    assert len(s.requests) == 3 and client.stats == {"sent": 3, "retried": 2}
+    assert len(s.requests) == 3 and client.stats == {"sent": 3, "retried": 2, "sessions": 0}
     assert time.perf_counter() - t0 >= 0.05 + 0.10  # 0.05 s, then doubled
 
 

@@ -435,8 +435,7 @@ def test_a_fixed_session_id_opens_none(maxkb):
 def test_the_stand_in_rejects_a_message_to_a_chat_never_opened(maxkb):
     m = maxkb()
     client = RemoteClient(
-        remote_entry(
-{"preset": "maxkb", "url": m.url, "session_id": "0196-never-opened", "max_retries": 1}),
+        remote_entry({"preset": "maxkb", "url": m.url, "session_id": "0196-never-opened", "max_retries": 1}),
         "targets.kb.remote",
     )
     with pytest.raises(EndpointError) as e:
@@ -502,7 +501,10 @@ def test_maxkb_openai_preset_posts_to_the_application_chat_completions(stand_in,
     ("url", "expected"),
     [
         ("https://h/chat/api/app-1/../open", "https://h/chat/api/open"),
-        ("https://h/api/application/app-1/../chat_message/{session_id}", "https://h/api/application/chat_message/{session_id}"),
+        (
+            "https://h/api/application/app-1/../chat_message/{session_id}",
+            "https://h/api/application/chat_message/{session_id}",
+        ),
         ("https://h/a/./b/../../c?x=1", "https://h/c?x=1"),
         ("https://h/../x", "https://h/x"),
         ("https://h/a/..", "https://h/"),
@@ -571,7 +573,11 @@ def test_validate_config_applies_the_preset_and_checks_the_stream_keys():
 def test_validate_config_checks_the_session_keys():
     cfg = validate_config(config_with({"preset": "maxkb", "url": "http://127.0.0.1:9/chat/api/app-1", "stream": True}))
     r = cfg["targets"]["svc"]["remote"]
-    assert (r["session_open_path"], r["path"], r["stream_end_event"]) == ("/../open", "/../chat_message/{session_id}", "true")
+    assert (r["session_open_path"], r["path"], r["stream_end_event"]) == (
+        "/../open",
+        "/../chat_message/{session_id}",
+        "true",
+    )
     fixed = validate_config(config_with({"preset": "maxkb", "url": "http://h/chat/api/a", "session_id": "c-1"}))
     assert "session_open_path" not in fixed["targets"]["svc"]["remote"]
     json_api = {"api": "json", "url": "http://x/a", "body": {"q": "{query}"}, "answer_path": "a"}
@@ -584,13 +590,21 @@ def test_validate_config_checks_the_session_keys():
             {**json_api, "session_id": "c", "session_open_path": "/o", "session_id_path": "d", "path": "/{session_id}"},
             r"remote\.session_id: a fixed session opens none",
         ),
-        ({**json_api, "session_id": "c", "session": "per_query", "path": "/{session_id}"}, r"remote\.session: only used"),
+        (
+            {**json_api, "session_id": "c", "session": "per_query", "path": "/{session_id}"},
+            r"remote\.session: only used",
+        ),
         ({"preset": "maxkb", "url": "http://h/chat/api/a", "session": "per_call"}, r"remote\.session"),
     ]
     for remote, pattern in bad:
         with pytest.raises(ConfigError, match=pattern):
             validate_config(config_with(remote))
-    ok = {**json_api, "body": {"q": "{query}", "chat": "{session_id}"}, "session_open_path": "/o", "session_id_path": "d"}
+    ok = {
+        **json_api,
+        "body": {"q": "{query}", "chat": "{session_id}"},
+        "session_open_path": "/o",
+        "session_id_path": "d",
+    }
     assert validate_config(config_with(ok))["targets"]["svc"]["remote"]["session_id_path"] == "d"
 
 

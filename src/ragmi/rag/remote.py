@@ -276,7 +276,9 @@ class RemoteClient:
         self.cfg = dict(cfg)
         self.where = where
         self.url = cfg["url"].rstrip("/") if cfg["api"] == "openai" else cfg["url"]
-        self.endpoint = resolve_dots(self.url + "/chat/completions" if cfg["api"] == "openai" else self.url + cfg["path"])
+        self.endpoint = resolve_dots(
+            self.url + "/chat/completions" if cfg["api"] == "openai" else self.url + cfg["path"]
+        )
         self.session_url = resolve_dots(self.url + cfg["session_open_path"]) if cfg.get("session_open_path") else None
         self.fixed_session = cfg.get("session_id")
         self.session_mode = cfg.get("session") or "per_query"
