@@ -15,7 +15,15 @@ from stand_in import SSE_HEADERS, MaxKB, StandIn, openai_body, openai_chunks, ss
 from ragmi.config import apply_remote_preset, section_params, validate_config
 from ragmi.errors import ConfigError, EndpointError
 from ragmi.rag.factory import TargetSpec
-from ragmi.rag.remote import RemoteClient, SourceMatcher, remote_target, resolve_dots, sources_at, sse_events
+from ragmi.rag.remote import (
+    RemoteClient,
+    RequestBudget,
+    SourceMatcher,
+    remote_target,
+    resolve_dots,
+    sources_at,
+    sse_events,
+)
 
 SECRET = "app-test-SECRET-42"
 
@@ -673,3 +681,13 @@ def test_a_session_id_can_go_into_the_body_of_any_json_api(stand_in):
     out = RemoteClient(cfg, "w").generate([request("what is {session_id}?")])[0]
     assert out["response_text"] == "s-1: what is {session_id}?"  # the query's own text is left as it is
     assert [(r["method"], r["path"]) for r in s.requests] == [("GET", "/api/sessions/new"), ("POST", "/api/ask")]
+
+
+def test_session_opens_count_against_the_request_budget(maxkb):
+    m = maxkb()
+    cfg = remote_entry({"preset": "maxkb", "url": m.url, "concurrency": 1})
+    client = RemoteClient(cfg, "targets.kb.remote", RequestBudget(3, None, "targets.kb.remote"))
+    with pytest.raises(EndpointError, match=r"request budget of this run is spent: 3 requests"):
+        client.generate([request("one?"), request("two?")])
+    # query one: open + message; query two: its open is the third request, its message is refused
+    assert [r["method"] for r in m.requests] == ["GET", "POST", "GET"] and client.stats["sent"] == 3

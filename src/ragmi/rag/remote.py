@@ -8,8 +8,10 @@ read back from the configured places, from one JSON answer or from a stream of s
 (``stream: true``: OpenAI's chat-completion chunks, or any event stream whose text pieces sit at
 ``stream_path``, such as Dify's).  The sources the service says it retrieved (``sources_path``) are
 matched to the candidate documents (``sources_match``, :class:`SourceMatcher`) and recorded as the
-response's ``retrieved_ids``.  ``preset: dify | maxkb`` fills the keys of those platforms' documented
-chat APIs (``config/schema.yaml`` ``$defs.remote_presets``).  What a job sends is bounded (``concurrency`` requests in
+response's ``retrieved_ids``.  ``preset: dify | maxkb | maxkb_v1 | maxkb_openai`` fills the keys of
+those platforms' documented chat APIs (``config/schema.yaml`` ``$defs.remote_presets``); a service
+that answers inside a session (MaxKB's chat API) has one opened for each query first
+(``session_open_path``, :meth:`RemoteClient.open_session`).  What a job sends is bounded (``concurrency`` requests in
 flight), retried with exponential backoff on 429 / 5xx / no answer (``max_retries``, ``backoff_s``,
 ``max_backoff_s``, a ``Retry-After`` header honoured), cut off after ``timeout_s``, and counted
 against the run's request budget (``max_requests``, :class:`RequestBudget`).
