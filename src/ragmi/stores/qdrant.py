@@ -61,6 +61,7 @@ class QdrantStore(Store):
                 f"config key stores.{name}.kind: qdrant needs qdrant-client (pip install -r requirements/stores.txt)"
             ) from None
         key = api_key(name, spec)
+        self.client = None
         try:
             if spec.get("path"):
                 self.client = QdrantClient(path=str(spec["path"]))
@@ -69,9 +70,13 @@ class QdrantStore(Store):
             else:
                 self.client = QdrantClient(host=spec["host"], port=spec["port"], api_key=key, timeout=30)
             self.info = self.client.get_collection(spec["collection"])
+            self.vector_name, self.size = self._vector_params()
+        except ConfigError:
+            self.close()
+            raise
         except Exception as e:  # noqa: BLE001 - an unreachable server or missing collection: one sentence
+            self.close()
             raise DataError(f"store {name!r} ({self.where()}): {type(e).__name__}: {e}") from None
-        self.vector_name, self.size = self._vector_params()
 
     def _vector_params(self) -> tuple[str | None, int]:
         vectors = self.info.config.params.vectors
@@ -176,4 +181,5 @@ class QdrantStore(Store):
 
     def close(self) -> None:
         """Release the client (local mode: the folder's lock, which one process holds at a time)."""
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
