@@ -265,12 +265,18 @@ def test_store_config_defaults_and_one_target_per_store():
 @pytest.mark.parametrize(
     ("store", "key"),
     [
-        ({"kind": "chroma", "collection": "c", "table": "t"}, "stores.s.table: only used with kind pgvector, not chroma"),
+        (
+            {"kind": "chroma", "collection": "c", "table": "t"},
+            "stores.s.table: only used with kind pgvector, not chroma",
+        ),
         ({"kind": "pgvector", "collection": "c", "url": "http://x"}, "stores.s.url: only used with kind qdrant, not"),
         ({"kind": "qdrant"}, "stores.s.collection: required for kind qdrant"),
         ({"kind": "pgvector"}, "stores.s.collection: required for kind pgvector"),
         ({"kind": "qdrant", "collection": "c", "url": "http://x", "path": "/d"}, "stores.s.path: set url .* or path"),
-        ({"kind": "qdrant", "collection": "c", "api_key_env": "my key"}, "stores.s.api_key_env: 'my key' does not match"),
+        (
+            {"kind": "qdrant", "collection": "c", "api_key_env": "my key"},
+            "stores.s.api_key_env: 'my key' does not match",
+        ),
     ],
 )
 def test_store_kind_config_errors(store, key):

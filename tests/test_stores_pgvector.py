@@ -108,10 +108,14 @@ def test_insert_then_cleanup_restores_the_collection(server, tmp_path):
     assert m["status"] == "inserted" and m["before"]["count"] == 30
     count, ids = snapshot(server, cid)
     assert count == 40 and set(m["planned"]) <= set(ids)
-    row = server["admin"].execute(
-        "SELECT document, cmetadata, vector_dims(embedding) FROM langchain_pg_embedding WHERE id = %s",
-        [m["planned"][0]],
-    ).fetchone()
+    row = (
+        server["admin"]
+        .execute(
+            "SELECT document, cmetadata, vector_dims(embedding) FROM langchain_pg_embedding WHERE id = %s",
+            [m["planned"][0]],
+        )
+        .fetchone()
+    )
     assert row[0] == "member text 0" and row[1]["ragmi_game"] == m["run_key"] and row[2] == DIM
     assert snapshot(server, other) == other_before
     text = path.read_text()

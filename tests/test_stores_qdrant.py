@@ -186,7 +186,9 @@ def test_missing_collection_and_api_key_are_one_sentence(tmp_path, monkeypatch):
         open_store("s", spec(tmp_path / "db", "nope"))
     monkeypatch.delenv("RAGMI_TEST_QDRANT_KEY", raising=False)
     s = spec(tmp_path / "db", "c", path=None, api_key_env="RAGMI_TEST_QDRANT_KEY")
-    with pytest.raises(ConfigError, match="stores.s.api_key_env: environment variable RAGMI_TEST_QDRANT_KEY is not set"):
+    with pytest.raises(
+        ConfigError, match="stores.s.api_key_env: environment variable RAGMI_TEST_QDRANT_KEY is not set"
+    ):
         open_store("s", s)
 
 
