@@ -318,3 +318,22 @@ def test_failed_insert_removes_what_it_inserted(server, tmp_path):
     assert len(calls) == 2  # one batch was in the store when it failed
     assert snapshot(col) == before
     assert json.loads(path.read_text())["status"] == "cleaned"
+
+
+def test_the_config_readme_stores_example_validates():
+    import yaml
+
+    from ragmi.config import validate_config
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "config/README.md").read_text()
+    block = yaml.safe_load(
+        text.split("## The membership game in your vector store (`stores`)", 1)[1]
+        .split("```yaml\n", 1)[1]
+        .split("```", 1)[0]
+    )
+    cfg = _cfg()
+    cfg.update(block)
+    stores = validate_config(cfg)["stores"]
+    assert {s["kind"] for s in stores.values()} == set(REGISTRY)
+    assert stores["prod-pg"]["port"] == 5432 and stores["prod-qdrant"]["api_key_env"] == "QDRANT_API_KEY"
