@@ -42,11 +42,15 @@ def pg_server():
         root.chmod(0o755)
         shutil.chown(root, "nobody", "nogroup")
     data, log_path = root / "data", root / "postgres.log"
-    subprocess.run(
+    init = subprocess.run(
         [bindir / "initdb", "-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256",
          "-E", "utf8", "--no-sync"],
-        check=True, capture_output=True, **run_as,
+        capture_output=True, text=True, **run_as,
     )  # fmt: skip
+    if init.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        who = " as nobody (every folder above the binaries must be readable by others)" if as_root else ""
+        raise RuntimeError(f"initdb of {bindir} failed{who}: {init.stderr[-2000:]}")
     port = free_port()
     log = open(log_path, "wb")
     proc = subprocess.Popen(
