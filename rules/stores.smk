@@ -87,7 +87,7 @@ rule store_cleanup:
 
 # On a cluster both run inside the Snakemake process, where the service's store is reachable (the
 # submit host); neither needs a GPU. With --sdm conda they use envs/stores.yaml; otherwise the
-# environment of Snakemake, which holds chromadb (requirements/stores.txt).
+# environment of Snakemake, which holds the store clients (requirements/stores.txt).
 localrules:
     store_insert,
     store_cleanup,

@@ -63,7 +63,7 @@ def snapshot(col):
 
 
 def test_registry():
-    assert set(REGISTRY) == {"chroma"}
+    assert set(REGISTRY) == {"chroma", "qdrant", "pgvector"}
 
 
 def test_insert_then_cleanup_restores_the_collection(server, tmp_path):
@@ -262,6 +262,44 @@ def test_store_config_defaults_and_one_target_per_store():
         validate_config(local)
 
 
+@pytest.mark.parametrize(
+    ("store", "key"),
+    [
+        (
+            {"kind": "chroma", "collection": "c", "table": "t"},
+            "stores.s.table: only used with kind pgvector, not chroma",
+        ),
+        ({"kind": "pgvector", "collection": "c", "url": "http://x"}, "stores.s.url: only used with kind qdrant, not"),
+        ({"kind": "qdrant"}, "stores.s.collection: required for kind qdrant"),
+        ({"kind": "pgvector"}, "stores.s.collection: required for kind pgvector"),
+        ({"kind": "qdrant", "collection": "c", "url": "http://x", "path": "/d"}, "stores.s.path: set url .* or path"),
+        (
+            {"kind": "qdrant", "collection": "c", "api_key_env": "my key"},
+            "stores.s.api_key_env: 'my key' does not match",
+        ),
+    ],
+)
+def test_store_kind_config_errors(store, key):
+    from ragmi.config import validate_config
+
+    cfg = _cfg(store="s", datasets=["syn"])
+    cfg["stores"]["s"] = store
+    with pytest.raises(ConfigError, match=key):
+        validate_config(cfg)
+
+
+def test_store_kind_defaults():
+    from ragmi.config import validate_config
+
+    cfg = _cfg(store="s", datasets=["syn"])
+    cfg["stores"] = {"s": {"kind": "qdrant", "collection": "c"}, "p": {"kind": "pgvector", "collection_table": None}}
+    out = validate_config(cfg)["stores"]
+    assert out["s"]["port"] == 6333 and out["s"]["text_key"] == "page_content" and out["s"]["url"] is None
+    assert out["p"]["port"] == 5432 and out["p"]["table"] == "langchain_pg_embedding"
+    assert out["p"]["collection"] == "langchain_pg_embedding"  # no collection table: the table is the collection
+    assert "table" not in out["s"] and "url" not in out["p"]
+
+
 def test_failed_insert_removes_what_it_inserted(server, tmp_path):
     col = user_collection(server, "game-failed-insert")
     before = snapshot(col)
@@ -280,3 +318,22 @@ def test_failed_insert_removes_what_it_inserted(server, tmp_path):
     assert len(calls) == 2  # one batch was in the store when it failed
     assert snapshot(col) == before
     assert json.loads(path.read_text())["status"] == "cleaned"
+
+
+def test_the_config_readme_stores_example_validates():
+    import yaml
+
+    from ragmi.config import validate_config
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "config/README.md").read_text()
+    block = yaml.safe_load(
+        text.split("## The membership game in your vector store (`stores`)", 1)[1]
+        .split("```yaml\n", 1)[1]
+        .split("```", 1)[0]
+    )
+    cfg = _cfg()
+    cfg.update(block)
+    stores = validate_config(cfg)["stores"]
+    assert {s["kind"] for s in stores.values()} == set(REGISTRY)
+    assert stores["prod-pg"]["port"] == 5432 and stores["prod-qdrant"]["api_key_env"] == "QDRANT_API_KEY"

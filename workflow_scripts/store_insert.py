@@ -16,6 +16,7 @@ def main(smk, log):
     name = store.embedder_name()
     log(f"store {store.where()}: embedder {name}")
     embedder = Embedder(name)
+    store.check_dimension(int(embedder.encode(["ragmi"]).shape[1]))  # before the manifest and any write
     members = pd.read_parquet(smk.input.members)
     m = insert_members(  # a failed insert removes what it inserted before it raises
         store,

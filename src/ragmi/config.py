@@ -247,10 +247,59 @@ def store_target_of(cfg: dict, target: str) -> str | None:
     return cfg["targets"][target].get("store")
 
 
+# Keys of stores.<s> besides the common ones (kind, collection, host, port, embedder, id_prefix,
+# batch_size), each with its default, per kind (the schema lists every key; docs/vector-stores.md).
+STORE_KIND_KEYS: dict[str, dict] = {
+    "chroma": {"port": 8000},
+    "qdrant": {
+        "port": 6333,
+        "url": None,
+        "path": None,
+        "api_key_env": None,
+        "vector_name": None,
+        "text_key": "page_content",
+        "metadata_key": "metadata",
+    },
+    "pgvector": {
+        "port": 5432,
+        "dbname": "postgres",
+        "user": "postgres",
+        "password_env": None,
+        "table": "langchain_pg_embedding",
+        "id_column": "id",
+        "text_column": "document",
+        "embedding_column": "embedding",
+        "metadata_column": "cmetadata",
+        "collection_table": "langchain_pg_collection",
+        "collection_id_column": "collection_id",
+    },
+}
+_STORE_COMMON_KEYS = {"kind", "collection", "host", "port", "embedder", "id_prefix", "batch_size"}
+
+
+def _check_store_specs(cfg: dict) -> None:
+    """Each store names only keys of its kind; fill the kind's defaults; the collection is named."""
+    keys_of = {k: set(v) | _STORE_COMMON_KEYS for k, v in STORE_KIND_KEYS.items()}
+    for name, s in sorted(cfg["stores"].items()):
+        kind = s["kind"]
+        for key in sorted(set(s) - keys_of[kind]):
+            users = sorted(k for k, v in keys_of.items() if key in v)
+            raise ConfigError(f"config key stores.{name}.{key}: only used with kind {' or '.join(users)}, not {kind}")
+        for key, default in STORE_KIND_KEYS[kind].items():
+            s.setdefault(key, default)
+        if kind == "qdrant" and s["url"] and s["path"]:
+            raise ConfigError(f"config key stores.{name}.path: set url (a server) or path (local mode), not both")
+        if kind == "pgvector" and not s["collection_table"]:
+            s.setdefault("collection", s["table"])
+        if "collection" not in s:
+            raise ConfigError(f"config key stores.{name}.collection: required for kind {kind}")
+
+
 def _check_stores(cfg: dict) -> None:
     """A target's ``store`` (the membership game, docs/vector-stores.md) is a defined store, of a
     remote target, with one dataset whose split draws the members; one target per store (two games
     in one collection would count each other's documents as members)."""
+    _check_store_specs(cfg)
     users: dict[str, str] = {}
     for name, t in sorted(cfg["targets"].items()):
         if "store" not in t:

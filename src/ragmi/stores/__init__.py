@@ -2,18 +2,22 @@
 (docs/vector-stores.md).
 
 ``REGISTRY`` maps a store's ``kind`` (``stores.<s>.kind`` in the config) to its adapter class, a
-:class:`~ragmi.stores.base.Store`. Only Chroma is built (``ragmi.stores.chroma``); the Qdrant and
-pgvector adapters are not, for the reasons docs/vector-stores.md gives.
+:class:`~ragmi.stores.base.Store`: Chroma (``ragmi.stores.chroma``), Qdrant (``ragmi.stores.qdrant``) and
+PostgreSQL with pgvector (``ragmi.stores.pgvector``). Each imports its client only when it connects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import chroma
+from . import chroma, pgvector, qdrant
 from .base import Store
 
-REGISTRY: dict[str, type[Store]] = {"chroma": chroma.ChromaStore}
+REGISTRY: dict[str, type[Store]] = {
+    "chroma": chroma.ChromaStore,
+    "qdrant": qdrant.QdrantStore,
+    "pgvector": pgvector.PgvectorStore,
+}
 
 
 def open_store(name: str, spec: Mapping) -> Store:

