@@ -153,3 +153,17 @@ def test_summary_keeps_ten_columns_and_carries_the_numbers_in_its_csv():
     assert pd.isna(s[s["target"] == "remote"].iloc[0]["n_retrieved_members"])
     header = next(line for line in summary_markdown(s, "t").splitlines() if line.startswith("| dataset"))
     assert header.count(" | ") + 1 == 10
+
+
+def test_source_matcher_names_the_members_by_their_store_ids():
+    from ragmi.rag.remote import SourceMatcher
+
+    docs = pd.DataFrame({"doc_id": ["a", "b"], "text": ["x", "y"], "title": ["", ""]})
+    m = SourceMatcher(docs, "id", aliases={"ragmi-k-a": "a"})
+    assert m.retrieved_ids(["ragmi-k-a", "b", "ragmi-k-canary-c", "user-1"]) == [
+        "a",
+        "b",
+        "remote:ragmi-k-canary-c",
+        "remote:user-1",
+    ]
+    assert SourceMatcher(docs, "id").retrieved_ids(["ragmi-k-a"]) == ["remote:ragmi-k-a"]
