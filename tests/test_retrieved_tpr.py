@@ -167,3 +167,13 @@ def test_source_matcher_names_the_members_by_their_store_ids():
         "remote:user-1",
     ]
     assert SourceMatcher(docs, "id").retrieved_ids(["ragmi-k-a"]) == ["remote:ragmi-k-a"]
+
+
+def test_no_resolvable_level_gives_n_only_and_n_e():
+    df = _scores(n_ref=8)
+    out = evaluate(df, fprs=(0.05,), n_boot=20)  # 8 reference non-members cannot resolve 5%, no 0 level
+    ev_m = df[(df["role"] == "eval") & (df["label"] == 1)]
+    res = retrieved_tpr(df, out, {"a/v": dict.fromkeys(ev_m["doc_id"], True)}, fprs=(0.05,))
+    r = pd.concat([out, res], axis=1).iloc[0]
+    assert r["n_retrieved_members"] == 10 and pd.isna(r["tpr_retrieved"]) and pd.isna(r["tpr_retrieved_fpr"])
+    assert retrieved_cell(r) == "n/e"

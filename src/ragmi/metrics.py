@@ -622,7 +622,8 @@ def retrieved_tpr(
     say what it retrieved: every column NaN.  For a variant with flags, the threshold is the
     reference-set threshold of :func:`lowest_resolvable_fpr` (``threshold_fpr_<k>`` of the row,
     never refitted here) and the TPR is taken over the *evaluation* members whose flag is True
-    (:func:`conditional_tpr`); members without a flag count as not retrieved."""
+    (:func:`conditional_tpr`); members without a flag count as not retrieved.  Where no configured level
+    is resolvable (no 0 level and too few reference non-members) only ``n_retrieved_members`` is set."""
     df = check_scores_frame(scores_df)
     rows = []
     for _, r in metrics_df.iterrows():
@@ -630,17 +631,14 @@ def retrieved_tpr(
         flags = retrieved.get(v)
         row = dict.fromkeys(RETRIEVED_COLUMNS, float("nan"))
         level = lowest_resolvable_fpr(fprs, r.get("n_ref_nonmembers"))
-        if flags is not None and level is not None:
-            t = r.get(f"threshold_fpr_{fpr_key(level)}")
-            ev = df[(df["variant"] == v) & (df["role"] == "eval") & (df["label"] == 1)]
-            if t is not None and t == t and len(ev):
-                c = conditional_tpr(ev["score"], [bool(flags.get(str(d), False)) for d in ev["doc_id"]], float(t))
-                row.update(
-                    tpr_retrieved_fpr=level,
-                    tpr_retrieved=c["tpr"],
-                    tpr_retrieved_lo=c["lo"],
-                    tpr_retrieved_hi=c["hi"],
-                    n_retrieved_members=c["n"],
-                )
+        ev = df[(df["variant"] == v) & (df["role"] == "eval") & (df["label"] == 1)]
+        if flags is not None and len(ev):
+            hit = [bool(flags.get(str(d), False)) for d in ev["doc_id"]]
+            row["n_retrieved_members"] = int(sum(hit))
+            t = r.get(f"threshold_fpr_{fpr_key(level)}") if level is not None else None
+            if t is not None and t == t:  # else no level is resolvable: n only (the table prints n/e)
+                c = conditional_tpr(ev["score"], hit, float(t))
+                row.update(tpr_retrieved_fpr=level, tpr_retrieved=c["tpr"], tpr_retrieved_lo=c["lo"])
+                row["tpr_retrieved_hi"] = c["hi"]
         rows.append(row)
     return pd.DataFrame(rows, columns=RETRIEVED_COLUMNS, index=metrics_df.index)

@@ -115,12 +115,14 @@ def tpr_cell(row, key: str, realized: bool = True) -> str:
 def retrieved_cell(row) -> str:
     """``"0.40 [0.20, 0.63] (n=10 at 5% FPR)"``: TPR among the evaluation members the target retrieved
     (``tpr_retrieved``, Wilson interval, ``n_retrieved_members``, at the reference threshold of the level
-    ``tpr_retrieved_fpr``); "n/a" where the target does not say what it retrieved; "–" for a row
-    without metrics (a skipped variant)."""
+    ``tpr_retrieved_fpr``); "n/a" where the target does not say what it retrieved; "n/e" where no
+    configured FPR level is resolvable; "–" for a row without metrics (a skipped variant)."""
     g = row.get
     n = g("n_retrieved_members")
     if _missing(n):
         return DASH if _missing(g("auc")) else NOT_AVAILABLE
+    if _missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
+        return NOT_ESTIMABLE
     level = f"{round(100 * float(g('tpr_retrieved_fpr')), 6):g}%"
     return f"{format_ci(g('tpr_retrieved'), g('tpr_retrieved_lo'), g('tpr_retrieved_hi'))} (n={int(n)} at {level} FPR)"
 
@@ -133,6 +135,7 @@ RETRIEVED_NOTE = (
     "threshold as that TPR@x%FPR column, never refitted), with the number n of such members and a 95% Wilson "
     "interval (tpr_retrieved, tpr_retrieved_lo/_hi, n_retrieved_members, tpr_retrieved_fpr in the CSV; the "
     "share of all queries is candidate_retrieved_rate); n/a = the target does not say what it retrieved; "
+    "n/e = no configured FPR level is resolvable; "
     f"{DASH} (n=0) = none of the members was retrieved."
 )
 
