@@ -83,7 +83,8 @@ def run_canary_remote(spec: TargetSpec, exp: CanaryExperiment, log) -> dict:
     """The query pool of ``exp`` sent to a remote target whose store holds the canaries."""
     from ..rag.remote import remote_target
 
-    with remote_target(spec, log) as rag:
+    # with remote.sources_path its sources are matched to the canary documents (read by no count here)
+    with remote_target(spec, log, exp.kb[["doc_id", "text", "title"]]) as rag:
         answers = _ask(rag, exp.queries)
     return _result(spec.name, exp.seed, exp, answers)
 
