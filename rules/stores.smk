@@ -37,7 +37,7 @@ def store_cleanup_files(wc):
 def store_canary_files(target):
     """The canary dataset's corpus, and the split's members and candidates the canaries must not be
     built from when it is the target's dataset (ragmi.audit.canary_run.canary_exclude): inputs of
-    store_insert and of the target's canaries job. None when the game plants no canaries."""
+    store_insert and of the target's canaries job; none when the game plants no canaries."""
     if store_canary_seed(config, target) is None:
         return {}
     dataset = config["targets"][target]["datasets"][0]
