@@ -59,6 +59,11 @@ rule leakage:
 
 
 def canary_inputs(wc):
+    if store_target_of(config, wc.target):  # the service answers while its store holds the canaries
+        files = store_canary_files(wc.target)  # rules/stores.smk: the same files as the insert's
+        files["corpus"] = files.pop("canary_corpus")
+        files.update(store_insert_files(wc))
+        return files
     return {"corpus": f"results/corpus/{canary_dataset(config)}.parquet", **model_files(wc.target)}
 
 

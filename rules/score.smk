@@ -27,6 +27,7 @@ rule metrics:
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
     output:
         metrics="results/metrics/{dataset}/{target}/{attack}.csv",
+        retrieval="results/metrics/{dataset}/{target}/{attack}.retrieval.parquet",
     params:
         fprs=config["metrics"]["fprs"],
         dataset_source=lambda wc: config["datasets"][wc.dataset]["source"],

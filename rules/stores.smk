@@ -1,10 +1,12 @@
 # The membership game in a target's own vector store (targets.<t>.store; docs/vector-stores.md):
-# store_insert puts the split's members into the collection (manifest first), every generate job of
-# the target waits for it, store_cleanup removes exactly what was inserted once every query is
+# store_insert puts the split's members (and, for a canary target of the audit, one seed's canary
+# documents) into the collection (manifest first), every generate job of the target and its canaries
+# job wait for it, store_cleanup removes exactly what was inserted once every query is
 # answered, and every score job of the target waits for that. The Snakefile's onerror handler (and
 # `python -m ragmi store-cleanup` after a SIGKILL) removes a game a failed run left behind.
 from types import SimpleNamespace as Namespace
 
+from ragmi.audit.plan import canary_dataset, store_canary_seed
 from ragmi.config import store_target_of
 
 STORES = sorted(config["stores"])
@@ -32,6 +34,34 @@ def store_cleanup_files(wc):
     return {"store_cleanup": f"{store_dir(wc.target)}/cleanup.json"}
 
 
+def store_canary_files(target):
+    """The canary dataset's corpus, and the split's members and candidates the canaries must not be
+    built from when it is the target's dataset (ragmi.audit.canary_run.canary_exclude): inputs of
+    store_insert and of the target's canaries job; none when the game plants no canaries."""
+    if store_canary_seed(config, target) is None:
+        return {}
+    dataset = config["targets"][target]["datasets"][0]
+    files = {"canary_corpus": f"results/corpus/{canary_dataset(config)}.parquet"}
+    if canary_dataset(config) == dataset:
+        files["canary_exclude"] = [f"results/split/{dataset}/{c}.parquet" for c in ("members", "candidates")]
+    return files
+
+
+def store_insert_inputs(wc):
+    dataset = config["targets"][wc.target]["datasets"][0]
+    return {"members": f"results/split/{dataset}/members.parquet", **store_canary_files(wc.target)}
+
+
+def store_cleanup_inputs(wc):
+    """The insert marker, every response shard of the target, and its canary results: the store is
+    cleaned up once every query of the game is answered."""
+    files = {"marker": f"results/stores/{wc.store}/{wc.target}/inserted.json", "responses": store_responses(wc)}
+    seed = store_canary_seed(config, wc.target)
+    if seed is not None:
+        files["canaries"] = f"results/audit/canaries/{wc.target}/{seed}.json"
+    return files
+
+
 def store_responses(wc):
     """Every response shard of the target: the store is cleaned up once all of them exist."""
     dataset = config["targets"][wc.target]["datasets"][0]
@@ -43,7 +73,7 @@ def store_responses(wc):
 
 rule store_insert:
     input:
-        members=lambda wc: f"results/split/{config['targets'][wc.target]['datasets'][0]}/members.parquet",
+        unpack(store_insert_inputs),
     output:
         marker=temp("results/stores/{store}/{target}/inserted.json"),
     params:
@@ -53,6 +83,8 @@ rule store_insert:
         dataset=lambda wc: config["targets"][wc.target]["datasets"][0],
         manifest="results/stores/{store}/{target}/manifest.json",
         seed=SEED,
+        canary_seed=lambda wc: store_canary_seed(config, wc.target),
+        canary_max_tokens=config["audit"]["canary_max_tokens"],
     priority: 1
     log:
         "logs/stores/{store}/{target}.insert.log",
@@ -66,8 +98,7 @@ rule store_insert:
 
 rule store_cleanup:
     input:
-        marker="results/stores/{store}/{target}/inserted.json",
-        responses=store_responses,
+        unpack(store_cleanup_inputs),
     output:
         record="results/stores/{store}/{target}/cleanup.json",
     params:

@@ -24,7 +24,7 @@ from ragmi.errors import ConfigError, DataError
 pytest.importorskip("chromadb", reason="chromadb is not installed (requirements/stores.txt)")
 
 from ragmi.stores import REGISTRY, open_store  # noqa: E402
-from ragmi.stores.base import cleanup, insert_members, pending_manifests  # noqa: E402
+from ragmi.stores.base import cleanup, game_aliases, insert_members, pending_manifests  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -60,6 +60,36 @@ def fake_embed(texts):
 
 def snapshot(col):
     return col.count(), sorted(col.get(include=[])["ids"])
+
+
+def test_canaries_go_in_with_the_members_and_out_with_them(server, tmp_path):
+    """The audit's canary documents are inserted by the same call into the same manifest and removed by
+    the same cleanup; the members' store ids name their doc ids (game_aliases), the canaries' do not."""
+    col = user_collection(server, "game-canary")
+    before = snapshot(col)
+    store = open_store("s", spec(server, "game-canary"))
+    path = tmp_path / "stores" / "s" / "t" / "manifest.json"
+    canaries = pd.DataFrame(
+        {"doc_id": ["c1", "c2", "c3"], "text": [f"Contact: operator_{i}@acmetest-internal.canary." for i in (1, 2, 3)]}
+    )
+    m = insert_members(
+        store, members(5), path, target="t", dataset="d", seed=1, embed=fake_embed, batch_size=4, canaries=canaries
+    )
+    assert len(m["planned"]) == 8 and m["planned"][5:] == m["canaries"]
+    assert all(i.startswith(f"ragmi-{m['run_key']}-canary-") for i in m["canaries"])
+    got = col.get(ids=m["canaries"], include=["documents", "metadatas"])
+    assert sorted(got["documents"]) == sorted(canaries["text"])
+    assert {x["ragmi_role"] for x in got["metadatas"]} == {"canary"}
+    assert col.count() == before[0] + 8
+    aliases = game_aliases(path)
+    assert aliases == {i: f"d{k}" for k, i in enumerate(m["planned"][:5])}
+    # the run key depends on the canaries: a game without them never shares its ids
+    cleanup(store, path)
+    assert snapshot(col) == before
+    plain = insert_members(store, members(5), path, target="t", dataset="d", seed=1, embed=fake_embed, batch_size=4)
+    assert plain["run_key"] != m["run_key"] and plain["canaries"] == []
+    cleanup(store, path)
+    assert snapshot(col) == before
 
 
 def test_registry():
@@ -337,3 +367,50 @@ def test_the_config_readme_stores_example_validates():
     stores = validate_config(cfg)["stores"]
     assert {s["kind"] for s in stores.values()} == set(REGISTRY)
     assert stores["prod-pg"]["port"] == 5432 and stores["prod-qdrant"]["api_key_env"] == "QDRANT_API_KEY"
+
+
+def test_a_store_target_is_a_canary_target_of_one_seed():
+    from ragmi.audit.plan import canary_files, canary_targets, store_canary_seed
+    from ragmi.config import validate_config
+
+    cfg = _cfg(store="s", datasets=["syn"])
+    cfg["defenses"] = {"shuffle": {"kind": "rerank", "mode": "shuffle"}}
+    guard = {
+        "retriever": "minilm-cosine",
+        "generator": "g",
+        "defenses": ["shuffle"],
+        "attacks": [],
+        "datasets": ["syn"],
+    }
+    cfg["targets"]["guard"] = guard
+    cfg["audit"] = {"canary_seeds": [102, 101, 103]}
+    v = validate_config(cfg)
+    assert canary_targets(v) == ["svc"]  # by default: it runs attacks; guard runs none
+    assert store_canary_seed(v, "svc") == 102 and store_canary_seed(v, "guard") is None
+    assert canary_files(v) == ["results/audit/canaries/svc/102.json"]
+    # without a defended target there is no audit, so no canaries in the store
+    plain = validate_config(_cfg(store="s", datasets=["syn"]))
+    assert store_canary_seed(plain, "svc") is None and canary_files(plain) == []
+    # named explicitly: a remote target with a store may be a canary target, one without may not
+    cfg["audit"]["canary_targets"] = ["svc"]
+    assert validate_config(cfg)["audit"]["canary_targets"] == ["svc"]
+    cfg["targets"]["other"] = {"kind": "remote", "remote": {"url": "http://127.0.0.1:2/v1"}}
+    cfg["audit"]["canary_targets"] = ["svc", "other"]
+    with pytest.raises(ConfigError, match="audit.canary_targets.1: 'other' is a remote target"):
+        validate_config(cfg)
+
+
+def test_store_canaries_avoid_the_split_and_need_fifty_documents():
+    from ragmi.audit.canary_run import store_base_documents, store_canary_experiment
+
+    corpus = pd.DataFrame(
+        {"doc_id": [f"d{i:03d}" for i in range(80)], "text": [f"Record {i}. It is long. Really." for i in range(80)]}
+    ).assign(title="")
+    base = store_base_documents(corpus, [f"d{i:03d}" for i in range(0, 30)])
+    assert len(base) == 50 and base["doc_id"].iloc[0] == "d030"
+    with pytest.raises(DataError, match="need 50 documents of the canary dataset"):
+        store_base_documents(corpus, [f"d{i:03d}" for i in range(0, 31)])
+    a = store_canary_experiment(corpus, ["d000"], 101, 24)
+    b = store_canary_experiment(corpus, ["d000"], 101, 24)
+    assert a.kb.equals(b.kb) and a.queries.equals(b.queries)  # the insert and the queries agree
+    assert "d000" not in set(a.kb["doc_id"])

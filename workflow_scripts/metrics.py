@@ -1,11 +1,12 @@
-"""Rule metrics: thresholds on the reference set, numbers on the evaluation set, costs per candidate."""
+"""Rule metrics: thresholds on the reference set, numbers on the evaluation set, costs per candidate, and
+per query whether the candidate's own document was retrieved (the TPR conditional on retrieval)."""
 
 import pandas as pd
 
 from ragmi.attacks.base import SKIPPED_COLUMN, split_skipped
-from ragmi.costs import costs_by_variant
-from ragmi.io import atomic_write_text
-from ragmi.metrics import evaluate
+from ragmi.costs import costs_by_variant, query_retrieval, retrieved_by_variant
+from ragmi.io import atomic_write_parquet, atomic_write_text
+from ragmi.metrics import evaluate, retrieved_tpr
 from ragmi.workflow import read_responses, run_step
 
 
@@ -20,6 +21,9 @@ def main(smk, log):
     df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
     costs = costs_by_variant(df, queries, responses, materials, labels)
     out = evaluate(df, fprs=list(p.fprs), n_boot=int(p.n_boot), seed=int(p.seed), costs=costs)
+    flags = query_retrieval(queries, responses)
+    atomic_write_parquet(flags, smk.output.retrieval)
+    out = pd.concat([out, retrieved_tpr(df, out, retrieved_by_variant(df, queries, flags), list(p.fprs))], axis=1)
     for i, (col, val) in enumerate([("dataset", w.dataset), ("target", w.target), ("attack", w.attack)]):
         out.insert(i, col, val)
     if len(skipped):  # variants not computed (a target without log-probabilities): a row with the note

@@ -584,15 +584,17 @@ def _check_target_attacks(cfg: dict) -> None:
 
 
 def _check_audit(cfg: dict) -> None:
-    """The audit's canary targets (in-process ones), canary dataset and MI attack are defined."""
+    """The audit's canary targets (in-process ones, or remote ones with a store), canary dataset and MI
+    attack are defined."""
     audit = cfg.setdefault("audit", {})
     for i, t in enumerate(audit.get("canary_targets") or []):
         if t not in cfg["targets"]:
             raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
-        if is_external(cfg["targets"][t]):
+        if is_external(cfg["targets"][t]) and not cfg["targets"][t].get("store"):
             raise ConfigError(
                 f"config key audit.canary_targets.{i}: {t!r} is a {cfg['targets'][t]['kind']} target; the canary "
-                "experiment builds its own knowledge base, which a service or chain of its own cannot be given"
+                "experiment builds its own knowledge base, which a service or chain of its own cannot be given "
+                "(a remote target with a store can: the membership game plants the canaries in its collection)"
             )
     if audit.get("canary_dataset") is not None and audit["canary_dataset"] not in cfg["datasets"]:
         raise ConfigError(

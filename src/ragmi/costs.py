@@ -169,3 +169,39 @@ def costs_by_variant(
         }
         for v, g in scores.groupby("variant")
     }
+
+
+def query_retrieval(queries: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """Per answered query whether its candidate's own document was retrieved: ``query_id``, ``doc_id``,
+    ``candidate_retrieved`` (True / False; NA where the response's ``retrieved_ids`` are unknown: a
+    remote target without ``sources_path``, a python target that returns no ids)."""
+    df = queries[["query_id", "doc_id"]].merge(
+        responses[["query_id", "retrieved_ids"]], on="query_id", how="inner", validate="one_to_one"
+    )
+    flags = [
+        pd.NA if r is None or (isinstance(r, float) and r != r) else str(d) in {str(x) for x in r}
+        for d, r in zip(df["doc_id"], df["retrieved_ids"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "query_id": df["query_id"].astype(str),
+            "doc_id": df["doc_id"].astype(str),
+            "candidate_retrieved": pd.array(flags, dtype="boolean"),
+        }
+    )
+
+
+def retrieved_by_variant(scores: pd.DataFrame, queries: pd.DataFrame, flags: pd.DataFrame) -> dict:
+    """``{variant: {doc_id: retrieved}}``: a candidate is retrieved for a variant when its own
+    document was retrieved for at least one of the queries the variant reads (:func:`variant_queries`);
+    ``None`` for a variant none of whose queries' retrieved ids are known."""
+    out: dict = {}
+    for v in sorted(scores["variant"].astype(str).unique()):
+        ids = set(variant_queries(queries, v)["query_id"].astype(str))
+        f = flags[flags["query_id"].isin(ids)]
+        known = f[f["candidate_retrieved"].notna()]
+        if known.empty:
+            out[v] = None
+            continue
+        out[v] = {str(d): bool(g.any()) for d, g in known.groupby("doc_id")["candidate_retrieved"]}
+    return out

@@ -557,3 +557,88 @@ def evaluate(
         for c in cost_cols:
             out[c] = [costs.get(v, {}).get(c, np.nan) for v in variants]
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# TPR conditional on retrieval
+# --------------------------------------------------------------------------------------------
+Z95 = 1.959963984540054
+RETRIEVED_COLUMNS = [
+    "tpr_retrieved_fpr",
+    "tpr_retrieved",
+    "tpr_retrieved_lo",
+    "tpr_retrieved_hi",
+    "n_retrieved_members",
+]
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes out of ``n`` (NaN, NaN when n = 0)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def lowest_resolvable_fpr(fprs: Iterable[float], n_ref_nonmembers) -> float | None:
+    """The lowest non-zero level of ``fprs`` that ``n_ref_nonmembers`` resolve (:func:`fpr_estimable`;
+    every level when the size is unknown, NaN), else 0 when it is configured, else None: the level of
+    the summary table's TPR."""
+    levels = sorted(float(f) for f in fprs)
+    unknown = n_ref_nonmembers is None or n_ref_nonmembers != n_ref_nonmembers
+    ok = [f for f in levels if f > 0 and (unknown or fpr_estimable(f, int(n_ref_nonmembers)))]
+    if ok:
+        return ok[0]
+    return 0.0 if 0.0 in levels else None
+
+
+def conditional_tpr(member_scores: Sequence[float], condition: Sequence[bool], threshold: float) -> dict:
+    """TPR at ``threshold`` (a member is positive when its score >= threshold, as for ``tpr_at_fpr``)
+    over the members for which ``condition`` holds, with its n and 95% Wilson interval:
+    ``{"n", "k", "tpr", "lo", "hi"}`` (tpr, lo, hi NaN when n = 0)."""
+    s = np.asarray(member_scores, dtype=float)
+    c = np.asarray(condition, dtype=bool)
+    if s.shape != c.shape:
+        raise ValueError(f"conditional_tpr: {s.size} scores but {c.size} condition flags")
+    n = int(c.sum())
+    k = int((s[c] >= threshold).sum())
+    lo, hi = wilson(k, n)
+    return {"n": n, "k": k, "tpr": k / n if n else float("nan"), "lo": lo, "hi": hi}
+
+
+def retrieved_tpr(
+    scores_df: pd.DataFrame,
+    metrics_df: pd.DataFrame,
+    retrieved: Mapping[str, Mapping[str, bool] | None],
+    fprs: Sequence[float] = DEFAULT_FPRS,
+) -> pd.DataFrame:
+    """The ``RETRIEVED_COLUMNS`` of every row of ``metrics_df`` (:func:`evaluate`'s output), in its order.
+
+    ``retrieved[variant]`` maps each candidate's ``doc_id`` to whether its own document was retrieved
+    for at least one of the variant's queries; None (or a missing variant) when the target does not
+    say what it retrieved: every column NaN.  For a variant with flags, the threshold is the
+    reference-set threshold of :func:`lowest_resolvable_fpr` (``threshold_fpr_<k>`` of the row,
+    never refitted here) and the TPR is taken over the *evaluation* members whose flag is True
+    (:func:`conditional_tpr`); members without a flag count as not retrieved.  Where no configured level
+    is resolvable (no 0 level and too few reference non-members) only ``n_retrieved_members`` is set."""
+    df = check_scores_frame(scores_df)
+    rows = []
+    for _, r in metrics_df.iterrows():
+        v = str(r["variant"])
+        flags = retrieved.get(v)
+        row = dict.fromkeys(RETRIEVED_COLUMNS, float("nan"))
+        level = lowest_resolvable_fpr(fprs, r.get("n_ref_nonmembers"))
+        ev = df[(df["variant"] == v) & (df["role"] == "eval") & (df["label"] == 1)]
+        if flags is not None and len(ev):
+            hit = [bool(flags.get(str(d), False)) for d in ev["doc_id"]]
+            row["n_retrieved_members"] = int(sum(hit))
+            t = r.get(f"threshold_fpr_{fpr_key(level)}") if level is not None else None
+            if t is not None and t == t:  # else no level is resolvable: n only (the table prints n/e)
+                c = conditional_tpr(ev["score"], hit, float(t))
+                row.update(tpr_retrieved_fpr=level, tpr_retrieved=c["tpr"], tpr_retrieved_lo=c["lo"])
+                row["tpr_retrieved_hi"] = c["hi"]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=RETRIEVED_COLUMNS, index=metrics_df.index)

@@ -27,19 +27,9 @@ import re
 
 import pandas as pd
 
+from ..metrics import wilson
+
 LABELLINGS = ("positive", "negative")
-Z95 = 1.959963984540054
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of ``k`` successes out of ``n`` (NaN, NaN when n = 0)."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def detector_flags(responses: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,12 @@
 
 The audit runs when at least one target has defenses: a hook inventory per (dataset, defended
 target), the leakage of every extraction attack (an attack class with ``extraction = True``) per
-(dataset, target) that runs it, and the canary experiment per (canary target, seed).
+(dataset, target) that runs it, and the canary experiment per (canary target, seed).  A canary
+target with a store (``targets.<t>.store``: a remote service over the user's collection) gets the
+canaries of one seed, the first of ``audit.canary_seeds`` (:func:`canary_seeds`): the membership game
+plants that seed's knowledge base in the collection (rules/stores.smk), and every seed's knowledge base
+holds the same 50 addresses in the same base documents, so two seeds in one collection would each
+count the other's canaries.
 
 A leakage file counts only the attack's *leakage runs*, the variants whose queries never contain
 their candidate (:func:`leakage_variants`: ``extraction/targeted`` and ``extraction/generic`` when
@@ -16,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..attacks import attack_class
-from ..config import is_external, runs, target_attacks, target_datasets
+from ..config import is_external, runs, store_target_of, target_attacks, target_datasets
 
 
 def defended_targets(cfg: Mapping) -> list[str]:
@@ -58,9 +63,23 @@ def canary_targets(cfg: Mapping) -> list[str]:
         else sorted(
             t
             for t, c in cfg["targets"].items()
-            if target_attacks(cfg, t) and c["control"] == "none" and not is_external(c)
+            if target_attacks(cfg, t) and c["control"] == "none" and (not is_external(c) or c.get("store"))
         )
     )
+
+
+def canary_seeds(cfg: Mapping, target: str) -> list[int]:
+    """The canary seeds of ``target``: every one of ``audit.canary_seeds``; the first only for a
+    target with a store (see the module's docstring)."""
+    seeds = [int(s) for s in cfg["audit"]["canary_seeds"]]
+    return seeds[:1] if store_target_of(cfg, target) else seeds
+
+
+def store_canary_seed(cfg: Mapping, target: str) -> int | None:
+    """The seed whose canaries the store game of ``target`` plants (None: it plants none)."""
+    if not store_target_of(cfg, target) or target not in canary_targets(cfg) or not audited(cfg):
+        return None
+    return canary_seeds(cfg, target)[0]
 
 
 def mi_attack(cfg: Mapping) -> str | None:
@@ -95,7 +114,7 @@ def leakage_files(cfg: Mapping) -> list[str]:
 def canary_files(cfg: Mapping) -> list[str]:
     if not audited(cfg):
         return []
-    return [f"results/audit/canaries/{t}/{s}.json" for t in canary_targets(cfg) for s in cfg["audit"]["canary_seeds"]]
+    return [f"results/audit/canaries/{t}/{s}.json" for t in canary_targets(cfg) for s in canary_seeds(cfg, t)]
 
 
 def mi_metrics_files(cfg: Mapping) -> list[str]:

@@ -98,13 +98,17 @@ class SourceMatcher:
 
     A value naming several documents (a shared title, a passage two of them contain) names each; a
     value naming none is kept as ``remote:<value>``, so it can never be mistaken for a candidate id.
+    ``aliases`` maps other values to a document's ``doc_id`` whatever ``how`` is: the ids the membership
+    game wrote its members under in the target's store (``<id_prefix><run key>-<doc_id>``, from the
+    game's manifest; docs/vector-stores.md), which a service reports as the ids of its sources.
     """
 
     MIN_PASSAGE = 32
     UNMATCHED = "remote:"
 
-    def __init__(self, documents, how: str):
+    def __init__(self, documents, how: str, aliases: Mapping[str, str] | None = None):
         self.how = how
+        self.aliases = {str(k): str(v) for k, v in (aliases or {}).items()}
         self.ids = [str(d) for d in documents["doc_id"]]
         if how == "title":
             keys = [_fold(t) for t in documents["title"]]
@@ -122,6 +126,8 @@ class SourceMatcher:
                     self.index.setdefault(k, []).append(d)
 
     def match(self, value: str) -> list[str]:
+        if value in self.aliases:
+            return [self.aliases[value]]
         if self.how == "text":
             v = _fold(value)
             hits = [d for k, d in zip(self.keys, self.ids) if len(v) >= self.MIN_PASSAGE and v in k]
@@ -892,9 +898,10 @@ class RemoteTarget:
 
 
 @contextlib.contextmanager
-def remote_target(spec, log, documents=None):
+def remote_target(spec, log, documents=None, aliases=None):
     """The :class:`RemoteTarget` of a ``TargetSpec`` of kind remote (``ragmi.rag.factory``);
-    ``documents`` (doc_id, text, title of the candidates) when ``sources_path`` is set."""
+    ``documents`` (doc_id, text, title of the candidates) when ``sources_path`` is set, and ``aliases``
+    (the store game's ids of the members, :class:`SourceMatcher`) when the target has a store."""
     cfg = spec.target["remote"]
     where = f"targets.{spec.name}.remote"
     budget = RequestBudget.for_run(cfg["max_requests"], spec.cache_dir, spec.name, where)
@@ -905,7 +912,7 @@ def remote_target(spec, log, documents=None):
         if "sources_path" in cfg:
             if documents is None:
                 raise ConfigError(f"{where}.sources_path: the candidate documents to match the sources to are missing")
-            matcher = SourceMatcher(documents, cfg["sources_match"])
+            matcher = SourceMatcher(documents, cfg["sources_match"], aliases)
         yield RemoteTarget(gen, cfg["logprobs"], spec.temperature, spec.seed, log, cfg["send_query_id"], matcher)
     finally:
         if gen.stats["requests"]:

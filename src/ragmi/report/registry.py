@@ -516,6 +516,9 @@ _TABLES += [
             "visible as the gap.",
             "Fisher p: one-sided exact test of the target's total against the undefended target's, treating "
             "canaries as independent (they are grouped by seed: read the per-seed pattern first).",
+            "A remote target with a store: one seed (the first of audit.canary_seeds), its knowledge base planted "
+            "in the service's own collection by the membership game and the query pool sent to the service; its "
+            "before-output-hooks count is the service's answer (docs/vector-stores.md).",
         ),
         inputs=lambda cfg: {"canaries": audit_plan.canary_files(cfg)},
         build=_canaries,

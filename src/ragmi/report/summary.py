@@ -52,6 +52,10 @@ COLUMNS = [
     "tpr_lo",
     "tpr_hi",
     "tpr_note",
+    "tpr_retrieved",
+    "tpr_retrieved_lo",
+    "tpr_retrieved_hi",
+    "n_retrieved_members",
     QUERIES,
     PROMPT_TOKENS,
     OUTPUT_TOKENS,
@@ -167,6 +171,10 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 "tpr_lo": tpr_lo,
                 "tpr_hi": tpr_hi,
                 "tpr_note": tpr_note,
+                # TPR | retrieved at the same level (ragmi.metrics.retrieved_tpr): in the CSV only, the
+                # Markdown table keeps its 10 columns (attack_comparison.md shows it)
+                **{c: _num(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
+                "n_retrieved_members": _num(r.get("n_retrieved_members")),
                 QUERIES: _num(r.get(QUERIES)),
                 PROMPT_TOKENS: pt,
                 OUTPUT_TOKENS: ot,
@@ -178,7 +186,7 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
             }
         )
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("n_members", "n_nonmembers", "n_ref_members", "n_ref_nonmembers"):
+    for c in ("n_members", "n_nonmembers", "n_ref_members", "n_ref_nonmembers", "n_retrieved_members"):
         out[c] = out[c].astype("Int64")  # integers in the CSV (50, not 50.0); missing stays empty
     return out
 

@@ -9,7 +9,9 @@ apart and never compared with a paper.  A footnote states the protocol: threshol
 reference set and applied to the evaluation set, stratified bootstrap CIs, and the meaning of TPR@FPR
 (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  A TPR@x%FPR cell the reference set
 cannot resolve (fewer than 1/x reference non-members: :func:`ragmi.metrics.fpr_estimable`) prints
-"n/e" (not estimable), with a footnote saying why.
+"n/e" (not estimable), with a footnote saying why.  "TPR | retrieved" (:func:`retrieved_cell`) is the TPR
+over the evaluation members whose own document the target retrieved for at least one of the
+variant's queries, where the target says what it retrieved.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..metrics import fpr_estimable
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 DASH = "–"
 NOT_ESTIMABLE = "n/e"
+NOT_AVAILABLE = "n/a"
 
 _TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
 
@@ -109,6 +112,34 @@ def tpr_cell(row, key: str, realized: bool = True) -> str:
     return cell
 
 
+def retrieved_cell(row) -> str:
+    """``"0.40 [0.20, 0.63] (n=10 at 5% FPR)"``: TPR among the evaluation members the target retrieved
+    (``tpr_retrieved``, Wilson interval, ``n_retrieved_members``, at the reference threshold of the level
+    ``tpr_retrieved_fpr``); "n/a" where the target does not say what it retrieved; "n/e" where no
+    configured FPR level is resolvable; "–" for a row without metrics (a skipped variant)."""
+    g = row.get
+    n = g("n_retrieved_members")
+    if _missing(n):
+        return DASH if _missing(g("auc")) else NOT_AVAILABLE
+    if _missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
+        return NOT_ESTIMABLE
+    level = f"{round(100 * float(g('tpr_retrieved_fpr')), 6):g}%"
+    return f"{format_ci(g('tpr_retrieved'), g('tpr_retrieved_lo'), g('tpr_retrieved_hi'))} (n={int(n)} at {level} FPR)"
+
+
+RETRIEVED_NOTE = (
+    "TPR | retrieved: the TPR of the evaluation members whose own document the target retrieved for at "
+    "least one of the variant's queries (its retrieved ids: ragmi's own targets, a remote target with "
+    "sources_path, a python target that returns them), at the reference-set threshold of the level named in "
+    "the cell (the lowest configured non-zero FPR level the reference set resolves, else 0%; the same "
+    "threshold as that TPR@x%FPR column, never refitted), with the number n of such members and a 95% Wilson "
+    "interval (tpr_retrieved, tpr_retrieved_lo/_hi, n_retrieved_members, tpr_retrieved_fpr in the CSV; the "
+    "share of all queries is candidate_retrieved_rate); n/a = the target does not say what it retrieved; "
+    "n/e = no configured FPR level is resolvable; "
+    f"{DASH} (n=0) = none of the members was retrieved."
+)
+
+
 def not_estimable_note(n_ref_values: Iterable, keys: Sequence[str]) -> str | None:
     """The footnote explaining "n/e" cells, or None when no row has one."""
     sizes = sorted({int(n) for n in n_ref_values if not _missing(n)})
@@ -144,10 +175,13 @@ def markdown_table(
     keys = _fpr_keys(metrics_df.columns)
     has_bb = "bb_tpr" in metrics_df.columns and metrics_df["bb_tpr"].notna().any()
     has_thr = "threshold_accuracy" in metrics_df.columns
+    has_retr = "n_retrieved_members" in metrics_df.columns
     df = metrics_df.sort_values(groups, kind="stable") if groups else metrics_df
 
     header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy (decision rule)"]
     header += [f"TPR@{k}%FPR" for k in keys]
+    if has_retr:
+        header += ["TPR \\| retrieved"]
     if has_bb:
         header += ["Rule TPR", "Rule FPR"]
     if has_thr:
@@ -164,6 +198,8 @@ def markdown_table(
         cells.append(format_ci(g("auc"), g("auc_lo"), g("auc_hi")))
         cells.append(format_ci(g("accuracy"), g("accuracy_lo"), g("accuracy_hi")))
         cells += [tpr_cell(r, k) for k in keys]
+        if has_retr:
+            cells.append(retrieved_cell(r))
         if has_bb:
             cells.append(format_ci(g("bb_tpr"), g("bb_tpr_lo"), g("bb_tpr_hi")))
             cells.append(format_ci(g("bb_fpr"), g("bb_fpr_lo"), g("bb_fpr_hi")))
@@ -205,6 +241,8 @@ def markdown_table(
             "variant's decision rule on the evaluation set (for RAG-MIA's black box, the paper's "
             f"'Black-Box TPR / FPR'); {DASH} for variants without a rule."
         )
+    if has_retr:
+        lines.append(f"- {_escape(RETRIEVED_NOTE)}")
     lines += [f"- {note}" for note in (notes or [])]
     return "\n".join(lines) + "\n"
 

@@ -88,9 +88,20 @@ def state(store: Store) -> dict:
     return {"count": store.count(), "n_ids": len(ids), "ids_sha256": ids_hash(ids)}
 
 
-def run_key(store: str, collection: str, target: str, dataset: str, seed: int, doc_ids: Iterable[str]) -> str:
-    h = hashlib.sha256(json.dumps([store, collection, target, dataset, seed, sorted(doc_ids)]).encode())
-    return h.hexdigest()[:12]
+def run_key(
+    store: str,
+    collection: str,
+    target: str,
+    dataset: str,
+    seed: int,
+    doc_ids: Iterable[str],
+    canary_ids: Iterable[str] = (),
+) -> str:
+    parts = [store, collection, target, dataset, seed, sorted(doc_ids)]
+    canary_ids = sorted(canary_ids)
+    if canary_ids:  # a game without canaries keeps the key it always had
+        parts.append(canary_ids)
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
 
 
 def game_ids(prefix: str, key: str, doc_ids: Iterable[str]) -> list[str]:
@@ -120,14 +131,19 @@ def insert_members(
     embed: Callable[[list[str]], np.ndarray],
     batch_size: int,
     log: Callable = print,
+    canaries=None,
 ) -> dict:
     """Insert the documents of ``docs`` (a frame: doc_id, text[, title]) into ``store``, the manifest
-    first. Refuses (DataError, nothing written to the store) when an id of the game already exists."""
+    first, then the audit's canary documents ``canaries`` (the same columns; None: none) into the same
+    manifest. Refuses (DataError, nothing written to the store) when an id of the game already exists."""
     path = Path(manifest_path)
     doc_ids = [str(d) for d in docs["doc_id"]]
+    canary_doc_ids = [] if canaries is None else [str(d) for d in canaries["doc_id"]]
     spec = store.spec
-    key = run_key(store.name, spec["collection"], target, dataset, seed, doc_ids)
-    ids = game_ids(spec["id_prefix"], key, doc_ids)
+    key = run_key(store.name, spec["collection"], target, dataset, seed, doc_ids, canary_doc_ids)
+    member_ids = game_ids(spec["id_prefix"], key, doc_ids)
+    canary_ids = game_ids(spec["id_prefix"], f"{key}-canary", canary_doc_ids)
+    ids = member_ids + canary_ids
     if path.exists():
         old = json.loads(path.read_text())
         if old["status"] != "cleaned":
@@ -153,16 +169,23 @@ def insert_members(
         "run_key": key,
         "before": before,
         "planned": ids,
-        "doc_ids": doc_ids,
+        "doc_ids": doc_ids,  # the members', in the order of the first len(doc_ids) planned ids
+        "canaries": canary_ids,
+        "canary_doc_ids": canary_doc_ids,
         "inserted": [],
         "status": "inserting",
     }
     _write(manifest, path)  # before the first write to the store
-    texts = store_texts(docs)
+    texts = store_texts(docs) + ([] if canaries is None else store_texts(canaries))
+    kinds = ["member"] * len(doc_ids) + ["canary"] * len(canary_doc_ids)
+    all_doc_ids = doc_ids + canary_doc_ids
     try:
         for lo in range(0, len(ids), batch_size):
             b_ids, b_texts = ids[lo : lo + batch_size], texts[lo : lo + batch_size]
-            metas = [{"ragmi_game": key, "ragmi_doc_id": d} for d in doc_ids[lo : lo + batch_size]]
+            metas = [
+                {"ragmi_game": key, "ragmi_doc_id": d, "ragmi_role": r}
+                for d, r in zip(all_doc_ids[lo : lo + batch_size], kinds[lo : lo + batch_size])
+            ]
             store.add(b_ids, b_texts, embed(b_texts), metas)
             manifest["inserted"] = ids[: lo + len(b_ids)]
             _write(manifest, path)
@@ -181,8 +204,16 @@ def insert_members(
     manifest["status"] = "inserted"
     manifest["after_insert"] = after
     _write(manifest, path)
-    log(f"inserted {len(ids)} member documents into {store.where()} (count {before['count']} -> {after['count']})")
+    what = f"{len(member_ids)} member documents" + (f" and {len(canary_ids)} canary documents" if canary_ids else "")
+    log(f"inserted {what} into {store.where()} (count {before['count']} -> {after['count']})")
     return manifest
+
+
+def game_aliases(manifest_path: str | Path) -> dict[str, str]:
+    """{store id: doc_id} of the game's members (not its canaries): a service that reports the ids of
+    the sources it retrieved names the members by these (``ragmi.rag.remote.SourceMatcher``)."""
+    m = json.loads(Path(manifest_path).read_text())
+    return dict(zip(m["planned"][: len(m["doc_ids"])], m["doc_ids"], strict=True))
 
 
 def cleanup(store: Store, manifest_path: str | Path, record_path: str | Path | None = None, log=print) -> dict:
