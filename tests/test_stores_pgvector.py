@@ -12,8 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from pg_server import pg_server
+from store_kill import child_env, start_insert
 
 from ragmi.config import STORE_KIND_KEYS
 from ragmi.errors import ConfigError, DataError
@@ -214,41 +213,17 @@ def test_connection_errors_are_one_sentence(server, monkeypatch):
         open_store("s", spec(server, "game-errors"))
 
 
-KILLED = textwrap.dedent(
-    """
-    import json, sys, time
-    import numpy as np, pandas as pd
-    from ragmi.stores import open_store
-    from ragmi.stores.base import insert_members
-    docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(20)], "text": [f"t{i}" for i in range(20)]})
-    def embed(texts):
-        time.sleep(0.5)
-        return np.ones((len(texts), 16), dtype="float32")
-    insert_members(open_store("s", json.loads(sys.argv[1])), docs, sys.argv[2], target="t", dataset="d", seed=1,
-                   embed=embed, batch_size=2)
-    time.sleep(600)  # 'generation': killed before it ends
-    """
-)
-
-
 def test_sigkill_then_store_cleanup_command(server, tmp_path):
     cid = user_collection(server, "game-kill")
     before = snapshot(server, cid)
     path = tmp_path / "results" / "stores" / "s" / "t" / "manifest.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), *sys.path]))
-    s = json.dumps(spec(server, "game-kill", batch_size=2))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, s, str(path)], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if path.exists() and len(json.loads(path.read_text())["inserted"]) >= 4:
-            break
-        time.sleep(0.1)
+    proc = start_insert(spec(server, "game-kill", batch_size=2), path)
     proc.send_signal(signal.SIGKILL)  # mid-insert: part of the members are in, the manifest says which
     proc.wait()
     assert json.loads(path.read_text())["status"] == "inserting"
     assert 4 <= snapshot(server, cid)[0] - 30 < 20
     cmd = [sys.executable, "-m", "ragmi", "store-cleanup", "--results", str(tmp_path / "results")]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "removed" in out.stdout and PASSWORD not in out.stdout + out.stderr
     assert snapshot(server, cid) == before

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from store_kill import child_env, start_insert
 
 from ragmi.config import STORE_KIND_KEYS
 from ragmi.errors import ConfigError, DataError
@@ -109,7 +107,8 @@ def test_insert_then_cleanup_restores_the_collection(tmp_path):
     assert count == 40 and {point_id(i) for i in m["planned"]} <= set(ids)
     (rec,) = store.client.retrieve("c", ids=[point_id(m["planned"][0])], with_payload=True)
     assert rec.payload["page_content"] == "member text 0"
-    assert rec.payload["metadata"] == {"ragmi_game": m["run_key"], "ragmi_doc_id": "d0", "ragmi_id": m["planned"][0]}
+    want = {"ragmi_game": m["run_key"], "ragmi_doc_id": "d0", "ragmi_role": "member", "ragmi_id": m["planned"][0]}
+    assert rec.payload["metadata"] == want
     assert store.existing([m["planned"][1], "ragmi-not-there"]) == [m["planned"][1]]
     rec = cleanup(store, path)
     assert rec["restored"] and rec["deleted"] == 10
@@ -192,43 +191,20 @@ def test_missing_collection_and_api_key_are_one_sentence(tmp_path, monkeypatch):
         open_store("s", s)
 
 
-KILLED = textwrap.dedent(
-    """
-    import json, sys, time
-    import numpy as np, pandas as pd
-    from ragmi.stores import open_store
-    from ragmi.stores.base import insert_members
-    docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(20)], "text": [f"t{i}" for i in range(20)]})
-    def embed(texts):
-        time.sleep(0.5)
-        return np.ones((len(texts), 16), dtype="float32")
-    insert_members(open_store("s", json.loads(sys.argv[1])), docs, sys.argv[2], target="t", dataset="d", seed=1,
-                   embed=embed, batch_size=2)
-    time.sleep(600)  # 'generation': killed before it ends
-    """
-)
-
-
 def test_sigkill_then_store_cleanup_command(tmp_path):
     db = tmp_path / "db"
     user_collection(db, "c")
     with client(db) as c:
         before = snapshot(c, "c")
     path = tmp_path / "results" / "stores" / "s" / "t" / "manifest.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), *sys.path]))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, json.dumps(spec(db, "c", batch_size=2)), str(path)], env=env)
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if path.exists() and len(json.loads(path.read_text())["inserted"]) >= 4:
-            break
-        time.sleep(0.1)
+    proc = start_insert(spec(db, "c", batch_size=2), path)
     proc.send_signal(signal.SIGKILL)  # mid-insert: part of the members are in, the manifest says which
     proc.wait()
     assert json.loads(path.read_text())["status"] == "inserting"
     with client(db) as c:
         assert 4 <= snapshot(c, "c")[0] - 30 < 20
     cmd = [sys.executable, "-m", "ragmi", "store-cleanup", "--results", str(tmp_path / "results")]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "removed" in out.stdout
     with client(db) as c:

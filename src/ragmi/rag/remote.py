@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ..cache import ResponseCache
+from ..config import STREAM_JSON_KEYS
 from ..errors import ConfigError, EndpointError
 from .generators import CachedGenerator, make_request
 
@@ -735,14 +736,7 @@ class _PartialStream(Exception):
     """A streamed answer cut off before its end marker: not an answer (retried, then an error)."""
 
 
-STREAM_KEYS = (
-    "stream_path",
-    "stream_event_path",
-    "stream_text_events",
-    "stream_end_event",
-    "stream_error_event",
-    "stream_replace_event",
-)
+STREAM_KEYS = STREAM_JSON_KEYS  # one list, checked by ragmi.config
 SESSION_KEYS = ("session_open_path", "session_id_path", "session_id")
 
 
