@@ -81,3 +81,19 @@ def pg_server():
             proc.wait()
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def langchain_schema(admin, password: str) -> None:
+    """The pgvector extension, the login role ``ragmi`` with ``password`` and LangChain's PGVector
+    tables (langchain-postgres' ``langchain_pg_collection`` and ``langchain_pg_embedding``), granted to
+    it, on the admin connection ``admin``."""
+    admin.execute("CREATE EXTENSION vector")
+    admin.execute(f"CREATE ROLE ragmi LOGIN PASSWORD '{password}'")
+    admin.execute(
+        "CREATE TABLE langchain_pg_collection (uuid uuid PRIMARY KEY, name varchar NOT NULL UNIQUE, cmetadata json)"
+    )
+    admin.execute(
+        "CREATE TABLE langchain_pg_embedding (id varchar PRIMARY KEY, collection_id uuid REFERENCES "
+        "langchain_pg_collection (uuid) ON DELETE CASCADE, embedding vector, document varchar, cmetadata jsonb)"
+    )
+    admin.execute("GRANT ALL ON langchain_pg_collection, langchain_pg_embedding TO ragmi")

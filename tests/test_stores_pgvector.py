@@ -16,10 +16,9 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-from pg_server import pg_server
-from store_kill import child_env, start_insert
+from pg_server import langchain_schema, pg_server
+from store_helpers import DIM, child_env, fake_embed, members, start_insert
 
 from ragmi.config import STORE_KIND_KEYS
 from ragmi.errors import ConfigError, DataError
@@ -29,7 +28,6 @@ from ragmi.stores.base import cleanup, insert_members, pending_manifests
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (requirements/stores.txt)")
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-DIM = 16
 PASSWORD = "s3cret-ragmi-test-pw"
 PW_ENV = "RAGMI_TEST_PG_PASSWORD"
 
@@ -38,18 +36,9 @@ PW_ENV = "RAGMI_TEST_PG_PASSWORD"
 def server():
     with pg_server() as (sockdir, port):
         admin = psycopg.connect(host=sockdir, port=port, user="postgres", dbname="postgres", autocommit=True)
-        admin.execute("CREATE EXTENSION vector")
-        admin.execute(f"CREATE ROLE ragmi LOGIN PASSWORD '{PASSWORD}'")
-        # LangChain's PGVector tables (langchain-postgres), and a plain table with uuid ids
-        admin.execute(
-            "CREATE TABLE langchain_pg_collection (uuid uuid PRIMARY KEY, name varchar NOT NULL UNIQUE, cmetadata json)"
-        )
-        admin.execute(
-            "CREATE TABLE langchain_pg_embedding (id varchar PRIMARY KEY, collection_id uuid REFERENCES "
-            "langchain_pg_collection (uuid) ON DELETE CASCADE, embedding vector, document varchar, cmetadata jsonb)"
-        )
+        langchain_schema(admin, PASSWORD)  # and a plain table with uuid ids
         admin.execute(f"CREATE TABLE plain_docs (id uuid PRIMARY KEY, content text NOT NULL, emb vector({DIM}))")
-        admin.execute("GRANT ALL ON langchain_pg_collection, langchain_pg_embedding, plain_docs TO ragmi")
+        admin.execute("GRANT ALL ON plain_docs TO ragmi")
         os.environ[PW_ENV] = PASSWORD
         yield {"sockdir": sockdir, "port": port, "admin": admin}
         os.environ.pop(PW_ENV, None)
@@ -85,16 +74,6 @@ def spec(server, collection, **kw):
     s.update(collection=collection, password_env=PW_ENV, embedder=None, id_prefix="ragmi-", batch_size=4)
     s.update(kw)
     return s
-
-
-def members(n=10):
-    return pd.DataFrame(
-        {"doc_id": [f"d{i}" for i in range(n)], "text": [f"member text {i}" for i in range(n)], "title": ""}
-    )
-
-
-def fake_embed(texts):
-    return np.random.default_rng(len(texts)).normal(size=(len(texts), DIM)).astype("float32")
 
 
 def test_insert_then_cleanup_restores_the_collection(server, tmp_path):

@@ -15,7 +15,7 @@ import uuid
 import pytest
 import yaml
 from conftest import run_snakemake
-from pg_server import pg_server
+from pg_server import langchain_schema, pg_server
 from stand_in import StandIn, openai_body
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (requirements/stores.txt)")
@@ -34,16 +34,7 @@ def vec_text(v) -> str:
 def pg():
     with pg_server() as (sockdir, port):
         admin = psycopg.connect(host=sockdir, port=port, user="postgres", dbname="postgres", autocommit=True)
-        admin.execute("CREATE EXTENSION vector")
-        admin.execute(f"CREATE ROLE ragmi LOGIN PASSWORD '{PASSWORD}'")
-        admin.execute(
-            "CREATE TABLE langchain_pg_collection (uuid uuid PRIMARY KEY, name varchar NOT NULL UNIQUE, cmetadata json)"
-        )
-        admin.execute(
-            "CREATE TABLE langchain_pg_embedding (id varchar PRIMARY KEY, collection_id uuid REFERENCES "
-            "langchain_pg_collection (uuid) ON DELETE CASCADE, embedding vector, document varchar, cmetadata jsonb)"
-        )
-        admin.execute("GRANT ALL ON langchain_pg_collection, langchain_pg_embedding TO ragmi")
+        langchain_schema(admin, PASSWORD)
         yield {"sockdir": sockdir, "port": port, "admin": admin}
         admin.close()
 

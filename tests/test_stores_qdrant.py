@@ -17,9 +17,8 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-from store_kill import child_env, start_insert
+from store_helpers import DIM, child_env, fake_embed, members, start_insert
 
 from ragmi.config import STORE_KIND_KEYS
 from ragmi.errors import ConfigError, DataError
@@ -33,7 +32,6 @@ from qdrant_client import QdrantClient, models  # noqa: E402
 from ragmi.stores.qdrant import point_id  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-DIM = 16
 
 
 @contextlib.contextmanager
@@ -80,16 +78,6 @@ def spec(db, collection, **kw):
     s.update(embedder=None, id_prefix="ragmi-", batch_size=4)
     s.update(kw)
     return s
-
-
-def members(n=10):
-    return pd.DataFrame(
-        {"doc_id": [f"d{i}" for i in range(n)], "text": [f"member text {i}" for i in range(n)], "title": ""}
-    )
-
-
-def fake_embed(texts):
-    return np.random.default_rng(len(texts)).normal(size=(len(texts), DIM)).astype("float32")
 
 
 ARGS = dict(target="t", dataset="d", seed=1, embed=fake_embed, batch_size=4)

@@ -1,4 +1,5 @@
-"""An insert killed in the middle, for the SIGKILL tests of the store adapters (Qdrant, pgvector).
+"""Shared pieces of the store adapters' tests (Qdrant, pgvector): the member sample, a seeded fake
+embedder, and an insert killed in the middle for the SIGKILL tests.
 
 :func:`start_insert` runs ``insert_members`` in a child process against the store ``spec``
 (20 members of 16-dimensional vectors, two a batch, slowly) and returns once the manifest says at
@@ -15,7 +16,22 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 SRC = Path(__file__).resolve().parents[1] / "src"
+DIM = 16  # the vectors' dimension in both adapters' tests
+
+
+def members(n=10) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"doc_id": [f"d{i}" for i in range(n)], "text": [f"member text {i}" for i in range(n)], "title": ""}
+    )
+
+
+def fake_embed(texts) -> np.ndarray:
+    return np.random.default_rng(len(texts)).normal(size=(len(texts), DIM)).astype("float32")
+
 
 KILLED = textwrap.dedent(
     """
