@@ -49,3 +49,23 @@ def test_slurm_profile_dry_run_asks_for_a_gpu(tmp_path):
     prepare = text[text.index("rule prepare:") :]
     prepare = prepare[: prepare.index("\n\n")]
     assert "gpu=1" in prepare and "slurm_partition=gpu" in prepare
+
+
+RUN_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml") if p.stem not in {"schema", "published"})
+
+
+def test_the_run_configs_are_the_documented_ones():
+    assert {p.stem for p in RUN_CONFIGS} >= {"config", "all_attacks", "all_attacks_1.5b", "powered_1.5b"}
+
+
+@pytest.mark.parametrize("path", [p for p in RUN_CONFIGS if p.stem != "config"], ids=lambda p: p.stem)
+def test_run_config_validates_and_dry_runs_offline(tmp_path, path):
+    """The configs beside the default (config/README.md) run offline: packaged models only, and a DAG."""
+    from ragmi.models import PACKAGED_GGUF
+
+    cfg = load_config(path)
+    for name, gen in cfg["generators"].items():
+        assert gen["model"] in PACKAGED_GGUF, (name, gen["model"])
+    out = dry_run(tmp_path, "--configfile", str(path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "results/tables/summary.md" in out.stdout + out.stderr
