@@ -133,6 +133,12 @@ def test_summary_markdown_is_narrow_and_explains_power():
     assert "Hanley–McNeil 1982" in md and md.endswith("- a note\n")
     assert "coarser here: TPR@0.5% and 1% FPR not estimable with 40 reference non-members; " in md
     assert "; no non-zero FPR level estimable with 3 reference non-members." in md
+    # 5 control intervals (a/leaky and b/inv two each, c/chance one), 2 of them excluding 0.5
+    assert (
+        "- Controls: 2 of 5 control AUC intervals exclude 0.5. With 95% intervals about 0.25 would by chance alone (23% "
+        in md
+    )
+    assert "Controls:" not in summary_markdown(summary_frame(metrics().query("target in ['t', 'pad']"), TARGETS), "S")
 
 
 def scores_csv(path, target, variant, shift, n=20, seed=0, **extra):

@@ -223,6 +223,23 @@ def power_note(df: pd.DataFrame) -> str | None:
     )
 
 
+def controls_note(df: pd.DataFrame) -> str | None:
+    """The footnote that puts the failed controls beside what chance alone gives: with m 95% control
+    intervals, about 0.05·m exclude 0.5 when nothing is wrong (1 − 0.95^m that at least one does, were
+    they independent; the variants of one attack share their answers, so they are not)."""
+    cells = [c for v in df["controls"] if isinstance(v, str) and v for c in v.split("; ")]
+    if not cells:
+        return None
+    m = len(cells)
+    failed = sum(str(d).count(" excludes 0.5") for d in df["verdict_detail"])
+    return (
+        f"Controls: {failed} of {m} control AUC intervals exclude 0.5. With 95% intervals about "
+        f"{0.05 * m:.2g} would by chance alone ({1 - 0.95**m:.0%} that at least one does, were they independent; "
+        "the variants of one attack share their answers): a failed control is a reason to read that attack's "
+        "answers, and its row is not read as a finding either way."
+    )
+
+
 def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
     """At most 10 columns: dataset, target, defenses, attack/variant, n eval, AUC, TPR at the lowest
     resolvable FPR, queries/candidate, tokens/candidate, verdict; then the footnotes."""
@@ -261,6 +278,9 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     power = power_note(df)
     if power:
         lines.append(f"- {power}")
+    controls = controls_note(df)
+    if controls:
+        lines.append(f"- {controls}")
     limited = sorted({n for n in df["tpr_note"] if n})
     if limited:
         lines.append(
