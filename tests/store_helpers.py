@@ -42,7 +42,7 @@ KILLED = textwrap.dedent(
     docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(20)], "text": [f"t{i}" for i in range(20)]})
     def embed(texts):
         time.sleep(0.5)
-        return np.ones((len(texts), 16), dtype="float32")
+        return np.ones((len(texts), int(sys.argv[3])), dtype="float32")
     insert_members(open_store("s", json.loads(sys.argv[1])), docs, sys.argv[2], target="t", dataset="d", seed=1,
                    embed=embed, batch_size=2)
     time.sleep(600)  # 'generation': killed before it ends
@@ -56,7 +56,7 @@ def child_env() -> dict:
 
 
 def start_insert(spec: dict, manifest: Path, n_inserted: int = 4, timeout_s: float = 90) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, json.dumps(spec), str(manifest)], env=child_env())
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, json.dumps(spec), str(manifest), str(DIM)], env=child_env())
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if manifest.exists() and len(json.loads(manifest.read_text())["inserted"]) >= n_inserted:

@@ -164,10 +164,11 @@ def test_served_target_scores_equal_in_process_scores(run):
     # both shard jobs of the run counted their requests in one ledger (the run's budget)
     # (a retry under load counts too: each job's log line says how many requests were retries)
     ledgers = list((work / "results/cache/remote_requests").glob("r.*.count"))
+    assert len(ledgers) == 1
     logs = " ".join(p.read_text() for p in (work / "logs/generate/tiny/r").rglob("*.log"))
     said = [(int(n), int(r)) for n, r in re.findall(r"(\d+) HTTP requests \((\d+) retries", logs)]
     assert len(said) == 2 and sum(n for n, _ in said) == int(ledgers[0].read_text())
-    assert len(ledgers) == 1 and int(ledgers[0].read_text()) - sum(r for _, r in said) == 12
+    assert int(ledgers[0].read_text()) - sum(r for _, r in said) == 12
     assert len(list((work / "results/responses/tiny/r/rag_mia").glob("*.parquet"))) == 2
     m = {t: pd.read_csv(work / f"results/metrics/tiny/{t}/rag_mia.csv").set_index("variant") for t in ("t", "r")}
     pd.testing.assert_series_equal(m["t"]["auc"], m["r"]["auc"])

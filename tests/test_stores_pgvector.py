@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +26,6 @@ from ragmi.stores.base import cleanup, insert_members, pending_manifests
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (requirements/stores.txt)")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 PASSWORD = "s3cret-ragmi-test-pw"
 PW_ENV = "RAGMI_TEST_PG_PASSWORD"
 

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +29,6 @@ pytest.importorskip("qdrant_client", reason="qdrant-client is not installed (req
 from qdrant_client import QdrantClient, models  # noqa: E402
 
 from ragmi.stores.qdrant import point_id  # noqa: E402
-
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @contextlib.contextmanager

@@ -315,7 +315,7 @@ class RemoteClient:
         """The cache identity: API, URL, model and the request/response layout (never the key)."""
         layout = {k: self.cfg.get(k) for k in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path")}
         # keys added later enter the identity only when set, so answers cached without them stay valid
-        for k in ("path", "stream", "sources_path", *STREAM_KEYS, *SESSION_KEYS):
+        for k in ("path", "stream", "sources_path", *STREAM_JSON_KEYS, *SESSION_KEYS):
             if self.cfg.get(k):
                 layout[k] = self.cfg[k]
         if self.cfg.get("sources_path"):
@@ -736,7 +736,6 @@ class _PartialStream(Exception):
     """A streamed answer cut off before its end marker: not an answer (retried, then an error)."""
 
 
-STREAM_KEYS = STREAM_JSON_KEYS  # one list, checked by ragmi.config
 SESSION_KEYS = ("session_open_path", "session_id_path", "session_id")
 
 
