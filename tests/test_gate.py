@@ -362,8 +362,8 @@ def test_command_bad_input_exits_2(results, tmp_path, capsys):
             "gate.limits.0.target: 'nope' is not configured under 'targets'",
         ),
         (
-            {"metric": "auc_hi", "max": 1, "attack": "dcmi"},
-            "gate.limits.0.attack: 'dcmi' is not configured under 'attacks'",
+            {"metric": "auc_hi", "max": 1, "attack": "mba"},
+            "gate.limits.0.attack: 'mba' is not configured under 'attacks'",
         ),
         (
             {"metric": "auc_hi", "max": 1, "dataset": "x"},

@@ -296,8 +296,8 @@ def test_utility_targets_add_the_undefended_counterpart():
     [
         ({"enabled": True, "targets": ["nope"]}, "utility.targets.0: 'nope' is not defined"),
         (
-            {"enabled": True, "headline_variant": "dcmi/adv1"},
-            "utility.headline_variant: 'dcmi/adv1' names attack 'dcmi'",
+            {"enabled": True, "headline_variant": "mba/gamma"},
+            "utility.headline_variant: 'mba/gamma' names attack 'mba'",
         ),
         ({"enabled": True, "n_questions": 0}, "utility.n_questions"),
         ({"enabled": True, "headline_metric": "bleu"}, "utility.headline_metric"),

@@ -19,14 +19,16 @@ from pathlib import Path
 # Keys: the CPU's widest vector extension.  Each entry: (minutes on 2 cores, where the number comes from).
 MEASURED = {
     "avx512": (
-        22.3,
-        "19 min 20 s measured on a 2-core AMD EPYC with AVX-512 before the utility jobs, plus about 3 min "
-        "measured for them, 2026-12-02",
+        20.7,
+        "20 min 42 s measured on a 2-core Intel Xeon with AVX-512 and AMX, 2026-12-03; an AVX-512 CPU without "
+        "AMX (AMD EPYC Zen 4) took 1.9x as long as that Intel CPU for a previous default, so expect up to about "
+        "40 minutes there",
     ),
     "avx2": (
-        28.5,
-        "estimated: the AVX-512 time x 1.28, the slowdown of vLLM's generation with AVX2 code paths emulated "
-        "on the same CPU (benchmarks/avx2/run.sh); up to 3.5x on a real AVX2-only CPU (benchmarks/README.md)",
+        49.0,
+        "estimated: the Intel AVX-512/AMX time x 1.9 (an AVX-512 CPU without AMX) x 1.28 (vLLM's generation "
+        "with AVX2 code paths emulated on the same CPU, benchmarks/avx2/run.sh); up to 3.5x an AVX-512 CPU "
+        "on a real AVX2-only one (benchmarks/README.md)",
     ),
 }
 MEASURED_CORES = 2

