@@ -8,7 +8,7 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import control_base, dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
 from ragmi.errors import ConfigError
 from ragmi.gate import GATE_FILES, built_tables
 from ragmi.report.registry import TABLES, input_files, table_config
@@ -160,6 +160,12 @@ def generate_inputs(wc):
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         **target_files(wc),
         **store_insert_files(wc),  # rules/stores.smk: the members are in the target's store
+        # a negative control answers only the evaluation candidates (ragmi.config.control_base)
+        **(
+            {"control_candidates": f"results/split/{wc.dataset}/candidates.parquet"}
+            if wc.attack in ATTACKS and control_base(config, wc.target)
+            else {}
+        ),
     }
 
 
@@ -215,10 +221,13 @@ def queries_inputs(wc):
 
 
 def score_inputs(wc):
+    base = control_base(config, wc.target)
     return {
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         "responses": response_shards(wc),
         "candidates": f"results/split/{wc.dataset}/candidates.parquet",
+        # a negative control applies its base target's fitted attack (ragmi.config.control_base)
+        **({"fit_responses": response_shards(wc, base)} if base else {}),
         **materials_input(wc),
         **store_cleanup_files(wc),  # rules/stores.smk: the store is as it was before the game
     }
@@ -228,13 +237,13 @@ def server_log(gen_name):
     return f"logs/servers/{gen_name}.log"
 
 
-def response_shards(wc):
+def response_shards(wc, target=None):
     ck = checkpoints.queries.get(dataset=wc.dataset, attack=wc.attack)
     shards = glob_wildcards(os.path.join(ck.output.shards, "{shard}.parquet")).shard
     return expand(
         "results/responses/{dataset}/{target}/{attack}/{shard}.parquet",
         dataset=wc.dataset,
-        target=wc.target,
+        target=target or wc.target,
         attack=wc.attack,
         shard=sorted(shards),
     )

@@ -70,3 +70,38 @@ def test_attach_controls_moves_control_aucs_beside_their_base_and_flags():
     assert "excludes 0.5" in out.loc[0, "note"]
     df.loc[1, ["auc_lo", "auc_hi"]] = [0.45, 0.8]
     assert "excludes" not in attach_controls(df, targets).loc[0, "note"]
+
+
+def test_control_base_names_the_target_a_derived_control_applies():
+    from ragmi.config import control_base
+
+    v = validate_config(copy.deepcopy(BASE))
+    assert control_base(v, "qwen-rag--null-db") == "qwen-rag"
+    assert control_base(v, "qwen-rag--no-retrieval") == "qwen-rag"
+    assert control_base(v, "qwen-rag") is None and control_base(v, "pad") is None
+
+
+def test_a_control_applies_the_base_targets_fitted_attack_and_answers_eval_candidates_only():
+    """DCMI's Adversary 1 picks θ on the reference candidates: a control scores with the base target's θ
+    (read from the base target's answers), never with one refitted on the control's own answers."""
+    from test_dcmi import CAL, REF, attack, frames, variant
+
+    from ragmi.attacks.base import check_scores
+    from ragmi.workflow import control_responses, eval_queries
+
+    candidates = pd.DataFrame(
+        {"doc_id": list(CAL[0.04]), "role": ["eval" if d.startswith("e") else "reference" for d in CAL[0.04]]}
+    )
+    q, base = frames()  # on these answers θ = 0.08 wins (tests/test_dcmi.py)
+    # the control's answers: refitted on them, θ = 0.04 would win (θ's calibrated scores swapped)
+    swapped = {0.04: CAL[0.08], 0.06: CAL[0.06], 0.08: CAL[0.04]}
+    _, own = frames(cal=swapped)
+    refit = variant(check_scores(attack().score(q, own, REF)), "dcmi/adv1")
+    assert (refit["theta"] == 0.04).all()
+    asked = eval_queries(q, candidates)  # what the control's generate job answers
+    assert set(asked["doc_id"]) == {"e1", "e2"}
+    own = own[own["query_id"].isin(asked["query_id"])]
+    s = variant(check_scores(attack().score(q, control_responses(base, own, q, candidates), REF)), "dcmi/adv1")
+    assert (s["theta"] == 0.08).all() and (s["threshold"] == 0.3).all()
+    assert s.loc["e1", "score"] == pytest.approx(swapped[0.08]["e1"])  # the control's own answer
+    assert s.loc["r1", "score"] == pytest.approx(CAL[0.08]["r1"])  # the base target's answer

@@ -1,4 +1,5 @@
-"""Hand-computed checks of ragmi.metrics (thresholds on reference, metrics on eval, bootstrap)."""
+"""Hand-computed checks of ragmi.metrics (thresholds on reference, metrics on eval, intervals; the
+interval methods' coverage is simulated in tests/test_intervals.py)."""
 
 from __future__ import annotations
 
@@ -212,20 +213,26 @@ def test_accuracy_is_the_decision_rules_not_the_best_threshold():
     assert r["accuracy"] == pytest.approx((r["bb_tpr"] + 1 - r["bb_fpr"]) / 2)  # balanced classes
     assert r["accuracy_lo"] <= 5 / 8 <= r["accuracy_hi"] and r["accuracy_lo"] < r["accuracy_hi"]
     assert r["threshold_accuracy"] == 1.0  # kept, separately labelled
-    assert r["threshold_accuracy_lo"] == r["threshold_accuracy_hi"] == 1.0
+    # 8 of 8 right: Clopper-Pearson [0.025 ** (1/8), 1], not the bootstrap's point [1, 1]
+    assert r["threshold_accuracy_lo"] == pytest.approx(0.025 ** (1 / 8)) and r["threshold_accuracy_hi"] == 1.0
 
 
-def test_rule_accuracy_ci_resamples_the_same_documents_as_the_rates():
+def test_rule_rates_and_accuracy_have_clopper_pearson_intervals_on_their_counts():
     df = random_frame("rag_mia/black/t2", decisions=True, n=60, seed=8)
     r = evaluate_variant(df, n_boot=400)
-    rng = metrics.variant_rng("rag_mia/black/t2", 0)
-    ev = df[df["role"] == "eval"].sort_values("doc_id", kind="stable")
+    ev = df[df["role"] == "eval"]
     dm = ev.loc[ev["label"] == 1, "decision"].to_numpy(float)
     dn = ev.loc[ev["label"] == 0, "decision"].to_numpy(float)
-    cm = metrics._resample_counts(rng, dm.size, 400)
-    cn = metrics._resample_counts(rng, dn.size, 400)
-    lo, hi = np.percentile((cm @ dm + cn @ (1 - dn)) / (dm.size + dn.size), [2.5, 97.5])
-    assert (r["accuracy_lo"], r["accuracy_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+    right = int(dm.sum() + (1 - dn).sum())  # correct verdicts over the 120 eval rows
+    assert r["accuracy"] == pytest.approx(right / 120)
+    assert (r["accuracy_lo"], r["accuracy_hi"]) == pytest.approx(metrics.clopper_pearson(right, 120))
+    assert (r["bb_tpr_lo"], r["bb_tpr_hi"]) == pytest.approx(metrics.clopper_pearson(int(dm.sum()), 60))
+    assert (r["bb_fpr_lo"], r["bb_fpr_hi"]) == pytest.approx(metrics.clopper_pearson(int(dn.sum()), 60))
+    ok = int((ev.loc[ev["label"] == 1, "score"] >= r["threshold_acc"]).sum())
+    ok += int((ev.loc[ev["label"] == 0, "score"] < r["threshold_acc"]).sum())
+    assert r["threshold_accuracy"] == pytest.approx(ok / 120)
+    ci = metrics.clopper_pearson(ok, 120)
+    assert (r["threshold_accuracy_lo"], r["threshold_accuracy_hi"]) == pytest.approx(ci)
 
 
 def test_no_black_box_keys_without_decisions():
@@ -240,21 +247,23 @@ def test_partial_decisions_rejected():
         evaluate_variant(df, n_boot=10)
 
 
-def test_bootstrap_ci_contains_estimate_and_is_deterministic():
+def test_intervals_contain_the_estimate_and_do_not_depend_on_seed_or_n_boot():
     df = random_frame("rag_mia/gray/t2", decisions=True)
     a = evaluate_variant(df, n_boot=300, seed=0)
     b = evaluate_variant(df, n_boot=300, seed=0)
-    c = evaluate_variant(df, n_boot=300, seed=1)
+    c = evaluate_variant(df, n_boot=50, seed=1)
     assert _same(a, b)
     for m in ["auc", "accuracy", "threshold_accuracy", "tpr_at_fpr_5", "tpr_at_fpr_1", "bb_tpr", "bb_fpr"]:
         assert a[f"{m}_lo"] <= a[m] <= a[f"{m}_hi"], m
         assert a[f"{m}_lo"] < a[f"{m}_hi"], m
-    assert (a["auc_lo"], a["auc_hi"]) != (c["auc_lo"], c["auc_hi"])
-    # point estimates do not depend on the seed
-    assert a["auc"] == c["auc"] and a["tpr_at_fpr_1"] == c["tpr_at_fpr_1"]
+    # analytic intervals (Newcombe's score interval, Clopper-Pearson): no resampling, so neither the
+    # seed nor n_boot moves a number; n_boot is only recorded
+    assert (a["auc_lo"], a["auc_hi"]) == metrics.auc_ci(a["auc"], 120, 120)
+    assert _same({k: v for k, v in a.items() if k != "n_boot"}, {k: v for k, v in c.items() if k != "n_boot"})
+    assert (a["n_boot"], c["n_boot"]) == (300, 50)
 
 
-def test_bootstrap_independent_of_row_order_and_other_variants():
+def test_metrics_independent_of_row_order_and_other_variants():
     one = random_frame("a", seed=3)
     other = random_frame("b", seed=4)
     alone = evaluate_variant(one, n_boot=200)
@@ -267,19 +276,25 @@ def test_bootstrap_independent_of_row_order_and_other_variants():
             assert row[k] == v or (np.isnan(row[k]) and np.isnan(v)), k
 
 
-def test_bootstrap_seed_depends_on_variant_name():
+def test_metrics_do_not_depend_on_the_variant_name():
+    # the former bootstrap drew a generator per variant name, so a renamed variant got another
+    # interval; the analytic intervals give the same numbers
     df = random_frame("a", seed=3)
     ra = evaluate_variant(df, n_boot=200)
     rb = evaluate_variant(df.assign(variant="b"), n_boot=200)
     assert ra["auc"] == rb["auc"]
-    assert (ra["auc_lo"], ra["auc_hi"]) != (rb["auc_lo"], rb["auc_hi"])
+    assert _same({**ra, "variant": "b"}, rb)
 
 
-def test_perfect_separation_has_degenerate_ci():
+def test_perfect_separation_keeps_a_wide_interval():
+    # 3 + 3 perfectly separated: the percentile bootstrap gave 1.00 [1.00, 1.00]; three members and
+    # three non-members cannot make an AUC of 1 certain
     df = frame("p", [5, 6], [0, 1], ev_m=[5, 6, 7], ev_n=[0, 1, 2])
     r = evaluate_variant(df, n_boot=100)
-    assert (r["auc"], r["auc_lo"], r["auc_hi"]) == (1.0, 1.0, 1.0)
-    assert (r["threshold_accuracy"], r["threshold_accuracy_lo"], r["threshold_accuracy_hi"]) == (1.0, 1.0, 1.0)
+    assert (r["auc"], r["auc_hi"]) == (1.0, 1.0) and r["auc_lo"] < 0.8
+    assert (r["auc_lo"], r["auc_hi"]) == metrics.auc_ci(1.0, 3, 3)
+    assert (r["threshold_accuracy"], r["threshold_accuracy_hi"]) == (1.0, 1.0)
+    assert r["threshold_accuracy_lo"] == pytest.approx(0.025 ** (1 / 6))  # Clopper-Pearson, 6 of 6
 
 
 def test_weighted_bootstrap_auc_matches_sklearn():
@@ -360,6 +375,7 @@ def test_unresolvable_fpr_level_is_nan_not_a_copy_of_tpr_at_0():
     assert r["tpr_at_fpr_0"] == pytest.approx(2 / 3)
     for c in ("threshold_fpr_5", "tpr_at_fpr_5", "tpr_at_fpr_5_lo", "tpr_at_fpr_5_hi", "fpr_realized_5"):
         assert np.isnan(r[c]), c
+    assert np.isnan(r["fpr_realized_5_lo"]) and np.isnan(r["fpr_realized_5_hi"])
     assert r["threshold_fpr_50"] == 0.3 and r["tpr_at_fpr_50"] == pytest.approx(1.0)  # 1/3 of 3 at 0.3
 
 
@@ -408,10 +424,17 @@ def test_hanley_mcneil_se_hand_computed():
 
 
 def test_min_detectable_auc_hand_computed():
+    # the AUC at which the printed interval (Newcombe's score interval) stops containing 0.5:
+    # 0.5 + 1.96 SE(0.5), SE(0.5)^2 = 0.0175 at 10 + 10 (Hanley-McNeil's, as N* = n - 1 when m = n)
     a = metrics.min_detectable_auc(10, 10)
-    assert a == pytest.approx(0.72649, abs=1e-4)
-    assert a - 1.96 * hm_se(a, 10, 10) == pytest.approx(0.5, abs=1e-9)
-    assert 0.72 - 1.96 * hm_se(0.72, 10, 10) < 0.5 < 0.73 - 1.96 * hm_se(0.73, 10, 10)
-    assert metrics.min_detectable_auc(8, 8) == pytest.approx(0.7475, abs=1e-4)
-    # more candidates, a smaller detectable AUC
+    assert a == pytest.approx(0.5 + 1.96 * np.sqrt(0.0175), abs=1e-12)
+    assert a == pytest.approx(0.75929, abs=1e-4)
+    assert a == pytest.approx(0.5 + 1.96 * hm_se(0.5, 10, 10), abs=1e-12)
+    # consistent with auc_ci: just below it the interval contains 0.5, just above it does not
+    assert metrics.auc_ci(a - 1e-6, 10, 10, z=1.96)[0] < 0.5 < metrics.auc_ci(a + 1e-6, 10, 10, z=1.96)[0]
+    assert metrics.min_detectable_auc(8, 8) == pytest.approx(0.5 + 1.96 * hm_se(0.5, 8, 8), abs=1e-12)
+    # 20 + 20: SE(0.5)^2 = 0.25 (1 + 19 * 2/3) / 400
+    assert metrics.min_detectable_auc(20, 20) == pytest.approx(0.5 + 1.96 * np.sqrt(0.25 * (1 + 38 / 3) / 400))
+    # more candidates, a smaller detectable AUC; none at all with 2 + 2
     assert metrics.min_detectable_auc(500, 500) < metrics.min_detectable_auc(50, 50) < a
+    assert np.isnan(metrics.min_detectable_auc(2, 2))

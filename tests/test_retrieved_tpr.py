@@ -1,7 +1,8 @@
 """TPR conditional on retrieval (issue 28 item 1): per query whether the candidate's own document was
 retrieved (ragmi.costs.query_retrieval), per variant which candidates were retrieved for at least one
 of its queries, the TPR at the reference-set threshold over the retrieved evaluation members
-(ragmi.metrics.retrieved_tpr) with its Wilson interval, and the "TPR | retrieved" table cell."""
+(ragmi.metrics.retrieved_tpr) with its Clopper-Pearson interval (as every rate of ragmi.metrics.evaluate),
+and the "TPR | retrieved" table cell."""
 
 import math
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ragmi.costs import query_retrieval, retrieved_by_variant
-from ragmi.metrics import conditional_tpr, evaluate, lowest_resolvable_fpr, retrieved_tpr, wilson
+from ragmi.metrics import clopper_pearson, conditional_tpr, evaluate, lowest_resolvable_fpr, retrieved_tpr, wilson
 from ragmi.report.summary import summary_frame, summary_markdown
 from ragmi.report.tables import NOT_AVAILABLE, markdown_table, retrieved_cell
 
@@ -26,7 +27,7 @@ def test_wilson_known_values():
 def test_conditional_tpr_counts_only_flagged_members_at_the_threshold():
     c = conditional_tpr([0.9, 0.5, 0.5, 0.1], [True, True, False, True], threshold=0.5)
     assert (c["n"], c["k"]) == (3, 2) and c["tpr"] == pytest.approx(2 / 3)
-    assert (c["lo"], c["hi"]) == wilson(2, 3)
+    assert (c["lo"], c["hi"]) == clopper_pearson(2, 3)
     empty = conditional_tpr([0.9], [False], 0.5)
     assert empty["n"] == 0 and math.isnan(empty["tpr"])
     with pytest.raises(ValueError):
@@ -73,7 +74,7 @@ def test_retrieved_tpr_uses_the_reference_threshold_over_retrieved_eval_members(
     k = int((sel["score"] >= t).sum())
     assert r["tpr_retrieved_fpr"] == 0.05 and r["n_retrieved_members"] == 6
     assert r["tpr_retrieved"] == pytest.approx(k / 6)
-    assert (r["tpr_retrieved_lo"], r["tpr_retrieved_hi"]) == pytest.approx(wilson(k, 6))
+    assert (r["tpr_retrieved_lo"], r["tpr_retrieved_hi"]) == pytest.approx(clopper_pearson(k, 6))
     # all retrieved: the same number as the TPR column
     every = retrieved_tpr(df, out, {"a/v": dict.fromkeys(ev_m["doc_id"], True)}).iloc[0]
     assert every["tpr_retrieved"] == pytest.approx(out.loc[0, "tpr_at_fpr_5"])
@@ -143,7 +144,7 @@ def test_markdown_column_cells_and_note():
     assert "retrieved" not in old
 
 
-def test_summary_keeps_ten_columns_and_carries_the_numbers_in_its_csv():
+def test_summary_keeps_eight_columns_and_carries_the_numbers_in_its_csv():
     m = _metrics_rows()
     targets = {t: {"control": "none", "defenses": []} for t in ("own", "remote", "empty")}
     s = summary_frame(m, targets)
@@ -151,8 +152,8 @@ def test_summary_keeps_ten_columns_and_carries_the_numbers_in_its_csv():
     assert own["n_retrieved_members"] == 10
     assert own["tpr_retrieved"] == pytest.approx(own["tpr"])  # every member retrieved: the same TPR
     assert pd.isna(s[s["target"] == "remote"].iloc[0]["n_retrieved_members"])
-    header = next(line for line in summary_markdown(s, "t").splitlines() if line.startswith("| dataset"))
-    assert header.count(" | ") + 1 == 10
+    header = next(line for line in summary_markdown(s, "t").splitlines() if line.startswith("| target"))
+    assert header.count(" | ") + 1 == 8
 
 
 def test_source_matcher_names_the_members_by_their_store_ids():

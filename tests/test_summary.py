@@ -1,6 +1,6 @@
-"""The headline summary table: verdicts (leaks, inverted, no evidence, control failed), the TPR level
-the reference set resolves, costs, the power footnote, determinism; and the control flags of the
-comparison table."""
+"""The headline summary table: verdicts (leaks, inverted, no evidence, uninformative, control failed,
+inherited controls), the two TPR figures, costs, the power footnote, determinism; and the control flags
+of the comparison table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmi.metrics import evaluate, metric_columns, min_detectable_auc
+from ragmi.metrics import evaluate, metric_columns, min_detectable_auc, min_detectable_auc_power
 from ragmi.report.comparison import attach_controls
 from ragmi.report.registry import TABLES, write_table
 from ragmi.report.summary import auc_verdict, summary_frame, summary_markdown
@@ -44,6 +44,14 @@ def mrow(target, variant, auc, n_ref=40, n=(20, 20), **extra):
         tpr_at_fpr_5=0.4,
         tpr_at_fpr_5_lo=0.3,
         tpr_at_fpr_5_hi=0.5,
+        fpr_realized_5=0.1,
+        fpr_realized_5_lo=0.01,
+        fpr_realized_5_hi=0.3,
+        tpr_roc_5=0.55,
+        tpr_roc_5_lo=0.3,
+        tpr_roc_5_hi=0.75,
+        informative=True,
+        uninformative_reason="",
         queries_per_candidate=2.0,
         prompt_tokens_per_candidate=100.0,
         output_tokens_per_candidate=20.5,
@@ -82,62 +90,112 @@ def test_auc_verdict_boundaries():
 def test_summary_verdicts_controls_and_columns():
     df = summary_frame(metrics(), TARGETS)
     assert list(zip(df["target"], df["variant"])) == [
-        ("pad", "a/leaky"),
-        ("pad", "b/inv"),
-        ("pad", "c/chance"),
         ("t", "a/leaky"),
         ("t", "b/inv"),
         ("t", "c/chance"),
         ("t", "g/gray"),
-    ]  # control targets and sweep points left out, metrics order kept
+        ("pad", "a/leaky"),
+        ("pad", "b/inv"),
+        ("pad", "c/chance"),
+    ]  # control targets and sweep points left out, undefended targets first, metrics order kept
     v = dict(zip(zip(df["target"], df["variant"]), df["verdict"]))
-    assert v[("pad", "a/leaky")] == "leaks"
-    assert v[("pad", "b/inv")] == "inverted"
-    assert v[("pad", "c/chance")] == "no evidence at this n"
     assert v[("t", "a/leaky")] == "control failed"  # would be "leaks" without the null-db control
     assert v[("t", "b/inv")] == "control failed"  # the k = 0 control excludes 0.5 (from below)
     assert v[("t", "c/chance")] == "no evidence at this n"  # its controls contain 0.5
     assert v[("t", "g/gray")] == "not computed"
+    # a defended target has no controls of its own: it inherits its undefended counterpart's
+    assert v[("pad", "a/leaky")] == "control failed"
+    assert v[("pad", "b/inv")] == "control failed"
+    assert v[("pad", "c/chance")] == "no evidence at this n"
     by = df.set_index(["target", "variant"])
     assert by.loc[("t", "a/leaky"), "verdict_detail"] == (
         "null-db AUC 0.70 [0.60, 0.80] excludes 0.5 (own verdict: leaks)"
     )
+    assert by.loc[("pad", "a/leaky"), "verdict_detail"] == (
+        "null-db AUC 0.70 [0.60, 0.80] (of t) excludes 0.5 (own verdict: leaks)"
+    )
+    assert by.loc[("pad", "a/leaky"), "controls_from"] == "t" and by.loc[("t", "a/leaky"), "controls_from"] == "t"
     assert "k=0 AUC 0.35 [0.25, 0.45] excludes 0.5" in by.loc[("t", "b/inv"), "verdict_detail"]
     assert by.loc[("t", "c/chance"), "controls"] == "null-db AUC 0.50 [0.40, 0.60]"
     assert by.loc[("t", "g/gray"), "verdict_detail"] == "skipped: no log-probabilities"
     assert by.loc[("pad", "a/leaky"), "defenses"] == "pad" and by.loc[("t", "a/leaky"), "defenses"] == ""
-    # TPR at the lowest non-zero level the reference set resolves: 5% with 40 (0.5% needs 200, 1% needs
-    # 100); with 3 reference non-members no non-zero level, TPR@0%FPR with a note
+    # the operational TPR at the reference threshold of the lowest non-zero level the reference set
+    # resolves: 5% with 40 (0.5% needs 200, 1% needs 100), with the FPR it realised on the evaluation set;
+    # with 3 reference non-members no non-zero level, the 0% threshold with a note
     assert by.loc[("pad", "a/leaky"), "tpr_fpr"] == 0.05 and by.loc[("pad", "a/leaky"), "tpr"] == 0.4
+    assert by.loc[("pad", "a/leaky"), "fpr_realized"] == 0.1 and by.loc[("pad", "a/leaky"), "fpr_realized_hi"] == 0.3
     assert by.loc[("pad", "a/leaky"), "tpr_note"] == ("TPR@0.5% and 1% FPR not estimable with 40 reference non-members")
     assert by.loc[("pad", "c/chance"), "tpr_fpr"] == 0.0 and by.loc[("pad", "c/chance"), "tpr"] == 0.1
+    assert np.isnan(by.loc[("pad", "c/chance"), "fpr_realized"])  # no fpr_realized_0 in the metrics row
+    # the evaluation ROC's TPR at 5% FPR: 20 evaluation non-members resolve it, 19 do not
+    assert by.loc[("pad", "a/leaky"), "roc_tpr_fpr"] == 0.05 and by.loc[("pad", "a/leaky"), "roc_tpr"] == 0.55
+    few = summary_frame(metrics().assign(n_nonmembers=19), TARGETS)
+    assert few["roc_tpr"].isna().all()
     assert by.loc[("pad", "a/leaky"), "tokens_per_candidate"] == 120.5
     assert by.loc[("pad", "a/leaky"), "min_detectable_auc"] == min_detectable_auc(20, 20)
+    assert by.loc[("pad", "a/leaky"), "min_detectable_auc_80"] == min_detectable_auc_power(20, 20, 0.8)
     wide = metrics().assign(n_ref_nonmembers=100)
     assert summary_frame(wide, TARGETS)["tpr_fpr"].iloc[0] == 0.01  # 100 resolve 1%
+
+
+def test_uninformative_cells_and_controls():
+    m = metrics()
+    # every answer "No.": the main cell's scores are constant
+    m.loc[(m["target"] == "t") & (m["variant"] == "c/chance"), ["informative", "uninformative_reason"]] = [
+        False,
+        "constant scores",
+    ]
+    # the null-db control of a/leaky cannot fail: its scores are constant (AUC 0.5 [0.5, 0.5] by construction)
+    m.loc[(m["target"] == "t--null-db") & (m["variant"] == "a/leaky"), ["auc", "auc_lo", "auc_hi", "informative"]] = [
+        0.5,
+        0.3,
+        0.7,
+        False,
+    ]
+    by = summary_frame(m, TARGETS).set_index(["target", "variant"])
+    assert by.loc[("t", "c/chance"), "verdict"] == "uninformative"
+    assert by.loc[("t", "c/chance"), "verdict_detail"] == "constant scores"
+    # a/leaky: the failing null-db control is now uninformative, the k=0 control (0.5 [0.4, 0.6]) passes
+    assert by.loc[("t", "a/leaky"), "verdict"] == "leaks"
+    assert by.loc[("t", "a/leaky"), "controls"] == "null-db uninformative; k=0 AUC 0.50 [0.40, 0.60]"
+    assert by.loc[("t", "a/leaky"), "n_informative_controls"] == 1
+    assert by.loc[("t", "a/leaky"), "n_uninformative_controls"] == 1
+    # without its k=0 control, a/leaky leaks with no informative control: the footnote names it
+    m2 = m[~((m["target"] == "t--no-retrieval") & (m["variant"] == "a/leaky"))]
+    md = summary_markdown(summary_frame(m2, TARGETS), "S")
+    assert "Leaking rows without an informative control: t a/leaky, pad a/leaky" in md
+    assert "1 control(s) uninformative" in md
 
 
 def test_summary_markdown_is_narrow_and_explains_power():
     df = summary_frame(metrics(), TARGETS)
     md = summary_markdown(df, "Summary", notes=["a note"])
     table = [line for line in md.splitlines() if line.startswith("| ")]
-    assert all(line.count(" | ") + 1 <= 10 for line in table)
-    assert table[0].startswith("| dataset | target | defenses | attack/variant | n eval (m/nm) | AUC [95% CI] |")
-    row = next(line for line in table if "| pad | pad | a/leaky |" in line)
-    assert "| 20/20 | 0.80 [0.70, 0.90] | TPR@5%FPR 0.40 [0.30, 0.50] | 2 | 120 | leaks |" in row
-    t_row = next(line for line in table if "| t | none | a/leaky |" in line)
+    assert all(line.count(" | ") + 1 <= 8 for line in table)
+    assert "Dataset: d." in md  # one dataset: in the caption, not a column
+    assert table[0] == (
+        "| target | attack/variant | n eval | AUC [95% CI] | TPR@5%FPR (eval ROC) | TPR at ref. threshold, at "
+        "realised eval FPR | queries / tokens per candidate | verdict |"
+    )
+    row = next(line for line in table if line.startswith("| pad (pad) | a/leaky |"))
+    assert (
+        "| 20/20 | 0.80 [0.70, 0.90] | 0.55 [0.30, 0.75] | 0.40 [0.30, 0.50] at FPR 0.10 [0.01, 0.30] | 2 / 120 |"
+        in row
+    )
+    t_row = next(line for line in table if line.startswith("| t | a/leaky |"))
     assert t_row.endswith("| control failed (null-db AUC 0.70 [0.60, 0.80] excludes 0.5 (own verdict: leaks)) |")
-    assert "TPR@0%FPR 0.10 [0.00, 0.20]" in md
-    x = min_detectable_auc(20, 20)
-    assert f"the smallest AUC whose 95% interval excludes 0.5 at n = 20+20 is about {x:.2f}" in md
+    assert table.index(t_row) < table.index(row)  # undefended rows first
+    x, y = min_detectable_auc(20, 20), min_detectable_auc_power(20, 20, 0.8)
+    assert f"at n = 20+20 a true AUC of about {x:.2f} is detected with 50% power and {y:.2f} with 80% power" in md
     assert "Hanley–McNeil 1982" in md and md.endswith("- a note\n")
     assert "coarser here: TPR@0.5% and 1% FPR not estimable with 40 reference non-members; " in md
     assert "; no non-zero FPR level estimable with 3 reference non-members." in md
-    # 5 control intervals (a/leaky and b/inv two each, c/chance one), 2 of them excluding 0.5
+    # t's own controls: 5 informative intervals (a/leaky and b/inv two each, c/chance one), 2 excluding 0.5;
+    # pad's inherited ones are not counted twice
     assert (
-        "- Controls: 2 of 5 control AUC intervals exclude 0.5. With 95% intervals about 0.25 would by chance alone (23% "
-        in md
+        "- Controls: 2 of 5 informative control AUC intervals exclude 0.5 (about 0.25 would by chance alone; 23% " in md
     )
+    assert "Defended targets read their undefended counterpart's controls: pad from t" in md
     assert "Controls:" not in summary_markdown(summary_frame(metrics().query("target in ['t', 'pad']"), TARGETS), "S")
 
 
@@ -178,11 +236,11 @@ def test_summary_table_through_the_registry_is_byte_identical(tmp_path):
         df = write_table(TABLES["summary"], files, cfg, tmp_path / f"{name}.csv", tmp_path / f"{name}.md")
         out.append(((tmp_path / f"{name}.csv").read_bytes(), (tmp_path / f"{name}.md").read_bytes()))
     assert out[0] == out[1]
-    assert df["verdict"].tolist()[0] == "leaks"
+    assert df.set_index("target").loc["pad", "verdict"] == "leaks"
     csv = pd.read_csv(tmp_path / "one.csv", keep_default_na=False)
     for c in ("dataset", "target", "defenses", "attack", "variant", "auc", "auc_lo", "auc_hi", "verdict"):
         assert c in csv.columns
-    assert csv["defenses"].tolist() == ["pad", ""]
+    assert csv["defenses"].tolist() == ["", "pad"]  # undefended first
     assert csv["n_members"].tolist() == [20, 20]
     md = (tmp_path / "one.md").read_text()
     assert md.startswith(f"# {TABLES['summary'].title}\n")

@@ -19,13 +19,19 @@ def test_rag_mia_template_is_the_papers():
     ]
 
 
-def test_dcmi_template_puts_context_in_system():
-    msgs = get_template("dcmi").messages("Is this right?", ["a", "b"])
+def test_dcmi_template_is_the_base_prompt_of_dcmis_flashrag_fork():
+    # Xinyu140203/RAG_MIA, flashrag/prompt/base_prompt.py: the context in the system turn, the question
+    # as the user turn, and format_reference concatenating the documents' contents with no separator
+    msgs = get_template("dcmi").messages("Is this right?", ["Patient: a.\nDoctor: b.", "Patient: c.\nDoctor: d."])
     assert msgs[0] == {
         "role": "system",
-        "content": "context:a\n\nb\nAnswer the question based on the provided context.",
+        "content": "context:Patient: a.\nDoctor: b.Patient: c.\nDoctor: d.\n"
+        "Answer the question based on the provided context.",
     }
     assert msgs[1] == {"role": "user", "content": "Is this right?"}
+    assert get_template("dcmi").messages("q", [])[0]["content"] == (
+        "context:\nAnswer the question based on the provided context."
+    )
 
 
 class CountingBackend:

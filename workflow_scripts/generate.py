@@ -19,13 +19,15 @@ from ragmi.rag.factory import rag_system
 from ragmi.rag.python_target import python_target
 from ragmi.rag.remote import remote_target
 from ragmi.stores.base import game_aliases
-from ragmi.workflow import RESPONSE_FILE_COLUMNS, run_step, target_spec
+from ragmi.workflow import RESPONSE_FILE_COLUMNS, eval_queries, run_step, target_spec
 
 
 def main(smk, log):
     t0 = time.perf_counter()
     shard = pd.read_parquet(smk.input.shard)
     spec = target_spec(smk)
+    if "control_candidates" in smk.input.keys():  # a negative control answers the evaluation candidates only
+        shard = eval_queries(shard, pd.read_parquet(smk.input.control_candidates))
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
     if is_remote(spec.target):  # a service over HTTP: no database, no index here
         documents = None

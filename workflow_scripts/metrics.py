@@ -7,7 +7,7 @@ from ragmi.attacks.base import SKIPPED_COLUMN, split_skipped
 from ragmi.costs import costs_by_variant, query_retrieval, retrieved_by_variant
 from ragmi.io import atomic_write_parquet, atomic_write_text
 from ragmi.metrics import evaluate, retrieved_tpr
-from ragmi.workflow import read_responses, run_step
+from ragmi.workflow import control_responses, read_responses, run_step
 
 
 def main(smk, log):
@@ -16,6 +16,8 @@ def main(smk, log):
     candidates = pd.read_parquet(smk.input.candidates)
     queries = pd.read_parquet(smk.input.queries)
     responses = read_responses(smk.input.responses)
+    if "fit_responses" in smk.input.keys():  # a negative control: as its scores (rule score)
+        responses = control_responses(read_responses(smk.input.fit_responses), responses, queries, candidates)
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     labels = dict(zip(candidates["doc_id"], candidates["label"], strict=True))
     df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")

@@ -11,13 +11,17 @@ from ragmi.attacker_tools import WorkflowAttackerTools
 from ragmi.attacks import get_attack
 from ragmi.attacks.base import attack_responses, check_scores, with_skipped
 from ragmi.io import atomic_write_parquet
-from ragmi.workflow import read_responses, run_step
+from ragmi.workflow import control_responses, read_responses, run_step
 
 
 def main(smk, log):
     queries = pd.read_parquet(smk.input.queries)
-    responses = attack_responses(read_responses(smk.input.responses))
     candidates = pd.read_parquet(smk.input.candidates)
+    responses = read_responses(smk.input.responses)
+    if "fit_responses" in smk.input.keys():  # a negative control: the base target's fitted attack, applied
+        responses = control_responses(read_responses(smk.input.fit_responses), responses, queries, candidates)
+        log("negative control: reference candidates read from the base target's answers (the fitted attack)")
+    responses = attack_responses(responses)
     ref = candidates[candidates["role"] == "reference"]
     reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))
     attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))

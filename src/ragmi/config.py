@@ -453,6 +453,23 @@ CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
 )
 
 
+def control_base(cfg: dict, name: str) -> str | None:
+    """The target whose fitted attack a derived negative control ``name`` applies (``<base>--null-db``,
+    ``<base>--no-retrieval``), None for any other target.  Such a control answers only the evaluation
+    candidates' queries; its scores read the base target's answers for the reference candidates, so every
+    fitted part of the attack (θ, γ, thresholds, ensembles, classifiers) is the base target's and is
+    applied, never refitted, to the control's answers (docs/attacks.md, "Negative controls")."""
+    t = cfg["targets"].get(name)
+    if t is None or t["control"] == "none":
+        return None
+    for _flag, suffix, change in CONTROLS:
+        if name.endswith(suffix) and t["control"] == change["control"]:
+            base = name[: -len(suffix)]
+            if base in cfg["targets"] and cfg["targets"][base]["control"] == "none":
+                return base
+    return None
+
+
 def _derive_controls(cfg: dict) -> None:
     """Add the negative-control targets of every undefended target (``controls``)."""
     controls = cfg["controls"]

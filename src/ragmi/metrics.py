@@ -10,6 +10,8 @@ decision   0/1 verdict of the variant's own decision rule (RAG-MIA's Yes/No, DCM
            S2MIA's T, a trained attack model's predicted class), else NA (column optional)
 label      1 member, 0 non-member
 role       ``"reference"`` (the adversary's calibration documents) or ``"eval"``
+no_answer  True when the attack could not read the target's answer (neither Yes nor No, an empty
+           response); NA counts as False (column optional)
 =========  =====================================================================================
 
 Other columns are ignored.
@@ -17,7 +19,8 @@ Other columns are ignored.
 Protocol (the project's standards)
 ----------------------------------
 * Thresholds are never fitted on the data they are scored on: every threshold is chosen on the
-  ``reference`` rows of a variant and applied, unchanged, to its ``eval`` rows.
+  ``reference`` rows of a variant and applied, unchanged, to its ``eval`` rows.  The one exception
+  is the ROC read-out ``tpr_roc_{k}`` below, which is labelled as such.
 * AUC is computed on the eval rows.
 * Accuracy is the papers' accuracy: that of the variant's own decision rule (its ``decision``
   column: DCMI Eq. 9/11/13, RAG-MIA's black-box Yes/No, MBA's γ, S2MIA's T, an attack model's
@@ -26,27 +29,57 @@ Protocol (the project's standards)
   the score is reported apart as ``threshold_accuracy``: it is ragmi's, not a paper's, and is never
   compared with a published accuracy (docs/provenance.md#metrics).
 * Every number carries its n (members / non-members, for reference and eval) and a 95% confidence
-  interval from a stratified bootstrap of the eval set (members and non-members are resampled
-  separately, with replacement; the reference thresholds stay fixed; percentiles 2.5 / 97.5).
-* The bootstrap uses one :class:`numpy.random.Generator` per variant, seeded from ``seed`` and the
-  CRC-32 of the variant name, so a variant's numbers do not depend on which other variants are
-  evaluated or in which order.
+  interval that keeps its width at the boundary (an AUC of 1.00 or a TPR of 0 is an estimate from
+  a finite sample, not a certainty):
+
+  - AUC: the score interval of Newcombe (2006, "Confidence intervals for an effect size measure
+    based on the Mann-Whitney statistic. Part 2: asymptotic methods and evaluation", Statistics in
+    Medicine 25:559-573), his method 5: the Hanley-McNeil variance with both sample sizes replaced
+    by N* = (m + n)/2 - 1, evaluated at the candidate θ, and the interval the set of θ with
+    |Â - θ| <= z SE(θ) (:func:`auc_ci`).  At 20+20 an AUC of 1.00 gets about [0.90, 1.00] and
+    constant scores (0.50) about [0.33, 0.67], where the former percentile bootstrap collapsed to
+    [1.00, 1.00] and [0.50, 0.50].
+  - Every rate (TPR, FPR, accuracy): the exact binomial interval of Clopper & Pearson (1934,
+    Biometrika 26:404-413) on the count and its n (:func:`clopper_pearson`); an accuracy is k
+    correct of the n eval rows.
+
+  None of them is random: ``n_boot`` and ``seed`` no longer change a number of :func:`evaluate`
+  (``n_boot`` is still recorded; the paired comparisons, :func:`paired_auc_difference`, bootstrap).
 
 TPR at low FPR is the headline number for membership inference (Carlini et al. 2022, "Membership
 Inference Attacks From First Principles"), as used in RAG-MIA §5: an attack is only dangerous if it
 identifies some members with confidence, i.e. at a threshold that almost never fires on
-non-members.  The realised eval FPR of each reference threshold is reported next to the TPR so that
-a reader sees whether the reference threshold transfers to the evaluation set.
+non-members.  Two figures are reported, each named for what it is:
+
+* ``tpr_at_fpr_{k}`` (operational): the eval TPR of the threshold ``threshold_fpr_{k}`` chosen on
+  the *reference* non-members for FPR x = k%.  An adversary can deploy it; its realised eval FPR,
+  ``fpr_realized_{k}`` with a Clopper-Pearson interval (``_lo`` / ``_hi``), can lie far from x, so
+  read the two together: the TPR is "at x% FPR" only as far as the realised FPR says so.
+* ``tpr_roc_{k}`` (the field's "TPR at x% FPR", as LiRA and MIMIR report it): the largest eval TPR
+  over the thresholds whose *eval* FPR is at most x, read from the evaluation ROC curve (a
+  threshold sits between distinct scores, so tied scores move together).  Its threshold is chosen on
+  the data it is scored on, so the figure is optimistic, and its Clopper-Pearson interval (on the
+  members above that threshold) is conditional on that choice.
 
 A threshold at FPR x > 0 needs at least 1/x reference non-members (5% needs 20, 0.5% needs 200):
 with fewer, the smallest non-zero reference FPR is 1/n > x, so the only threshold with reference FPR
 at most x is the one above every reference non-member, and "TPR at x% FPR" would silently repeat
 TPR@0%FPR.  Such levels are *not estimable* (:func:`fpr_estimable`): their ``threshold_fpr_{k}``,
-``tpr_at_fpr_{k}`` (with its interval) and ``fpr_realized_{k}`` are NaN, and the tables print "n/e".
+``tpr_at_fpr_{k}`` (with its interval) and ``fpr_realized_{k}`` (with its interval) are NaN, and
+the tables print "n/e".  Likewise ``tpr_roc_{k}`` needs x · (eval non-members) >= 1
+(:func:`roc_estimable`; x = 0 never qualifies: the ROC's TPR at FPR 0 hinges on the single highest
+non-member score).
+
+A variant is *uninformative* (``informative`` False, with ``uninformative_reason``) when its eval
+scores are all equal (the attack gave every candidate the same score, e.g. every answer was "No.")
+or when every eval row is ``no_answer`` (the attack could not read a single answer; ``n_no_answer``
+counts them).  Its AUC of 0.5 then says nothing about the target: it is no measurement, not
+evidence of no leakage.
 
 Two more quantities serve the headline tables: :func:`paired_auc_difference` (the change in AUC
 between two targets scored on the same candidates, with a paired stratified bootstrap interval) and
-:func:`min_detectable_auc` (the smallest AUC a run of a given size can tell from 0.5).
+:func:`min_detectable_auc` / :func:`min_detectable_auc_power` (the smallest AUC a run of a given size
+can tell from 0.5, at 50% and at a chosen power).
 """
 
 from __future__ import annotations
@@ -61,6 +94,9 @@ DEFAULT_FPRS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.05)
 REQUIRED_COLUMNS = ["doc_id", "variant", "score", "label", "role"]
 ROLES = ("reference", "eval")
 BB_COLUMNS = ["bb_tpr", "bb_tpr_lo", "bb_tpr_hi", "bb_fpr", "bb_fpr_lo", "bb_fpr_hi"]
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
+CONSTANT_SCORES = "constant scores"  # uninformative_reason: every eval score is the same
+NO_ANSWER_READ = "no answer read"  # uninformative_reason: every eval row is no_answer
 
 # Tolerance when comparing an empirical rate k/n with a requested rate (e.g. 5/100 <= 0.05).
 _RATE_EPS = 1e-12
@@ -161,6 +197,15 @@ def fpr_estimable(fpr: float, n_ref_nonmembers: int) -> bool:
     return f == 0.0 or f * int(n_ref_nonmembers) >= 1.0 - 1e-9
 
 
+def roc_estimable(fpr: float, n_eval_nonmembers: int) -> bool:
+    """Whether the evaluation ROC curve of ``n_eval_nonmembers`` non-members resolves FPR ``fpr``
+    (``tpr_roc_{k}`` is printed): ``fpr * n >= 1``, i.e. at least one eval false positive is within
+    the level (5% needs 20).  Never for ``fpr = 0``: the ROC's TPR at FPR 0 is decided by the single
+    highest non-member score, and with fewer than 1/fpr non-members "FPR <= x" means FPR 0 again."""
+    f = float(fpr)
+    return f > 0.0 and f * int(n_eval_nonmembers) >= 1.0 - 1e-9
+
+
 def fpr_key(fpr: float) -> str:
     """Column suffix of a false-positive rate, in percent: 0 -> "0", 0.005 -> "0.5", 0.05 -> "5"."""
     return f"{round(float(fpr) * 100, 6):g}"
@@ -175,6 +220,9 @@ def metric_columns(fprs: Iterable[float] = DEFAULT_FPRS) -> list[str]:
         "n_members",
         "n_nonmembers",
         "n_boot",
+        "informative",
+        "uninformative_reason",
+        "n_no_answer",
         "auc",
         "auc_lo",
         "auc_hi",
@@ -194,6 +242,11 @@ def metric_columns(fprs: Iterable[float] = DEFAULT_FPRS) -> list[str]:
             f"tpr_at_fpr_{k}_lo",
             f"tpr_at_fpr_{k}_hi",
             f"fpr_realized_{k}",
+            f"fpr_realized_{k}_lo",
+            f"fpr_realized_{k}_hi",
+            f"tpr_roc_{k}",
+            f"tpr_roc_{k}_lo",
+            f"tpr_roc_{k}_hi",
         ]
     return cols + BB_COLUMNS
 
@@ -206,12 +259,39 @@ def _check_finite(values: np.ndarray, what: str) -> None:
         raise ValueError(f"{what} contain NaN or infinite values; attacks must emit finite scores")
 
 
+_TRUE_WORDS = {"true", "1", "1.0", "yes"}
+_FALSE_WORDS = {"false", "0", "0.0", "no", ""}
+
+
+def _no_answer_flags(values: pd.Series) -> pd.Series:
+    """``no_answer`` as pandas' nullable ``boolean``: True / False, NA where it is missing (None, NA,
+    NaN).  Accepts booleans, 0/1 and the words true/false (a CSV round trip); anything else is an
+    attack's bug and raises ``ValueError``."""
+
+    def one(v):
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            return pd.NA
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, float, np.integer, np.floating)) and float(v) in (0.0, 1.0):
+            return bool(v)
+        if isinstance(v, str) and v.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+            return v.strip().lower() in _TRUE_WORDS
+        raise ValueError(f"no_answer must be True, False or missing, got {v!r}")
+
+    if pd.api.types.is_bool_dtype(values.dtype):  # bool or boolean: nothing to parse
+        return values.astype("boolean")
+    return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
+
+
 def check_scores_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Validate a scores frame and return a normalised copy.
 
-    The copy has ``label`` as int, ``score`` as float and ``decision`` as float (NaN when absent).
-    Raises ``ValueError`` for missing columns, labels outside {0, 1}, unknown roles, non-finite
-    scores, decisions outside {0, 1}, or a document listed twice within one variant.
+    The copy has ``label`` as int, ``score`` as float, ``decision`` as float (NaN when absent) and,
+    when the frame has one, ``no_answer`` as pandas' nullable ``boolean`` (NA where missing; other
+    columns are kept as they are).  Raises ``ValueError`` for missing columns, labels outside
+    {0, 1}, unknown roles, non-finite scores, decisions outside {0, 1}, ``no_answer`` values that are
+    not booleans, or a document listed twice within one variant.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -242,6 +322,9 @@ def check_scores_frame(df: pd.DataFrame) -> pd.DataFrame:
         out["decision"] = dec
     else:
         out["decision"] = np.nan
+    for col in ("no_answer", "no_yes_no"):  # no_yes_no: a gray-box variant found no Yes/No in the top-K
+        if col in out.columns:
+            out[col] = _no_answer_flags(out[col])
     dup = out.duplicated(["variant", "doc_id"], keep=False)
     if dup.any():
         first = out.loc[dup, ["variant", "doc_id"]].iloc[0]
@@ -252,7 +335,7 @@ def check_scores_frame(df: pd.DataFrame) -> pd.DataFrame:
 def _split(df: pd.DataFrame, variant: str):
     """Reference/eval arrays of one validated variant, with the class-size checks.
 
-    Rows are sorted by ``doc_id`` so that the bootstrap does not depend on the input row order.
+    Rows are sorted by ``doc_id`` so that nothing depends on the input row order.
     """
     df = df.sort_values("doc_id", kind="stable")
     ref = df[df["role"] == "reference"]
@@ -278,7 +361,8 @@ def _split(df: pd.DataFrame, variant: str):
 # Bootstrap
 # --------------------------------------------------------------------------------------------
 def variant_rng(variant: str, seed: int = 0) -> np.random.Generator:
-    """The bootstrap generator of one variant: seeded from ``seed`` and CRC-32 of its name."""
+    """A generator for one variant, seeded from ``seed`` and the CRC-32 of its name (the former
+    bootstrap of :func:`evaluate_variant`, which no longer draws random numbers; kept for callers)."""
     return np.random.default_rng([int(seed), zlib.crc32(str(variant).encode("utf-8"))])
 
 
@@ -418,19 +502,150 @@ def hanley_mcneil_se(auc: float, n_members: int, n_nonmembers: int) -> float:
     return float(np.sqrt(max(var, 0.0)))
 
 
+def newcombe_variance(theta, n_members: int, n_nonmembers: int):
+    """Variance of the Mann-Whitney AUC at the true value ``theta`` as Newcombe's method 5 takes it
+    (Newcombe 2006, "Confidence intervals for an effect size measure based on the Mann-Whitney
+    statistic. Part 2: asymptotic methods and evaluation", Statistics in Medicine 25:559-573): the
+    Hanley-McNeil variance (:func:`hanley_mcneil_se`, exponential model Q1 = θ/(2 - θ),
+    Q2 = 2θ²/(1 + θ)) with both n_m - 1 and n_n - 1 replaced by N* = (n_m + n_n)/2 - 1::
+
+        V(θ) = θ(1 - θ) / (n_m n_n) · [1 + N* ((1 - θ)/(2 - θ) + θ/(1 + θ))].
+
+    Symmetric, V(θ) = V(1 - θ); equal to ``hanley_mcneil_se(θ) ** 2`` when n_m = n_n; 0 at θ = 0
+    and 1.  Vectorised over ``theta``."""
+    nm, nn = int(n_members), int(n_nonmembers)
+    if nm < 1 or nn < 1:
+        raise ValueError(f"need at least one member and one non-member, got {nm}/{nn}")
+    t = np.asarray(theta, dtype=float)
+    n_star = (nm + nn) / 2 - 1
+    return t * (1 - t) / (nm * nn) * (1 + n_star * ((1 - t) / (2 - t) + t / (1 + t)))
+
+
+def _score_lower(a: np.ndarray, nm: int, nn: int, z: float, grid: int = 512, steps: int = 60) -> np.ndarray:
+    """Lower end of Newcombe's score interval for each finite ``a`` in [0, 1]: the smallest θ in
+    [0, a] with (a - θ)² <= z² V(θ).  At θ = a the inequality holds, at θ = 0 it fails unless a = 0;
+    the first grid point of [0, a] where it holds brackets the crossing with its predecessor, and
+    ``steps`` bisections narrow it to (a / grid) / 2**steps."""
+    frac = np.linspace(0.0, 1.0, grid + 1)
+    th = a[:, None] * frac[None, :]
+    inside = (a[:, None] - th) ** 2 <= z * z * newcombe_variance(th, nm, nn)
+    j = np.argmax(inside, axis=1)  # the first grid point inside (the last one, θ = a, always is)
+    left = a * frac[np.maximum(j - 1, 0)]
+    right = a * frac[j]
+    for _ in range(steps):
+        mid = (left + right) / 2
+        ok = (a - mid) ** 2 <= z * z * newcombe_variance(mid, nm, nn)
+        left, right = np.where(ok, left, mid), np.where(ok, mid, right)
+    return np.where(j == 0, 0.0, right)
+
+
+def auc_ci(auc, n_members: int, n_nonmembers: int, z: float = Z95):
+    """``(lo, hi)``: the 95% (for the default ``z``) confidence interval of an AUC ``auc`` estimated
+    from ``n_members`` members and ``n_nonmembers`` non-members by Newcombe's method 5 (Newcombe
+    2006, Statistics in Medicine 25:559-573, Part 2 of "Confidence intervals for an effect size
+    measure based on the Mann-Whitney statistic"): the set of θ with ``|auc - θ| <= z SE(θ)``, the
+    standard error evaluated at the candidate θ (:func:`newcombe_variance`), not at the estimate.
+
+    A score interval, in the way Wilson's is for a proportion: it keeps its width at the boundary,
+    where a percentile bootstrap collapses to a point (every resample of perfectly separated scores
+    has AUC 1; every resample of constant scores has AUC 0.5).  At 20+20, AUC 1.00 gets [0.90, 1]
+    and 0.50 gets [0.33, 0.67].  Coverage measured on binormal scores at 20+20 (4,000 replicates
+    each, ``tests/test_intervals.py`` keeps a seeded 2,000): 94.4% at AUC 0.5, 95.5% at 0.6 to 0.8,
+    96.4% at 0.9, 96.8% at 0.95, 97.4% at 0.99 -- nominal, conservative near 1 (where the percentile
+    bootstrap covered 86% at 0.97).  The set is found by a grid over [0, auc] and bisection (to
+    1e-12); it is one interval (checked against a 5e-7 grid).
+    ``auc`` may be a scalar (floats back) or an array (arrays back); NaN gives NaN.  The
+    interval contains 0.5 exactly when ``|auc - 0.5| <= z SE(0.5)``, i.e. when ``auc`` is below
+    :func:`min_detectable_auc` (and above its mirror image)."""
+    a = np.asarray(auc, dtype=float)
+    nm, nn = int(n_members), int(n_nonmembers)
+    if nm < 1 or nn < 1:
+        raise ValueError(f"need at least one member and one non-member, got {nm}/{nn}")
+    if np.any((a < 0) | (a > 1)):
+        raise ValueError(f"an AUC lies in [0, 1], got {auc}")
+    flat = a.reshape(-1)
+    lo = np.full(flat.shape, np.nan)
+    hi = np.full(flat.shape, np.nan)
+    ok = np.isfinite(flat)
+    if ok.any():
+        lo[ok] = _score_lower(flat[ok], nm, nn, float(z))
+        hi[ok] = 1.0 - _score_lower(1.0 - flat[ok], nm, nn, float(z))  # V(θ) = V(1 - θ): mirror image
+    if a.ndim == 0:
+        return float(lo[0]), float(hi[0])
+    return lo.reshape(a.shape), hi.reshape(a.shape)
+
+
+def clopper_pearson(k, n, alpha: float = 0.05):
+    """``(lo, hi)``: the exact (Clopper & Pearson 1934, "The use of confidence or fiducial limits
+    illustrated in the case of the binomial", Biometrika 26:404-413) two-sided ``1 - alpha``
+    interval of a binomial proportion with ``k`` successes in ``n`` trials: ``lo`` the
+    ``alpha/2`` quantile of Beta(k, n - k + 1) (0 when k = 0), ``hi`` the ``1 - alpha/2`` quantile of
+    Beta(k + 1, n - k) (1 when k = n).  Its coverage is at least ``1 - alpha`` for every true
+    proportion (conservative), and it never collapses to a point: 0 of 20 gives [0, 0.168].  NaN,
+    NaN when n = 0.  Scalars give floats, arrays (broadcast) give arrays."""
+    from scipy.special import betaincinv  # the inverse regularised incomplete beta function
+
+    kk = np.asarray(k, dtype=float)
+    nn = np.asarray(n, dtype=float)
+    if np.any(kk < 0) or np.any(kk > nn) or np.any(kk != np.round(kk)) or np.any(nn != np.round(nn)):
+        raise ValueError(f"clopper_pearson needs whole counts 0 <= k <= n, got k={k}, n={n}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    kk, nn = np.broadcast_arrays(kk, nn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(kk > 0, betaincinv(np.maximum(kk, 1e-300), nn - kk + 1, alpha / 2), 0.0)
+        hi = np.where(kk < nn, betaincinv(kk + 1, np.maximum(nn - kk, 1e-300), 1 - alpha / 2), 1.0)
+    lo = np.where(nn > 0, lo, np.nan)
+    hi = np.where(nn > 0, hi, np.nan)
+    if lo.ndim == 0:
+        return float(lo), float(hi)
+    return lo, hi
+
+
 def min_detectable_auc(n_members: int, n_nonmembers: int, z: float = 1.96) -> float:
-    """The smallest AUC ``A > 0.5`` whose 95% interval excludes 0.5 with ``n_members`` members and
-    ``n_nonmembers`` non-members in the evaluation set: the root of ``A - z SE(A) = 0.5`` on
-    (0.5, 1], with ``SE`` the Hanley-McNeil standard error (:func:`hanley_mcneil_se`; Hanley &
-    McNeil 1982, Radiology 143:29-36).  ``A - z SE(A)`` increases from ``0.5 - z SE(0.5) < 0.5`` to 1
-    on that range, so the root is unique; found by bisection to 1e-12.  A power statement for a run
-    of that size ("an attack with a smaller true AUC is not told apart from chance"), not a property
-    of the bootstrap intervals the tables print (which it approximates)."""
+    """The smallest AUC ``A > 0.5`` whose interval (:func:`auc_ci` at this ``z``) excludes 0.5 with
+    ``n_members`` members and ``n_nonmembers`` non-members in the evaluation set:
+    ``0.5 + z SE(0.5)``, ``SE`` Newcombe's method-5 standard error (:func:`newcombe_variance`, the
+    Hanley-McNeil 1982 variance with N* = (n_m + n_n)/2 - 1; Hanley-McNeil's own when n_m = n_n).
+    An observed AUC above it is reported as leaking; 0.68 at 20+20, 0.76 at 10+10.
+
+    As a power statement it is weak: an attack whose *true* AUC equals this value is detected only
+    about half the time (its estimate falls on either side of the boundary about equally often), so
+    it is the AUC detected with 50% power.  :func:`min_detectable_auc_power` gives the AUC detected
+    with a chosen power (80% by default).  NaN when no AUC in [0, 1] is detectable (1+1, 2+2)."""
+    a = 0.5 + float(z) * float(np.sqrt(newcombe_variance(0.5, n_members, n_nonmembers)))
+    return a if a <= 1.0 else float("nan")
+
+
+def min_detectable_auc_power(n_m: int, n_n: int, power: float = 0.8, z: float = 1.96) -> float:
+    """The smallest *true* AUC ``A`` that a run with ``n_m`` members and ``n_n`` non-members detects
+    (its interval, :func:`auc_ci`, excludes 0.5) with probability ``power``.
+
+    The interval excludes 0.5 (on the upper side) when the estimate exceeds
+    ``c = 0.5 + z SE_N(0.5)`` (:func:`min_detectable_auc`); with the estimate approximately normal
+    around ``A`` with the Hanley-McNeil standard error ``SE_HM(A)`` (:func:`hanley_mcneil_se`), the
+    power at ``A`` is ``Φ((A - c) / SE_HM(A))``, and the function returns the root of
+    ``A - z_power SE_HM(A) = c``, ``z_power = Φ⁻¹(power)``, on (0.5, 1] (``A - z_power SE_HM(A)``
+    increases there; bisection to 1e-12).  At 20+20 it is 0.747: ``tests/test_intervals.py`` draws
+    binormal scores at that AUC and detects 79.8% of 2,000 runs (at :func:`min_detectable_auc`, 0.681,
+    50.3%).  The shortcut ``A - (z + z_power) SE_HM(A) = 0.5``, which takes the standard error at
+    ``A`` for the null as well, gives 0.726 at 20+20, detected only 72% of the time with this
+    interval.  8+8: 0.871, 10+10: 0.838, 50+50: 0.660.  NaN when no AUC <= 1 reaches ``power``."""
+    from statistics import NormalDist
+
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must lie in (0, 1), got {power}")
+    c = 0.5 + float(z) * float(np.sqrt(newcombe_variance(0.5, n_m, n_n)))
+    zp = NormalDist().inv_cdf(float(power))
 
     def gap(a: float) -> float:
-        return a - z * hanley_mcneil_se(a, n_members, n_nonmembers) - 0.5
+        return a - zp * hanley_mcneil_se(a, n_m, n_n) - c
 
+    if gap(1.0) < 0:
+        return float("nan")
     lo, hi = 0.5, 1.0
+    if gap(lo) > 0:  # power below 50%: the root may lie at or below 0.5; not a detectable AUC above chance
+        return float("nan")
     while hi - lo > 1e-12:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if gap(mid) <= 0 else (lo, mid)
@@ -440,6 +655,39 @@ def min_detectable_auc(n_members: int, n_nonmembers: int, z: float = 1.96) -> fl
 # --------------------------------------------------------------------------------------------
 # Evaluation
 # --------------------------------------------------------------------------------------------
+def _roc_true_positives(members: np.ndarray, nonmembers: np.ndarray, fpr: float) -> int:
+    """The members above the eval-ROC threshold with the largest TPR at eval FPR <= ``fpr``.
+
+    With ``a = floor(fpr * n)`` false positives allowed, the lowest admissible threshold lies just
+    above the (a + 1)-th largest non-member score ``v`` (every rule ``score > v`` keeps at most ``a``
+    non-members, and no lower threshold does); the count is then the members scoring above ``v``.
+    A threshold sits between distinct scores, so members tied with ``v`` are not counted, and
+    non-members tied at the top move together.  All members when ``a >= n``."""
+    allowed = int(np.floor(float(fpr) * nonmembers.size + 1e-9))
+    if allowed >= nonmembers.size:
+        return int(members.size)
+    v = np.sort(nonmembers)[::-1][allowed]
+    return int((members > v).sum())
+
+
+def informative_flags(eval_scores: Sequence[float], no_answer: Sequence[bool] | None = None) -> tuple[bool, str]:
+    """``(informative, uninformative_reason)`` of a variant from its eval scores and, when the
+    attack reports it, its eval ``no_answer`` flags (NA counts as False).  Uninformative when every
+    eval score is the same (:data:`CONSTANT_SCORES`: the attack gave every candidate the same score,
+    e.g. every answer was "No.") or when every eval row is ``no_answer`` (:data:`NO_ANSWER_READ`:
+    the attack could not read a single answer); both reasons, joined by "; ", when both hold.  The
+    reason is "" for an informative variant."""
+    s = np.asarray(eval_scores, dtype=float)
+    reasons = []
+    if s.size and np.all(s == s[0]):
+        reasons.append(CONSTANT_SCORES)
+    if no_answer is not None:
+        flags = pd.array(list(no_answer), dtype="boolean").fillna(False).to_numpy(dtype=bool)
+        if flags.size and flags.all():
+            reasons.append(NO_ANSWER_READ)
+    return not reasons, "; ".join(reasons)
+
+
 def evaluate_variant(
     df_one_variant: pd.DataFrame,
     fprs: Sequence[float] = DEFAULT_FPRS,
@@ -453,8 +701,14 @@ def evaluate_variant(
     (NaN without one) and ``bb_tpr`` / ``bb_fpr`` its eval TPR / FPR (no threshold of ragmi's
     involved).  ``threshold_acc`` / ``threshold_fpr_{k}`` are the reference-set thresholds on the
     score; ``threshold_accuracy`` and ``tpr_at_fpr_{k}`` are their eval-set results and
-    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``; all four are NaN for a level the
-    reference set cannot resolve (fewer than 1/fpr reference non-members, :func:`fpr_estimable`).
+    ``fpr_realized_{k}`` the eval FPR of ``threshold_fpr_{k}``; those of ``fpr_{k}`` are NaN for a
+    level the reference set cannot resolve (fewer than 1/fpr reference non-members,
+    :func:`fpr_estimable`).  ``tpr_roc_{k}`` is the TPR read from the eval ROC curve at eval FPR
+    <= k% (NaN unless :func:`roc_estimable`).  The AUC interval is :func:`auc_ci`, every rate's
+    :func:`clopper_pearson`; ``n_boot`` and ``seed`` change no number (``n_boot`` is recorded).
+    ``informative`` / ``uninformative_reason``: :func:`informative_flags`; ``n_no_answer``: the eval
+    rows with ``no_answer`` True (NaN when the frame has no ``no_answer`` column, or it is NA on
+    every eval row of the variant).
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
@@ -467,11 +721,8 @@ def evaluate_variant(
     m = ev_m["score"].to_numpy(float)
     n = ev_n["score"].to_numpy(float)
     labels = np.r_[np.ones(m.size, int), np.zeros(n.size, int)]
-
-    rng = variant_rng(variant, seed)
-    cm = _resample_counts(rng, m.size, n_boot)
-    cn = _resample_counts(rng, n.size, n_boot)
     n_eval = m.size + n.size
+    nan = float("nan")
 
     row: dict = {
         "variant": variant,
@@ -482,30 +733,54 @@ def evaluate_variant(
         "n_boot": int(n_boot),
     }
 
+    no_answer = None
+    row["n_no_answer"] = nan
+    if "no_answer" in df.columns:
+        flags = pd.concat([ev_m["no_answer"], ev_n["no_answer"]])
+        if flags.notna().any():  # all NA: the attack did not say (e.g. a frame concatenated with others)
+            no_answer = flags.fillna(False).to_numpy(dtype=bool)
+            row["n_no_answer"] = int(no_answer.sum())
+    unread = no_answer
+    if "no_yes_no" in df.columns:
+        # a gray-box variant reads the top-K log-probabilities, not the text: what it could not read is a
+        # response with no Yes/No among them (no_yes_no), where the attack says so, not an unparsed text
+        gray = pd.concat([ev_m["no_yes_no"], ev_n["no_yes_no"]])
+        if gray.notna().any():
+            text = np.zeros(len(gray), dtype=bool) if no_answer is None else no_answer
+            unread = np.where(gray.notna().to_numpy(), gray.fillna(False).to_numpy(dtype=bool), text)
+    row["informative"], row["uninformative_reason"] = informative_flags(np.r_[m, n], unread)
+
     row["auc"] = roc_auc(labels, np.r_[m, n])
-    row["auc_lo"], row["auc_hi"] = _ci(_weighted_auc(m, n, cm, cn))
+    row["auc_lo"], row["auc_hi"] = auc_ci(row["auc"], m.size, n.size)
 
     t_acc = threshold_max_accuracy(np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n])
-    hit_m = (m >= t_acc).astype(float)
-    miss_n = (n < t_acc).astype(float)
-    row["accuracy"] = row["accuracy_lo"] = row["accuracy_hi"] = float("nan")  # filled when there is a rule
+    correct = int((m >= t_acc).sum() + (n < t_acc).sum())
+    row["accuracy"] = row["accuracy_lo"] = row["accuracy_hi"] = nan  # filled when there is a rule
     row["threshold_acc"] = t_acc
-    row["threshold_accuracy"] = float((hit_m.sum() + miss_n.sum()) / n_eval)
-    row["threshold_accuracy_lo"], row["threshold_accuracy_hi"] = _ci((cm @ hit_m + cn @ miss_n) / n_eval)
+    row["threshold_accuracy"] = correct / n_eval
+    row["threshold_accuracy_lo"], row["threshold_accuracy_hi"] = clopper_pearson(correct, n_eval)
 
     for f in fprs:
         k = fpr_key(f)
-        if not fpr_estimable(f, ref_n.size):  # 1/f reference non-members needed: not estimable
+        if fpr_estimable(f, ref_n.size):
+            t = threshold_at_fpr(ref_n, f)
+            tp, fp = int((m >= t).sum()), int((n >= t).sum())
+            row[f"threshold_fpr_{k}"] = t
+            row[f"tpr_at_fpr_{k}"] = tp / m.size
+            row[f"tpr_at_fpr_{k}_lo"], row[f"tpr_at_fpr_{k}_hi"] = clopper_pearson(tp, m.size)
+            row[f"fpr_realized_{k}"] = fp / n.size
+            row[f"fpr_realized_{k}_lo"], row[f"fpr_realized_{k}_hi"] = clopper_pearson(fp, n.size)
+        else:  # 1/f reference non-members needed: not estimable
             for col in ("threshold_fpr", "tpr_at_fpr", "fpr_realized"):
-                row[f"{col}_{k}"] = float("nan")
-            row[f"tpr_at_fpr_{k}_lo"] = row[f"tpr_at_fpr_{k}_hi"] = float("nan")
-            continue
-        t = threshold_at_fpr(ref_n, f)
-        pos_m = (m >= t).astype(float)
-        row[f"threshold_fpr_{k}"] = t
-        row[f"tpr_at_fpr_{k}"] = float(pos_m.mean())
-        row[f"tpr_at_fpr_{k}_lo"], row[f"tpr_at_fpr_{k}_hi"] = _ci(cm @ pos_m / m.size)
-        row[f"fpr_realized_{k}"] = float(np.mean(n >= t))
+                row[f"{col}_{k}"] = nan
+            for col in ("tpr_at_fpr", "fpr_realized"):
+                row[f"{col}_{k}_lo"] = row[f"{col}_{k}_hi"] = nan
+        if roc_estimable(f, n.size):
+            tp = _roc_true_positives(m, n, f)
+            row[f"tpr_roc_{k}"] = tp / m.size
+            row[f"tpr_roc_{k}_lo"], row[f"tpr_roc_{k}_hi"] = clopper_pearson(tp, m.size)
+        else:
+            row[f"tpr_roc_{k}"] = row[f"tpr_roc_{k}_lo"] = row[f"tpr_roc_{k}_hi"] = nan
 
     dec_m = ev_m["decision"].to_numpy(float)
     dec_n = ev_n["decision"].to_numpy(float)
@@ -513,12 +788,14 @@ def evaluate_variant(
     if has.any():
         if not has.all():
             raise ValueError(f"variant {variant!r}: decision is given for some eval rows but not for all")
-        row["accuracy"] = float((dec_m.sum() + (1 - dec_n).sum()) / n_eval)
-        row["accuracy_lo"], row["accuracy_hi"] = _ci((cm @ dec_m + cn @ (1 - dec_n)) / n_eval)
-        row["bb_tpr"] = float(dec_m.mean())
-        row["bb_tpr_lo"], row["bb_tpr_hi"] = _ci(cm @ dec_m / m.size)
-        row["bb_fpr"] = float(dec_n.mean())
-        row["bb_fpr_lo"], row["bb_fpr_hi"] = _ci(cn @ dec_n / n.size)
+        k_tp, k_fp = int(dec_m.sum()), int(dec_n.sum())
+        right = k_tp + (n.size - k_fp)
+        row["accuracy"] = right / n_eval
+        row["accuracy_lo"], row["accuracy_hi"] = clopper_pearson(right, n_eval)
+        row["bb_tpr"] = k_tp / m.size
+        row["bb_tpr_lo"], row["bb_tpr_hi"] = clopper_pearson(k_tp, m.size)
+        row["bb_fpr"] = k_fp / n.size
+        row["bb_fpr_lo"], row["bb_fpr_hi"] = clopper_pearson(k_fp, n.size)
     return row
 
 
@@ -562,7 +839,6 @@ def evaluate(
 # --------------------------------------------------------------------------------------------
 # TPR conditional on retrieval
 # --------------------------------------------------------------------------------------------
-Z95 = 1.959963984540054
 RETRIEVED_COLUMNS = [
     "tpr_retrieved_fpr",
     "tpr_retrieved",
@@ -573,7 +849,8 @@ RETRIEVED_COLUMNS = [
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of ``k`` successes out of ``n`` (NaN, NaN when n = 0)."""
+    """The Wilson score interval of ``k`` successes out of ``n`` (NaN, NaN when n = 0).  Used by the
+    audit's detection rates; the rates of :func:`evaluate` use :func:`clopper_pearson`."""
     if n <= 0:
         return float("nan"), float("nan")
     p = k / n
@@ -597,15 +874,16 @@ def lowest_resolvable_fpr(fprs: Iterable[float], n_ref_nonmembers) -> float | No
 
 def conditional_tpr(member_scores: Sequence[float], condition: Sequence[bool], threshold: float) -> dict:
     """TPR at ``threshold`` (a member is positive when its score >= threshold, as for ``tpr_at_fpr``)
-    over the members for which ``condition`` holds, with its n and 95% Wilson interval:
-    ``{"n", "k", "tpr", "lo", "hi"}`` (tpr, lo, hi NaN when n = 0)."""
+    over the members for which ``condition`` holds, with its n and 95% Clopper-Pearson interval
+    (:func:`clopper_pearson`, as every rate of :func:`evaluate`): ``{"n", "k", "tpr", "lo", "hi"}``
+    (tpr, lo, hi NaN when n = 0)."""
     s = np.asarray(member_scores, dtype=float)
     c = np.asarray(condition, dtype=bool)
     if s.shape != c.shape:
         raise ValueError(f"conditional_tpr: {s.size} scores but {c.size} condition flags")
     n = int(c.sum())
     k = int((s[c] >= threshold).sum())
-    lo, hi = wilson(k, n)
+    lo, hi = clopper_pearson(k, n)
     return {"n": n, "k": k, "tpr": k / n if n else float("nan"), "lo": lo, "hi": hi}
 
 

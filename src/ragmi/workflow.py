@@ -77,6 +77,27 @@ def read_responses(files):
     return pd.concat(frames, ignore_index=True)
 
 
+def control_responses(base, own, queries, candidates):
+    """The responses a negative control's attack reads (ragmi.config.control_base): the base target's
+    answers to the reference candidates' queries (the attack's fitted parts come from them, as on the
+    base target) and the control's own answers to the evaluation candidates' queries."""
+    import pandas as pd
+
+    roles = dict(zip(candidates["doc_id"].astype(str), candidates["role"].astype(str), strict=True))
+    role = queries.set_index(queries["query_id"].astype(str))["doc_id"].astype(str).map(roles)
+    ref_ids = set(role.index[role == "reference"])
+    eval_ids = set(role.index[role == "eval"])
+    b = base[base["query_id"].astype(str).isin(ref_ids)]
+    o = own[own["query_id"].astype(str).isin(eval_ids)]
+    return pd.concat([b, o], ignore_index=True)
+
+
+def eval_queries(shard, candidates):
+    """The rows of a query shard about evaluation candidates (what a negative control answers)."""
+    ev = set(candidates.loc[candidates["role"] == "eval", "doc_id"].astype(str))
+    return shard[shard["doc_id"].astype(str).isin(ev)].reset_index(drop=True)
+
+
 def run_step(smk, fn) -> None:
     """Run ``fn(smk, log)``; on failure remove ``smk.output`` and exit 1 with one message."""
     log = StepLog(smk.log[0] if len(smk.log) else None)

@@ -12,7 +12,11 @@ A perturbed copy has a fraction θ of its words, adjectives or adverbs, replaced
   a permutation seeded from ``(seed, doc_id)``, so the swaps for a smaller θ are a subset of those
   for a larger θ.  Case and the surrounding punctuation and spacing are kept; an "a"/"an" right
   before a swapped word is re-agreed.  With fewer candidates than requested, all are swapped
-  (``n_swapped < n_requested``).
+  (``n_swapped < n_requested``).  Role labels (:func:`label_spans`: the first word of the text or
+  of a line, right before a ':', as "Patient:" and "Doctor:" in HealthCareMagic-style dialogues)
+  are never swapped: only the body is perturbed (DCMI §5.1: keywords swapped "to introduce slight
+  semantic contradictions").  They still count in ``replace_count`` (the authors' formula over
+  ``text.split()``).  The LLM perturber's rewrite is not checked for labels.
 
 Provenance: docs/provenance.md#dcmi.
 """
@@ -36,6 +40,17 @@ PERTURB_PROMPT = (
 )
 
 _WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]+(?:['\u2019-][A-Za-z]+)*(?![A-Za-z0-9_])")
+# A role / speaker label: a word (as _WORD spells one) that starts the text or a line -- only spaces
+# or tabs before it -- and is immediately followed by ':'.
+_LABEL = re.compile(r"^[ \t]*([A-Za-z]+(?:['\u2019-][A-Za-z]+)*):", re.MULTILINE)
+
+
+def label_spans(text: str) -> set[tuple[int, int]]:
+    """(start, end) of every role label of ``text``: a word that starts the text or a line (after
+    optional spaces or tabs) and is immediately followed by ':' -- "Patient" and "Doctor" in
+    ``"Patient: ...\nDoctor: ..."``.  A ':' elsewhere ("two days: a ...", "Dr. Lee: ...", "at 10:30")
+    makes no label."""
+    return {m.span(1) for m in _LABEL.finditer(str(text))}
 
 
 def replace_count(text: str, theta: float) -> int:
@@ -79,7 +94,8 @@ class Perturbation:
 
 
 class WordNetPerturber:
-    """Swap ``replace_count(text, θ)`` adjectives/adverbs for their WordNet antonyms."""
+    """Swap ``replace_count(text, θ)`` adjectives/adverbs of the body (role labels excepted,
+    :func:`label_spans`) for their WordNet antonyms."""
 
     method = "wordnet"
 
@@ -91,8 +107,11 @@ class WordNetPerturber:
         text = str(text)
         n_req = replace_count(text, theta)
         tokens = list(_WORD.finditer(text))
+        labels = label_spans(text)
         tiers: dict[int, list[int]] = {1: [], 2: []}
         for i, m in enumerate(tokens):
+            if m.span() in labels:  # role labels stay: only the body is perturbed
+                continue
             c = self.wn.lookup(m.group(0))
             if c is not None:
                 tiers[c.tier].append(i)

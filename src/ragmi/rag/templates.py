@@ -1,7 +1,9 @@
 """RAG templates: how retrieved documents and the user prompt become chat messages.
 
 Each template is a (system, user) pair of format strings with ``{context}`` and ``{question}``
-placeholders; ``system`` may be ``None``.  Retrieved documents are joined with ``doc_separator``.
+placeholders; ``system`` may be ``None``.  Retrieved documents are joined with the template's
+``doc_separator`` (a blank line unless its source joins them otherwise: ``ia`` a newline, ``dcmi``
+nothing at all, as the base prompt of DCMI's FlashRAG fork does).
 Each template's source (a paper figure or the authors' code) and any deviation from it:
 docs/provenance.md#templates.
 
@@ -68,10 +70,15 @@ TEMPLATES = {
         ),
         doc_separator="\n",
     ),
+    # The base prompt of DCMI's FlashRAG fork (Xinyu140203/RAG_MIA, flashrag/prompt/base_prompt.py,
+    # PromptTemplate.base_system_prompt / base_user_prompt), not upstream FlashRAG's default prompt.
+    # Its format_reference concatenates the retrieved documents' "contents" with no separator, no
+    # numbering and no title line of its own; ragmi's document text stands for "contents".
     "dcmi": Template(
         name="dcmi",
         system="context:{context}\nAnswer the question based on the provided context.",
         user="{question}",
+        doc_separator="",
     ),
     "menta": Template(
         name="menta",

@@ -476,7 +476,7 @@ def defense_effect_frame(
                 ok = all(tpr_estimable(x, tpr_key) for x in (r, b_row))
                 if ok and not (pd.isna(r[tpr_col]) or pd.isna(b_row[tpr_col])):
                     d_tpr = float(r[tpr_col] - b_row[tpr_col])
-                    cell += f", ΔTPR@{tpr_key}%FPR {_signed(d_tpr)}"
+                    cell += f", ΔTPR at ref. threshold for {tpr_key}% FPR {_signed(d_tpr)}"
         if indirect:
             verdict, cell = "indirect", f"indirect (no shared channel); for information: {cell}"
         else:

@@ -27,7 +27,7 @@ PUBLISHED_METRICS = {
     "accuracy": "accuracy (rule)",
     "bb_tpr": "rule TPR",
     "bb_fpr": "rule FPR",
-    "tpr_at_fpr_0": "TPR@0%FPR",
+    "tpr_at_fpr_0": "TPR at ref. threshold for 0% FPR",
 }
 
 
@@ -170,6 +170,17 @@ CONTROL_FLAGS = {
     "null_database": "the attack separates candidates that are not in the database",
     "no_retrieval": "the attack separates members from non-members without any retrieval",
 }
+
+
+def is_informative(row) -> bool:
+    """Whether a metrics row's scores can tell candidates apart at all (``informative``, ragmi.metrics:
+    False for constant scores or when no answer could be read); True when the column is absent."""
+    v = row.get("informative")
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return True
+    if isinstance(v, str):
+        return v.strip().lower() not in ("false", "0")
+    return bool(v)
 
 
 def control_excludes_chance(row) -> bool:

@@ -199,18 +199,22 @@ _TABLES = [
         title="Summary: does each attack leak membership on each target?",
         notes=(
             "One row per dataset × target × attack headline variant, for every target that is not a negative "
-            "control; defenses: the target's defenses (none = undefended; empty in the CSV). n eval = evaluation "
-            "members/non-members; AUC with its 95% stratified bootstrap interval (auc, auc_lo, auc_hi in the CSV).",
-            "TPR: at the lowest configured non-zero FPR level the row's reference set resolves (threshold from the "
-            "reference non-members, tpr_fpr in the CSV), with its 95% interval.",
+            "control, undefended targets first; a defended target's defenses in brackets. n eval = evaluation "
+            "members/non-members; AUC with its 95% score interval (auc, auc_lo, auc_hi in the CSV).",
+            "Two TPR figures: TPR@x%FPR (eval ROC) is read from the evaluation ROC at the lowest configured "
+            "non-zero level x its non-members resolve (x·n ≥ 1; roc_tpr, roc_tpr_fpr in the CSV); the TPR at the "
+            "reference threshold is the operational one, at the threshold chosen on the reference non-members for "
+            "x% FPR (tpr, tpr_fpr), with the FPR it realised on the evaluation non-members (fpr_realized).",
             "Costs per candidate: queries sent to the target and tokens of those queries (prompt + output; the CSV "
             "has both parts).",
             "verdict: leaks = the AUC interval lies above 0.5; inverted = below 0.5 (the score ranks non-members "
-            "higher); no evidence at this n = it contains 0.5; control failed = a negative control of the same "
-            "target, dataset and variant (null database <target>--null-db, no retrieval <target>--no-retrieval) has "
-            "an AUC interval excluding 0.5, so the attack separates candidates by something other than membership "
-            "of the database (overrides the others; the CSV's controls and verdict_detail say which); not computed = "
-            "a skipped variant.",
+            "higher); no evidence at this n = it contains 0.5; uninformative = the attack gave every evaluation "
+            "candidate the same score or read no answer (uninformative_reason in the CSV); control failed = an "
+            "informative negative control of the same dataset and variant (null database <base>--null-db, no "
+            "retrieval <base>--no-retrieval, <base> the target or its undefended counterpart) has an AUC interval "
+            "excluding 0.5, so the attack separates candidates by something other than membership of the database "
+            "(the control applies the base target's fitted attack to the control's answers; the CSV's controls, "
+            "controls_from and verdict_detail say which); not computed = a skipped variant.",
         ),
         inputs=MetricsOf(),
         build=_summary,
@@ -291,8 +295,8 @@ _TABLES = [
             "One row per dataset × attack headline variant × framework (DCMI's order: Standard RAG, LongLLMLingua, "
             "Selective-Context, Spring, IRCoT), for the targets without defenses that are not negative controls; "
             "built when one of them has a framework other than standard.",
-            "AUC and accuracy (the variant's own decision rule) on the evaluation set with 95% stratified bootstrap "
-            "intervals; n eval = members/non-members.",
+            "AUC and accuracy (the variant's own decision rule) on the evaluation set with 95% intervals (AUC: score "
+            "interval of the Mann–Whitney statistic; accuracy: Clopper–Pearson); n eval = members/non-members.",
             "published AUC / accuracy: DCMI Table 10 / Table 4 (Adversary 3: dcmi/adv3 and RAG-MIA's black box) for "
             "the same dataset source, generator model (DCMI Table 8: LLMLingua with GPT-3.5-turbo, IRCoT with "
             "Flan-T5-Large, the others with Llama-2-7B-chat), variant and framework (config/published.yaml).",
@@ -680,8 +684,9 @@ _TABLES += [
             "defended one); utility and Δ utility as in the utility table.",
             "Leakage: the headline attack variant (utility.headline_variant; unset: per dataset and undefended target, "
             "the headline variant with the highest AUC lower bound on the undefended target, the surest leak a "
-            "defense has to reduce) with its AUC and TPR at the lowest non-zero FPR level the reference set resolves "
-            "(tpr_fpr in the CSV), 95% stratified bootstrap intervals; Δ leakage: ΔAUC over the same evaluation "
+            "defense has to reduce) with its AUC and the TPR at the reference threshold of the lowest non-zero FPR "
+            "level the reference set resolves (tpr_fpr in the CSV), with 95% intervals (AUC: score interval; TPR: "
+            "Clopper–Pearson); Δ leakage: ΔAUC over the same evaluation "
             "candidates with the paired stratified bootstrap interval of defense_effect (the same numbers): lower / "
             "higher when it excludes 0, else no detectable change.",
             "canaries: out-of-vocabulary e-mail canaries recovered / planted over all canary seeds (audit."

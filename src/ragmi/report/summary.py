@@ -1,18 +1,32 @@
 """The headline table ``summary``: does each attack's headline variant leak membership on each target?
 
 One row per (dataset, target, attack headline variant) over every target that is not a negative
-control: the defenses, n, AUC with its 95% interval, TPR at the lowest FPR level the row's reference
-set resolves (the level named in the cell), queries and tokens per candidate, and a verdict:
+control: the defenses, n, AUC with its 95% interval, two TPR figures (below), queries and tokens per
+candidate, and a verdict:
 
 * ``leaks``: the AUC interval lies above 0.5;
 * ``inverted``: it lies below 0.5 (the score ranks non-members higher: informative, the wrong way);
 * ``no evidence at this n``: it contains 0.5 (an attack with a small true AUC cannot be told from
-  chance at this n: the footnote gives the smallest AUC that could, :func:`ragmi.metrics.min_detectable_auc`);
-* ``control failed``, overriding the others: a negative control of the same target, dataset and
-  variant (``<target>--null-db``, ``<target>--no-retrieval``) has an AUC interval that excludes 0.5, so
-  the attack separates members from non-members by something other than membership of the database;
+  chance at this n: the footnote gives the AUC detected with 50% and with 80% power,
+  :func:`ragmi.metrics.min_detectable_auc`, :func:`ragmi.metrics.min_detectable_auc_power`);
+* ``uninformative``, overriding those three: the attack gave every evaluation candidate the same
+  score, or could read no answer (``informative`` of ragmi.metrics: e.g. every answer was "No."): its
+  AUC of 0.5 says nothing about the sample, only that this attack read nothing from this target;
+* ``control failed``, overriding the others but ``uninformative``: a negative control of the same
+  dataset and variant (``<base>--null-db``, ``<base>--no-retrieval``, where ``<base>`` is the target
+  itself or, for a defended target, its undefended counterpart, whose controls it inherits) has an
+  *informative* AUC interval that excludes 0.5: the attack separates members from non-members by
+  something other than membership of the database.  A control scores the base target's fitted attack
+  on the control's answers (ragmi.config.control_base), so it controls the reported rule;
 * ``not computed``: the variant was skipped (e.g. a gray-box variant on a target without
   log-probabilities).
+
+The two TPR figures are named for what they are: ``roc_tpr`` is the field's TPR at x% FPR read from
+the evaluation ROC (x the lowest configured non-zero level with x·n ≥ 1 evaluation non-members; the
+threshold is chosen on the evaluation set, as LiRA and MIMIR report it), and ``tpr`` is the
+operational TPR at the threshold chosen on the *reference* set for x% FPR there, printed with the FPR it
+realises on the evaluation non-members (``fpr_realized``, with its interval).  A cell is never labelled
+with an FPR it did not realise.
 
 The frame (and CSV) is deterministic in its inputs: no resampling happens here.
 """
@@ -25,12 +39,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..config import is_plain
 from ..costs import OUTPUT_TOKENS, PROMPT_TOKENS, QUERIES
-from ..metrics import fpr_estimable, min_detectable_auc
-from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_main_variant
-from .tables import DASH, _fpr_keys, format_ci, format_extra, format_n
+from ..metrics import fpr_estimable, min_detectable_auc, min_detectable_auc_power, roc_estimable
+from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_informative, is_main_variant
+from .tables import DASH, NOT_ESTIMABLE, _fpr_keys, format_ci, format_extra, format_n
 
-VERDICTS = ("leaks", "inverted", "no evidence at this n", "control failed", "not computed")
+VERDICTS = ("leaks", "inverted", "no evidence at this n", "uninformative", "control failed", "not computed")
 CONTROL_SHORT = {"null_database": "null-db", "no_retrieval": "k=0"}
 TOKENS = "tokens_per_candidate"
 
@@ -47,10 +62,17 @@ COLUMNS = [
     "auc",
     "auc_lo",
     "auc_hi",
+    "roc_tpr_fpr",
+    "roc_tpr",
+    "roc_tpr_lo",
+    "roc_tpr_hi",
     "tpr_fpr",
     "tpr",
     "tpr_lo",
     "tpr_hi",
+    "fpr_realized",
+    "fpr_realized_lo",
+    "fpr_realized_hi",
     "tpr_note",
     "tpr_retrieved",
     "tpr_retrieved_lo",
@@ -61,7 +83,13 @@ COLUMNS = [
     OUTPUT_TOKENS,
     TOKENS,
     "controls",
+    "controls_from",
+    "n_informative_controls",
+    "n_uninformative_controls",
+    "informative",
+    "uninformative_reason",
     "min_detectable_auc",
+    "min_detectable_auc_80",
     "verdict",
     "verdict_detail",
 ]
@@ -84,9 +112,20 @@ def _num(x) -> float:
     return v
 
 
+def _roc_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float, float]:
+    """``(level, tpr, lo, hi)``: the evaluation ROC's TPR at the lowest non-zero level the row's
+    evaluation non-members resolve (x·n ≥ 1, :func:`ragmi.metrics.roc_estimable`); all NaN when none."""
+    n = _num(r.get("n_nonmembers"))
+    for k in sorted((k for k in keys if float(k) > 0), key=float):
+        if not math.isnan(n) and roc_estimable(float(k) / 100, int(n)):
+            g = r.get
+            return float(k) / 100, _num(g(f"tpr_roc_{k}")), _num(g(f"tpr_roc_{k}_lo")), _num(g(f"tpr_roc_{k}_hi"))
+    return (float("nan"),) * 4
+
+
 def _lowest_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float, float, str]:
-    """``(level, tpr, lo, hi, note)``: TPR at the lowest non-zero FPR level the row's reference set
-    resolves, else at 0% FPR (the note says why)."""
+    """``(level, tpr, lo, hi, note)``: TPR at the reference threshold of the lowest non-zero FPR level
+    the row's reference set resolves, else at 0% reference FPR (the note says why)."""
     n_ref = _num(r.get("n_ref_nonmembers"))
     nonzero = [k for k in keys if float(k) > 0]
     ok = [k for k in nonzero if math.isnan(n_ref) or fpr_estimable(float(k) / 100, int(n_ref))]
@@ -113,6 +152,24 @@ def _lowest_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float,
     )
 
 
+def _baselines(targets: Mapping) -> dict:
+    """{target: the target whose controls it reads}: itself when it is undefended (its own controls), the
+    undefended counterpart (same retriever, generator, k, template and database) of a defended one, None
+    when it has none."""
+
+    def setting(t):
+        return (t.get("retriever"), t.get("generator"), t.get("k"), t.get("template"), t.get("database"))
+
+    out = {}
+    for name, t in targets.items():
+        if not t.get("defenses"):
+            out[name] = name
+            continue
+        same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
+        out[name] = same[0] if same else None
+    return out
+
+
 def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     """The summary rows (columns :data:`COLUMNS`) from the concatenated metrics CSVs of every run
     (controls included: their AUCs decide ``control failed``) and the validated ``targets`` section."""
@@ -120,6 +177,7 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     def control(t):
         return targets[t]["control"] if t in targets else "none"
 
+    base_of = _baselines(targets)
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
     keys = _fpr_keys(metrics.columns)
@@ -129,29 +187,51 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
         if control(t) != "none":
             continue
         level, tpr, tpr_lo, tpr_hi, tpr_note = _lowest_tpr(r, keys)
+        fpr_r = [
+            _num(r.get(f"fpr_realized_{_key(level)}{s}")) if level == level else float("nan")
+            for s in ("", "_lo", "_hi")
+        ]
+        roc_level, roc, roc_lo, roc_hi = _roc_tpr(r, keys)
         pt, ot = _num(r.get(PROMPT_TOKENS)), _num(r.get(OUTPUT_TOKENS))
         tokens = float("nan") if math.isnan(pt) and math.isnan(ot) else float(np.nansum([pt, ot]))
         auc, lo, hi = _num(r.get("auc")), _num(r.get("auc_lo")), _num(r.get("auc_hi"))
         nm, nn = _num(r.get("n_members")), _num(r.get("n_nonmembers"))
+        base = base_of.get(t, t)
         controls, failed = [], []
+        n_inf = n_uninf = 0
         for kind, suffix in CONTROL_SUFFIX.items():
-            c = key.get((r["dataset"], t + suffix, r["variant"]))
-            if c is None or control(t + suffix) != kind:
+            if base is None:
+                break
+            c = key.get((r["dataset"], base + suffix, r["variant"]))
+            if c is None or control(base + suffix) != kind:
                 continue
+            if not is_informative(c):
+                n_uninf += 1
+                controls.append(f"{CONTROL_SHORT[kind]} uninformative")
+                continue
+            n_inf += 1
             cell = f"{CONTROL_SHORT[kind]} AUC {format_ci(c.get('auc'), c.get('auc_lo'), c.get('auc_hi'))}"
             controls.append(cell)
             if control_excludes_chance(c):
                 failed.append(cell)
+        informative = is_informative(r)
+        reason = "" if informative else str(r.get("uninformative_reason") or "constant scores")
         skipped = r.get("skipped")
+        inherited = f" (of {base})" if base is not None and base != t else ""
         if isinstance(skipped, str) and skipped or math.isnan(auc) or math.isnan(lo) or math.isnan(hi):
             verdict = "not computed"
             detail = skipped if isinstance(skipped, str) and skipped else "no AUC interval"
+        elif not informative:
+            verdict, detail = "uninformative", reason
         elif failed:
             verdict = "control failed"
-            detail = "; ".join(f"{c} excludes 0.5" for c in failed) + f" (own verdict: {auc_verdict(lo, hi)})"
+            detail = (
+                "; ".join(f"{c}{inherited} excludes 0.5" for c in failed) + f" (own verdict: {auc_verdict(lo, hi)})"
+            )
         else:
             verdict, detail = auc_verdict(lo, hi), ""
         defs = targets[t]["defenses"] if t in targets else []
+        ok = nm >= 1 and nn >= 1
         rows.append(
             {
                 "dataset": r["dataset"],
@@ -166,13 +246,19 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 "auc": auc,
                 "auc_lo": lo,
                 "auc_hi": hi,
+                "roc_tpr_fpr": roc_level,
+                "roc_tpr": roc,
+                "roc_tpr_lo": roc_lo,
+                "roc_tpr_hi": roc_hi,
                 "tpr_fpr": level,
                 "tpr": tpr,
                 "tpr_lo": tpr_lo,
                 "tpr_hi": tpr_hi,
+                "fpr_realized": fpr_r[0],
+                "fpr_realized_lo": fpr_r[1],
+                "fpr_realized_hi": fpr_r[2],
                 "tpr_note": tpr_note,
-                # TPR | retrieved at the same level (ragmi.metrics.retrieved_tpr): in the CSV only, the
-                # Markdown table keeps its 10 columns (attack_comparison.md shows it)
+                # TPR | retrieved at the reference threshold (ragmi.metrics.retrieved_tpr): in the CSV only
                 **{c: _num(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
                 "n_retrieved_members": _num(r.get("n_retrieved_members")),
                 QUERIES: _num(r.get(QUERIES)),
@@ -180,15 +266,36 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 OUTPUT_TOKENS: ot,
                 TOKENS: tokens,
                 "controls": "; ".join(controls),
-                "min_detectable_auc": (min_detectable_auc(int(nm), int(nn)) if nm >= 1 and nn >= 1 else float("nan")),
+                "controls_from": base if base is not None and controls else "",
+                "n_informative_controls": n_inf,
+                "n_uninformative_controls": n_uninf,
+                "informative": informative,
+                "uninformative_reason": reason,
+                "min_detectable_auc": min_detectable_auc(int(nm), int(nn)) if ok else float("nan"),
+                "min_detectable_auc_80": min_detectable_auc_power(int(nm), int(nn), 0.8) if ok else float("nan"),
                 "verdict": verdict,
                 "verdict_detail": detail,
             }
         )
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("n_members", "n_nonmembers", "n_ref_members", "n_ref_nonmembers", "n_retrieved_members"):
+    for c in (
+        "n_members",
+        "n_nonmembers",
+        "n_ref_members",
+        "n_ref_nonmembers",
+        "n_retrieved_members",
+        "n_informative_controls",
+        "n_uninformative_controls",
+    ):
         out[c] = out[c].astype("Int64")  # integers in the CSV (50, not 50.0); missing stays empty
-    return out
+    # undefended targets first (the defended ones compare against them), then by target and attack
+    order = out["defenses"].astype(str).ne("")
+    out = out.assign(_d=order).sort_values(["dataset", "_d", "target"], kind="stable").drop(columns="_d")
+    return out.reset_index(drop=True)
+
+
+def _key(level: float) -> str:
+    return f"{round(float(level) * 100, 6):g}"
 
 
 def _pct_level(level: float) -> str:
@@ -196,9 +303,18 @@ def _pct_level(level: float) -> str:
 
 
 def _tpr_cell(r: pd.Series) -> str:
+    """The operational TPR: at the reference set's threshold for x% FPR, with the FPR it realised on the
+    evaluation non-members (never labelled with an FPR it did not realise)."""
     if pd.isna(r["tpr_fpr"]) or pd.isna(r["tpr"]):
         return DASH
-    return f"TPR@{_pct_level(r['tpr_fpr'])}FPR {format_ci(r['tpr'], r['tpr_lo'], r['tpr_hi'])}"
+    cell = f"{format_ci(r['tpr'], r['tpr_lo'], r['tpr_hi'])} at FPR {format_ci(r['fpr_realized'], r['fpr_realized_lo'], r['fpr_realized_hi'])}"
+    return cell
+
+
+def _roc_cell(r: pd.Series) -> str:
+    if pd.isna(r["roc_tpr_fpr"]) or pd.isna(r["roc_tpr"]):
+        return NOT_ESTIMABLE
+    return format_ci(r["roc_tpr"], r["roc_tpr_lo"], r["roc_tpr_hi"])
 
 
 def _escape(text) -> str:
@@ -206,75 +322,113 @@ def _escape(text) -> str:
 
 
 def power_note(df: pd.DataFrame) -> str | None:
-    """The footnote with the smallest detectable AUC for each evaluation size of the table."""
+    """The footnote with the AUC detected with 50% and with 80% power for each evaluation size."""
     sizes = (
-        df.loc[df["min_detectable_auc"].notna(), ["n_members", "n_nonmembers", "min_detectable_auc"]]
+        df.loc[
+            df["min_detectable_auc"].notna(),
+            ["n_members", "n_nonmembers", "min_detectable_auc", "min_detectable_auc_80"],
+        ]
         .drop_duplicates(["n_members", "n_nonmembers"])
         .sort_values(["n_members", "n_nonmembers"])
     )
     if sizes.empty:
         return None
-    parts = [f"at n = {int(a)}+{int(b)} is about {x:.2f}" for a, b, x in sizes.itertuples(index=False)]
+    parts = [
+        f"at n = {int(a)}+{int(b)} a true AUC of about {x:.2f} is detected with 50% power and {y:.2f} with 80% power"
+        for a, b, x, y in sizes.itertuples(index=False)
+    ]
     return (
-        "Power: the smallest AUC whose 95% interval excludes 0.5 "
+        "Power: "
         + "; ".join(parts)
-        + " (A − 1.96·SE(A) > 0.5 with the Hanley–McNeil 1982 standard error): an attack whose true AUC is "
-        "smaller is reported as 'no evidence at this n', which is not evidence of no leakage."
+        + " (detected: the 95% interval lies above 0.5; Hanley–McNeil 1982 standard error): an attack whose true "
+        "AUC is smaller is often reported as 'no evidence at this n', which is not evidence of no leakage."
     )
 
 
 def controls_note(df: pd.DataFrame) -> str | None:
-    """The footnote that puts the failed controls beside what chance alone gives: with m 95% control
-    intervals, about 0.05·m exclude 0.5 when nothing is wrong (1 − 0.95^m that at least one does, were
-    they independent; the variants of one attack share their answers, so they are not)."""
-    cells = [c for v in df["controls"] if isinstance(v, str) and v for c in v.split("; ")]
-    if not cells:
+    """The footnote on the negative controls: how many informative control intervals exclude 0.5, beside
+    what chance alone gives (about 0.05·m of m 95% intervals; 1 − 0.95^m that at least one does, were
+    they independent: the variants of one attack share their answers, so they are not); how many
+    controls were uninformative (constant scores: a control that cannot fail is not a pass); and the
+    leaking rows that have no informative control."""
+    own = df[df["controls_from"].astype(str).eq(df["target"].astype(str))]
+    m = int(own["n_informative_controls"].fillna(0).sum())
+    u = int(own["n_uninformative_controls"].fillna(0).sum())
+    if m == 0 and u == 0:
         return None
-    m = len(cells)
-    failed = sum(str(d).count(" excludes 0.5") for d in df["verdict_detail"])
-    return (
-        f"Controls: {failed} of {m} control AUC intervals exclude 0.5. With 95% intervals about "
-        f"{0.05 * m:.2g} would by chance alone ({1 - 0.95**m:.0%} that at least one does, were they independent; "
-        "the variants of one attack share their answers): a failed control is a reason to read that attack's "
-        "answers, and its row is not read as a finding either way."
-    )
+    failed = sum(str(d).count(" excludes 0.5") for d in own["verdict_detail"])
+    text = f"Controls: {failed} of {m} informative control AUC intervals exclude 0.5"
+    if m:
+        text += (
+            f" (about {0.05 * m:.2g} would by chance alone; {1 - 0.95**m:.0%} that at least one does, were they "
+            "independent, which the variants of one attack, sharing their answers, are not)"
+        )
+    if u:
+        text += f"; {u} control(s) uninformative (constant scores: a control that cannot fail is not counted as a pass)"
+    bare = df[(df["verdict"] == "leaks") & (df["n_informative_controls"].fillna(0) == 0)]
+    if len(bare):
+        names = ", ".join(f"{t} {v}" for t, v in zip(bare["target"], bare["variant"]))
+        text += f". Leaking rows without an informative control: {names}"
+    inherited = df[
+        df["controls_from"].astype(str).ne("") & df["controls_from"].astype(str).ne(df["target"].astype(str))
+    ]
+    if len(inherited):
+        pairs = sorted({f"{t} from {b}" for t, b in zip(inherited["target"], inherited["controls_from"])})
+        text += ". Defended targets read their undefended counterpart's controls: " + ", ".join(pairs)
+    return text + "."
 
 
 def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
-    """At most 10 columns: dataset, target, defenses, attack/variant, n eval, AUC, TPR at the lowest
-    resolvable FPR, queries/candidate, tokens/candidate, verdict; then the footnotes."""
-    header = [
-        "dataset",
+    """At most 8 columns: target, attack/variant, n eval, AUC, the evaluation ROC's TPR at x% FPR, the TPR
+    at the reference threshold with its realised FPR, queries/tokens per candidate, verdict (a dataset
+    column only when the table has several); then the footnotes, the constant columns in the caption."""
+    datasets = sorted(df["dataset"].astype(str).unique()) if len(df) else []
+    roc_levels = sorted({float(x) for x in df["roc_tpr_fpr"].dropna()}) if len(df) else []
+    ref_levels = sorted({float(x) for x in df["tpr_fpr"].dropna()}) if len(df) else []
+    roc_head = f"TPR@{_pct_level(roc_levels[0])}FPR (eval ROC)" if len(roc_levels) == 1 else "TPR at low FPR (eval ROC)"
+    ref_head = (
+        f"TPR at ref. threshold for {_pct_level(ref_levels[0])} FPR, at realised eval FPR"
+        if len(ref_levels) == 1
+        else "TPR at ref. threshold, at realised eval FPR"
+    )
+    header = (["dataset"] if len(datasets) > 1 else []) + [
         "target",
-        "defenses",
         "attack/variant",
-        "n eval (m/nm)",
+        "n eval",
         "AUC [95% CI]",
-        "TPR at lowest resolvable FPR",
-        "queries/candidate",
-        "tokens/candidate (prompt+output)",
+        roc_head,
+        ref_head,
+        "queries / tokens per candidate",
         "verdict",
     ]
-    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = [f"# {title}", ""]
+    if len(datasets) == 1:
+        lines += [f"Dataset: {datasets[0]}.", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for _, r in df.iterrows():
         verdict = r["verdict"]
-        if verdict in ("control failed", "not computed") and r["verdict_detail"]:
+        if verdict in ("control failed", "not computed", "uninformative") and r["verdict_detail"]:
             verdict = f"{verdict} ({r['verdict_detail']})"
         variant = str(r["variant"])
-        cells = [
-            r["dataset"],
-            r["target"],
-            r["defenses"] or "none",
+        target = r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
+        cells = ([r["dataset"]] if len(datasets) > 1 else []) + [
+            target,
             variant if variant.startswith(f"{r['attack']}/") or variant == r["attack"] else f"{r['attack']}: {variant}",
             format_n(r["n_members"], r["n_nonmembers"]),
             format_ci(r["auc"], r["auc_lo"], r["auc_hi"]),
+            _roc_cell(r),
             _tpr_cell(r),
-            format_extra(QUERIES, r[QUERIES]),
-            format_extra(TOKENS, r[TOKENS]),
+            f"{format_extra(QUERIES, r[QUERIES])} / {format_extra(TOKENS, r[TOKENS])}",
             verdict,
         ]
         lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     lines.append("")
+    lines.append(
+        "- AUC intervals: 95% score intervals of the Mann–Whitney AUC (ragmi.metrics.auc_ci); TPR and FPR: "
+        "Clopper–Pearson. The eval-ROC TPR is read at a threshold chosen on the evaluation set itself "
+        "(the field's convention, optimistic); the reference-threshold TPR is the operational one, with the "
+        "FPR that threshold realised on the evaluation non-members."
+    )
     power = power_note(df)
     if power:
         lines.append(f"- {power}")
@@ -284,8 +438,8 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     limited = sorted({n for n in df["tpr_note"] if n})
     if limited:
         lines.append(
-            "- TPR is reported at the lowest configured non-zero FPR level x that the row's reference set resolves "
-            "(at least 1/x reference non-members); coarser here: " + "; ".join(limited) + "."
+            "- The reference threshold is that of the lowest configured non-zero FPR level x the row's reference set "
+            "resolves (at least 1/x reference non-members); coarser here: " + "; ".join(limited) + "."
         )
     lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"

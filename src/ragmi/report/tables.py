@@ -2,11 +2,11 @@
 
 The Markdown table has one row per (``dataset``, ``target``, ``attack``, ``variant``) — whichever of
 these grouping columns the metrics frame has, in that order — and cells such as
-``0.81 [0.75, 0.86]`` (point estimate and 95% bootstrap CI, 2 decimals).  "Accuracy (decision
+``0.81 [0.75, 0.86]`` (point estimate and 95% CI, 2 decimals: ragmi.metrics).  "Accuracy (decision
 rule)" and "Rule TPR / FPR" are those of the variant's own decision rule (the papers' accuracy);
 "Best-threshold acc. (ragmi)" is the accuracy of ragmi's reference-set threshold on the score, labelled
 apart and never compared with a paper.  A footnote states the protocol: thresholds chosen on the
-reference set and applied to the evaluation set, stratified bootstrap CIs, and the meaning of TPR@FPR
+reference set and applied to the evaluation set, the intervals, and the meaning of the two TPR figures
 (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  A TPR@x%FPR cell the reference set
 cannot resolve (fewer than 1/x reference non-members: :func:`ragmi.metrics.fpr_estimable`) prints
 "n/e" (not estimable), with a footnote saying why.  "TPR | retrieved" (:func:`retrieved_cell`) is the TPR
@@ -100,21 +100,32 @@ def tpr_estimable(row, key: str) -> bool:
 
 
 def tpr_cell(row, key: str, realized: bool = True) -> str:
-    """``"0.30 [0.18, 0.44] (eval FPR 6.0%)"``; "n/e" when the reference set cannot resolve the level
-    (whatever the CSV holds: metrics written before that rule repeat TPR@0%FPR there)."""
+    """The TPR at the reference threshold for ``key``% FPR: ``"0.30 [0.18, 0.44] at eval FPR 0.05 [0.00,
+    0.25]"`` (the FPR that threshold realised on the evaluation non-members, Clopper–Pearson); "n/e" when
+    the reference set cannot resolve the level (whatever the CSV holds: metrics written before that rule
+    repeat TPR@0%FPR there)."""
     if not tpr_estimable(row, key):
         return NOT_ESTIMABLE
     g = row.get
     cell = format_ci(g(f"tpr_at_fpr_{key}"), g(f"tpr_at_fpr_{key}_lo"), g(f"tpr_at_fpr_{key}_hi"))
     fpr = g(f"fpr_realized_{key}")
     if realized and cell != DASH and not _missing(fpr):
-        cell += f" (eval FPR {100 * float(fpr):.1f}%)"
+        cell += f" at eval FPR {format_ci(fpr, g(f'fpr_realized_{key}_lo'), g(f'fpr_realized_{key}_hi'))}"
     return cell
+
+
+def roc_tpr_cell(row, key: str) -> str:
+    """The evaluation ROC's TPR at ``key``% FPR (``tpr_roc_<key>``, Clopper–Pearson), "n/e" when the
+    evaluation non-members do not resolve the level (x·n < 1)."""
+    g = row.get
+    if _missing(g(f"tpr_roc_{key}")):
+        return DASH if _missing(g("auc")) else NOT_ESTIMABLE
+    return format_ci(g(f"tpr_roc_{key}"), g(f"tpr_roc_{key}_lo"), g(f"tpr_roc_{key}_hi"))
 
 
 def retrieved_cell(row) -> str:
     """``"0.40 [0.20, 0.63] (n=10 at 5% FPR)"``: TPR among the evaluation members the target retrieved
-    (``tpr_retrieved``, Wilson interval, ``n_retrieved_members``, at the reference threshold of the level
+    (``tpr_retrieved``, Clopper–Pearson interval, ``n_retrieved_members``, at the reference threshold of the level
     ``tpr_retrieved_fpr``); "n/a" where the target does not say what it retrieved; "n/e" where no
     configured FPR level is resolvable; "–" for a row without metrics (a skipped variant)."""
     g = row.get
@@ -132,8 +143,8 @@ RETRIEVED_NOTE = (
     "least one of the variant's queries (its retrieved ids: ragmi's own targets, a remote target with "
     "sources_path, a python target that returns them), at the reference-set threshold of the level named in "
     "the cell (the lowest configured non-zero FPR level the reference set resolves, else 0%; the same "
-    "threshold as that TPR@x%FPR column, never refitted), with the number n of such members and a 95% Wilson "
-    "interval (tpr_retrieved, tpr_retrieved_lo/_hi, n_retrieved_members, tpr_retrieved_fpr in the CSV; the "
+    "threshold as that reference-threshold TPR column, never refitted), with the number n of such members and a "
+    "95% Clopper–Pearson interval (tpr_retrieved, tpr_retrieved_lo/_hi, n_retrieved_members, tpr_retrieved_fpr in the CSV; the "
     "share of all queries is candidate_retrieved_rate); n/a = the target does not say what it retrieved; "
     "n/e = no configured FPR level is resolvable; "
     f"{DASH} (n=0) = none of the members was retrieved."
@@ -179,7 +190,9 @@ def markdown_table(
     df = metrics_df.sort_values(groups, kind="stable") if groups else metrics_df
 
     header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy (decision rule)"]
-    header += [f"TPR@{k}%FPR" for k in keys]
+    roc_keys = [k for k in keys if float(k) > 0 and f"tpr_roc_{k}" in metrics_df.columns]
+    header += [f"TPR@{k}%FPR (eval ROC)" for k in roc_keys]
+    header += [f"TPR at ref. threshold for {k}% FPR" for k in keys]
     if has_retr:
         header += ["TPR \\| retrieved"]
     if has_bb:
@@ -197,6 +210,7 @@ def markdown_table(
         cells.append(format_n(g("n_ref_members"), g("n_ref_nonmembers")))
         cells.append(format_ci(g("auc"), g("auc_lo"), g("auc_hi")))
         cells.append(format_ci(g("accuracy"), g("accuracy_lo"), g("accuracy_hi")))
+        cells += [roc_tpr_cell(r, k) for k in roc_keys]
         cells += [tpr_cell(r, k) for k in keys]
         if has_retr:
             cells.append(retrieved_cell(r))
@@ -208,23 +222,21 @@ def markdown_table(
         cells += [_escape(format_extra(c, r[c])) for c in extra]
         lines.append("| " + " | ".join(cells) + " |")
 
-    if "n_boot" in metrics_df.columns and metrics_df["n_boot"].notna().any():
-        n_boot = ", ".join(str(int(b)) for b in sorted(metrics_df["n_boot"].dropna().unique()))
-        boot = f"{n_boot} replicates"
-    else:
-        boot = "replicate count not recorded"
     lines += [
         "",
         "- Thresholds are chosen on the reference set and applied unchanged to the evaluation set; "
         "no number is fitted on the data it is scored on. AUC is computed on the evaluation set.",
-        "- Brackets: 95% confidence intervals from a stratified bootstrap of the evaluation set "
-        f"(members and non-members resampled separately, {boot}, percentiles 2.5/97.5), "
-        "reference thresholds held fixed.",
+        "- Brackets: 95% confidence intervals: for the AUC the score interval of the Mann–Whitney statistic "
+        "(ragmi.metrics.auc_ci: it keeps its width at 0.5 and 1), for every rate (TPR, FPR, accuracy) the "
+        "exact Clopper–Pearson interval; reference thresholds held fixed.",
         "- n: members/non-members, for the evaluation set (n eval) and the reference set (n ref).",
-        "- TPR@x%FPR: true-positive rate on the evaluation set at the threshold whose false-positive "
-        "rate on the reference non-members is at most x% (TPR at low FPR, Carlini et al. 2022, as "
-        "used in RAG-MIA §5); 'eval FPR' is the false-positive rate that threshold actually gives "
-        "on the evaluation set.",
+        "- TPR@x%FPR (eval ROC): the true-positive rate read from the evaluation ROC at false-positive rate "
+        "x (TPR at low FPR, Carlini et al. 2022, as LiRA and MIMIR report it; the threshold is chosen on the "
+        "evaluation set, so it is optimistic), printed when the evaluation non-members resolve x (x·n ≥ 1), "
+        "else n/e.",
+        "- TPR at ref. threshold for x% FPR: the operational rate, at the threshold whose false-positive rate "
+        "on the reference non-members is at most x%, with the false-positive rate that threshold actually "
+        "realised on the evaluation non-members ('at eval FPR').",
         "- Accuracy (decision rule): the accuracy of the variant's own decision rule on the evaluation set "
         "(RAG-MIA's Yes/No, DCMI's C > γ, MBA's γ, S2MIA's T, an attack model's predicted class), the "
         f"accuracy the papers report; {DASH} for a variant without a rule. Best-threshold acc. (ragmi): the "

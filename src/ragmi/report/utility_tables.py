@@ -402,7 +402,7 @@ def _leak_cell(r) -> str:
         return r["leakage_change"] or DASH
     cell = f"{r['variant']}: {format_ci(r['auc'], r['auc_lo'], r['auc_hi'])}"
     if not pd.isna(r["tpr_low_fpr"]):
-        cell += f"; TPR@{round(100 * r['tpr_fpr'], 6):g}%FPR {format_ci(r['tpr_low_fpr'], r['tpr_low_fpr_lo'], r['tpr_low_fpr_hi'])}"
+        cell += f"; TPR at ref. threshold for {round(100 * r['tpr_fpr'], 6):g}% FPR {format_ci(r['tpr_low_fpr'], r['tpr_low_fpr_lo'], r['tpr_low_fpr_hi'])}"
     return cell
 
 
