@@ -10,10 +10,14 @@ prompt templates (ragmi.attacks.*).  Two target models answer it:
   continuation prompt (S2MIA), the context verbatim on extraction prompts, the context's words for
   MBA's masks, the context sentence that answers a question or "I don't know" when there is none
   (IA, MEntA);
-* ``blind`` never looks at the context: every answer is a function of the query alone -- Yes to every
-  yes/no question (RAG-MIA, DCMI, IA; fixed log-probabilities), the query's own text echoed (S2MIA's
-  first half, the extraction anchor, the subject of a MEntA question), the word before each of MBA's
-  masks.
+* ``blind`` never looks at the context: every answer is a function of the query alone.  A yes/no
+  question (RAG-MIA, DCMI's original and perturbed queries, IA) gets P(Yes) = :func:`blind_p_yes`, a
+  hash of the query text spread uniformly over [0.2, 0.8), in its top-K log-probabilities, and the
+  answer Yes when that is at least 0.5, else No: the scores vary from candidate to candidate as a
+  real model's do, but carry nothing about membership, so an attack whose AUC interval on it excludes
+  0.5 learnt from something other than the target (e.g. the evaluation labels: the leaky-scorer test
+  of tests/test_known_answers.py).  Free-form prompts get the query's own text echoed (S2MIA's first
+  half, the extraction anchor, the subject of a MEntA question), the word before each of MBA's masks.
 
 ``attacker`` (the attacker LLM of the offline query generation) writes summaries and questions from
 the candidate document its prompt holds, and answers IA's ground-truth (shadow) prompt from the
@@ -142,7 +146,11 @@ def parse_rag(messages: list[dict]):
         m = rx.match((sys_msg + "\x00" if has_system else "") + user)
         if m:
             ctx = m.group("context")
-            return name, [d for d in ctx.split(sep) if d.strip()] if ctx else [], m.group("question")
+            return (
+                name,
+                [d for d in (ctx.split(sep) if sep else [ctx]) if d.strip()] if ctx else [],
+                m.group("question"),
+            )
     return None
 
 
@@ -182,6 +190,17 @@ def yes_no_answer(yes: bool, confidence: float, k: int) -> tuple[str, list]:
     first = [(word, math.log(c)), (other, math.log((1 - c) * 0.8)), ("The", math.log((1 - c) * 0.1))]
     first.append(("I", math.log((1 - c) * 0.05)))
     steps = [(word, first[0][1], first), (".", math.log(0.98), [(".", math.log(0.98)), (",", math.log(0.01))])]
+    return f"{word}.", logprobs_content(steps, k or None)
+
+
+def yes_no_p_answer(p_yes: float, k: int) -> tuple[str, list]:
+    """The answer Yes (P(Yes) >= 0.5) or No, with top-K log-probabilities at the first token in which
+    P(Yes) / (P(Yes) + P(No)) is exactly ``p_yes`` (Yes and No share 0.95 of the mass, "The" and "I"
+    the rest; ``p_yes`` in [0.2, 0.8] keeps the generated token the most probable)."""
+    word = "Yes" if p_yes >= 0.5 else "No"
+    alts = [("Yes", math.log(0.95 * p_yes)), ("No", math.log(0.95 * (1 - p_yes))), ("The", math.log(0.03))]
+    alts = sorted(alts, key=lambda a: -a[1]) + [("I", math.log(0.02))]
+    steps = [(word, dict(alts)[word], alts), (".", math.log(0.98), [(".", math.log(0.98)), (",", math.log(0.01))])]
     return f"{word}.", logprobs_content(steps, k or None)
 
 
@@ -306,12 +325,22 @@ def leaky_answer(docs: list[str], question: str, max_tokens: int, k: int) -> tup
     return text_answer(truncate(unit, max_tokens) if unit is not None else IDK, unit is not None, key, k)
 
 
+BLIND_P_YES = (0.2, 0.8)
+
+
+def blind_p_yes(question: str) -> float:
+    """The blind model's P(Yes) for a yes/no question: uniform over [0.2, 0.8) by a hash of the query
+    text alone (so DCMI's perturbed queries get their own)."""
+    lo, hi = BLIND_P_YES
+    return lo + (hi - lo) * h01("blind P(Yes)", question)
+
+
 def blind_answer(question: str, max_tokens: int, k: int) -> tuple[str, list]:
     """An answer that depends on the query only (never on the retrieved context)."""
     kind, m = classify_query(question)
     key = question
     if kind in ("rag_mia", "dcmi"):
-        return yes_no_answer(True, 0.8, k)  # says Yes to whatever it is asked
+        return yes_no_p_answer(blind_p_yes(question), k)  # Yes or No by the query's hash
     if kind == "s2mia":
         return text_answer(truncate("{[Response]: '" + m.group("first_half") + "'}", max_tokens), False, key, k)
     if kind == "mba":
@@ -321,8 +350,8 @@ def blind_answer(question: str, max_tokens: int, k: int) -> tuple[str, list]:
     if kind and kind.startswith("extraction/"):
         said = m.group("anchor") if "anchor" in m.groupdict() else IDK  # the leakage prompts quote nothing
         return text_answer(truncate(said, max_tokens), False, key, k)
-    if kind == "ia":
-        return text_answer("Yes.", False, key, k)
+    if kind == "ia":  # IA reads the answer's text: Yes or No by the query's hash, as above
+        return text_answer("Yes." if blind_p_yes(question) >= 0.5 else "No.", False, key, k)
     phrase = re.sub(r"^.*what is stated about\s+", "", last_question(question)).rstrip("?")
     return text_answer(truncate(phrase + ".", max_tokens), False, key, k)
 

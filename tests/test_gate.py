@@ -188,15 +188,26 @@ def test_tpr_at_low_fpr_without_a_number_is_no_evidence(tables):
     s = statuses(r)
     assert s == {("prod", "rag_mia"): g.BREACH, ("prod", "s2mia"): g.PASS, ("prod", "extraction"): g.NO_EVIDENCE}
     msg = next(c["message"] for c in r["cells"] if c["status"] == g.BREACH)
-    assert "TPR 0.7 > max 0.5" in msg and "TPR@0%FPR" in msg
+    assert "TPR 0.7 > max 0.5" in msg and "TPR at the reference threshold for 0% FPR" in msg
 
 
 def test_a_named_cell_that_did_not_run_is_no_evidence_never_a_pass(tables):
     r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables)
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and r["exit_code"] == 1
+    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and r["exit_code"] == g.EXIT_UNDECIDED == 3
+    assert r["verdict"] == "undecided"  # the only cell lacks evidence: the gate decided nothing
     assert "no row of summary.csv matches" in r["cells"][0]["message"]
     r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
-    assert r["counts"] == {g.PASS: 0, g.BREACH: 0, g.NO_EVIDENCE: 1} and r["exit_code"] == 0
+    assert r["counts"] == {g.PASS: 0, g.BREACH: 0, g.NO_EVIDENCE: 1}
+    assert (r["verdict"], r["exit_code"]) == ("undecided", 3)  # still not a pass
+    r = g.evaluate(
+        [lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False, fail_on_undecided=False
+    )
+    assert (r["verdict"], r["exit_code"]) == ("undecided", 0)  # both opted out: exit 0, never "pass"
+    # beside a decided cell, a cell without evidence fails the gate (exit 1) or, opted out, is reported
+    two = [lim("auc", max=0.99, target="prod", attack="dcmi"), lim("auc", max=0.99, target="prod", attack="rag_mia")]
+    assert (g.evaluate(two, tables)["verdict"], g.evaluate(two, tables)["exit_code"]) == ("fail", 1)
+    r = g.evaluate(two, tables, fail_on_no_evidence=False)
+    assert (r["verdict"], r["exit_code"], r["counts"][g.PASS]) == ("pass", 0, 1)
 
 
 def test_min_n_turns_small_cells_into_no_evidence(tables):
@@ -279,7 +290,9 @@ def test_files_validate_against_their_schemas(tables, tmp_path):
 
 
 def test_no_evidence_not_failing_is_skipped_and_open(tables, tmp_path):
-    r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
+    r = g.evaluate(
+        [lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False, fail_on_undecided=False
+    )
     paths = g.write_outputs(r, tmp_path / "gate")
     xml = Path(paths["junit.xml"]).read_bytes()
     assert_valid_junit(xml, ant=False)  # skipped is not in the Ant schema
@@ -388,10 +401,16 @@ def test_bad_limits_name_the_key(limit, message):
 
 def test_gate_defaults_and_ids():
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    assert validate_config(copy.deepcopy(cfg))["gate"] == {"enabled": False, "fail_on_no_evidence": True, "limits": []}
+    assert validate_config(copy.deepcopy(cfg))["gate"] == {
+        "enabled": False,
+        "fail_on_no_evidence": True,
+        "fail_on_undecided": True,
+        "limits": [],
+    }
     cfg["gate"] = {"limits": [{"metric": "auc_hi", "max": 0.6, "target": "qwen-rag", "variant": "rag_mia/gray/t2"}]}
     one = validate_config(copy.deepcopy(cfg))["gate"]["limits"][0]
     assert g.limit_id(one) == "auc_hi.max.any.qwen-rag.any.rag_mia_gray_t2"
+    assert "min_n" not in one  # no default in the schema: the gate's default_min_n applies
     cfg["gate"]["limits"].append(dict(cfg["gate"]["limits"][0]))
     with pytest.raises(ConfigError, match=r"gate\.limits\.1\.id: .* also the id of gate\.limits\.0"):
         validate_config(copy.deepcopy(cfg))
@@ -522,3 +541,133 @@ def test_the_gate_rule_runs_only_when_enabled(tmp_path):
     assert "results/tables/summary.csv" in block and "results/tables/canaries.csv" in block
     assert "results/gate/gate.sarif" in block and "results/benchmarks/gate.tsv" in block
     assert "rule gate:" not in dry({"limits": limits})
+
+
+# two-sided AUC limits, the default min_n, informative, undecided
+
+
+def with_rows(tables, *rows):
+    """summary.csv with ``rows`` (dicts over the fixture's columns) appended."""
+    df = pd.read_csv(tables / "summary.csv")
+    base = df.iloc[0].to_dict()
+    df = pd.concat([df, pd.DataFrame([{**base, **r} for r in rows])], ignore_index=True)
+    df.to_csv(tables / "summary.csv", index=False)
+    return tables
+
+
+INVERTED = {"target": "inv", "attack": "dcmi", "variant": "dcmi/adv1", "auc": 0.2, "auc_lo": 0.1, "auc_hi": 0.3}
+INVERTED.update(tpr=0.0, tpr_lo=0.0, tpr_hi=0.15, verdict="inverted", n_members=40, n_nonmembers=40)
+
+
+@pytest.mark.parametrize("metric", ["auc", "auc_lo", "auc_hi"])
+def test_an_inverted_cell_breaches_an_auc_max_limit(tables, metric):
+    # AUC 0.2 [0.1, 0.3]: the flipped score's AUC is 0.8 [0.7, 0.9]; every AUC max of 0.65 is breached
+    with_rows(tables, INVERTED)
+    r = g.evaluate([lim(metric, max=0.65, target="inv")], tables)
+    (c,) = r["cells"]
+    assert c["status"] == g.BREACH and r["verdict"] == "fail" and r["limits"][0]["two_sided"]
+    flipped = {"auc": 0.8, "auc_lo": 0.7, "auc_hi": 0.9}[metric]  # 1 - auc, 1 - auc_hi, 1 - auc_lo
+    assert c["flipped_value"] == pytest.approx(flipped)
+    assert f"inverted: of the flipped score (1 - {g.METRICS[metric].flipped}) {flipped:g} > max 0.65" in c["message"]
+    # a min limit is one-sided (the attack must reach it as oriented): the inverted cell breaches it too
+    assert [c["status"] for c in g.evaluate([lim(metric, min=0.35, target="inv")], tables)["cells"]] == [g.BREACH]
+
+
+def test_the_two_sided_rule_at_its_boundary(tables):
+    # auc_lo max L breaches an inverted cell exactly when auc_hi < 1 - L
+    with_rows(
+        tables,
+        {**INVERTED, "target": "inv", "auc": 0.3, "auc_lo": 0.2, "auc_hi": 0.34},  # 1 - 0.34 = 0.66 > 0.65
+        {**INVERTED, "target": "pad", "attack": "dcmi", "auc": 0.3, "auc_lo": 0.2, "auc_hi": 0.36},  # 0.64
+    )
+    r = g.evaluate([lim("auc_lo", max=0.65, attack="dcmi")], tables)
+    assert {c["target"]: c["status"] for c in r["cells"]} == {"inv": g.BREACH, "pad": g.PASS}
+    passed = next(c for c in r["cells"] if c["target"] == "pad")
+    assert "within max 0.65, of the flipped score (1 - auc_hi) 0.64 too" in passed["message"]
+    # an upper end of the flipped interval (1 - auc_lo) above the limit breaches an auc_hi limit
+    r = g.evaluate([lim("auc_hi", max=0.75, target="pad", attack="rag_mia")], tables)  # [0.35, 0.65]: 0.65
+    assert [c["status"] for c in r["cells"]] == [g.PASS]
+    r = g.evaluate([lim("auc_hi", max=0.6, target="pad", attack="rag_mia")], tables)  # 0.65 > 0.6 both sides
+    assert [c["status"] for c in r["cells"]] == [g.BREACH]
+
+
+def test_a_tpr_max_limit_on_an_inverted_cell_is_no_evidence(tables):
+    with_rows(tables, INVERTED)
+    r = g.evaluate([lim("tpr_low_fpr_hi", max=0.2, target="inv"), lim("tpr_low_fpr", min=0.1, target="inv")], tables)
+    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE, g.BREACH]  # a min stays one-sided
+    assert "the flipped score's TPR at low FPR is not in the table" in r["cells"][0]["message"]
+    assert not r["limits"][0]["two_sided"]
+
+
+def test_the_default_min_n_is_the_n_that_decides_an_auc_limit():
+    from ragmi.metrics import min_detectable_auc
+
+    for limit in (0.6, 0.65, 0.75, 0.9, 0.35):
+        n = g.auc_decidable_n(limit)
+        target = 0.5 + abs(limit - 0.5)
+        assert min_detectable_auc(n, n) <= target < min_detectable_auc(n - 1, n - 1), limit
+    assert g.auc_decidable_n(0.65) == g.auc_decidable_n(0.35) == 29  # min_detectable_auc(29, 29) = 0.6499
+    assert g.auc_decidable_n(1.0) == 3 and g.auc_decidable_n(0.5) is None
+    assert g.default_min_n("tpr_low_fpr_hi", 0.1)[0] == 10 and g.default_min_n("canary_rate", 0.3)[0] == 4
+    assert g.default_min_n("tpr_low_fpr", 0.0)[0] == g.default_min_n("email_nel_per_run", 5)[0] == 1
+
+
+def test_a_limit_without_min_n_has_no_evidence_below_the_n_that_decides_it(tables):
+    # n = 20 per class: min_detectable_auc(20, 20) = 0.68 -- an AUC of 0.65 is not told from chance
+    bare = {"metric": "auc_hi", "max": 0.65, "target": "prod", "attack": "rag_mia"}  # 0.91 > 0.65
+    r = g.evaluate([bare], tables)
+    (c,) = r["cells"]
+    assert c["status"] == g.NO_EVIDENCE and r["verdict"] == "undecided" and r["exit_code"] == 3
+    assert "no evidence at this n: below the default min_n 29" in c["message"] and c["min_n"] == 29
+    assert r["limits"][0]["min_n_source"] == "default" and "min_detectable_auc(29, 29)" in r["limits"][0]["min_n_rule"]
+    # a limit the n can decide (0.75: n 11) is decided; an explicit min_n wins
+    assert [c["status"] for c in g.evaluate([dict(bare, max=0.75)], tables)["cells"]] == [g.BREACH]
+    assert [c["status"] for c in g.evaluate([dict(bare, min_n=1)], tables)["cells"]] == [g.BREACH]
+    # a limit at chance: no n tells 0.5 from chance
+    r = g.evaluate([dict(bare, max=0.5)], tables)
+    assert (
+        r["cells"][0]["status"] == g.NO_EVIDENCE and "no n tells an AUC at 0.5 from chance" in r["cells"][0]["message"]
+    )
+    assert r["limits"][0]["min_n"] is None
+
+
+def test_a_row_marked_not_informative_is_no_evidence(tables):
+    df = pd.read_csv(tables / "summary.csv")
+    df["informative"] = [False, True, True, "", True, True]
+    df["uninformative_reason"] = ["every score tied", "", "", "", "", ""]
+    df.to_csv(tables / "summary.csv", index=False)
+    r = g.evaluate([lim("auc_hi", max=0.95, target="prod")], tables)
+    s = statuses(r)
+    assert s == {("prod", "rag_mia"): g.NO_EVIDENCE, ("prod", "s2mia"): g.PASS, ("prod", "extraction"): g.PASS}
+    assert "the row is not informative (every score tied)" in r["cells"][0]["message"]
+
+
+def test_undecided_files_and_lines(tables, tmp_path):
+    # fail_on_no_evidence false, but nothing decided: the cells fail the gate (JUnit error, SARIF fail)
+    r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
+    paths = g.write_outputs(r, tmp_path / "gate")
+    xml = Path(paths["junit.xml"]).read_bytes()
+    assert_valid_junit(xml)
+    assert etree.fromstring(xml).find("testsuite/testcase/error").get("type") == "no-evidence"
+    doc = json.loads(Path(paths["gate.sarif"]).read_text())
+    assert_valid_sarif(doc)
+    assert [(x["kind"], x["level"]) for x in doc["runs"][0]["results"]] == [("fail", "error")]
+    assert doc["runs"][0]["invocations"][0]["exitCode"] == 3
+    lines = g.summary_lines(r)
+    assert lines[0].startswith("ragmi gate: NO EVIDENCE ")
+    assert lines[-1].startswith("ragmi gate: UNDECIDED: 0 breached, 1 without evidence, 0 passed")
+    assert g.read_result(paths["gate.json"])["exit_code"] == 3
+
+
+def test_command_exits_3_when_undecided(results, tmp_path, capsys):
+    none = config_with(tmp_path, [{"metric": "auc", "max": 0.99, "target": "qwen-rag", "attack": "s2mia"}])
+    cfg = yaml.safe_load(Path(none).read_text())
+    cfg["gate"]["limits"][0]["variant"] = "nothing"  # no row matches
+    Path(none).write_text(yaml.safe_dump(cfg))
+    assert ragmi_main(["gate", "--results", str(results), "--configfile", none]) == 3
+    assert "UNDECIDED: 0 breached, 1 without evidence, 0 passed" in capsys.readouterr().err
+    assert ragmi_main(["gate", "--results", str(results)]) == 3  # from the gate.json just written
+    cfg["gate"].update(fail_on_no_evidence=False, fail_on_undecided=False)
+    Path(none).write_text(yaml.safe_dump(cfg))
+    assert ragmi_main(["gate", "--results", str(results), "--configfile", none]) == 0
+    assert "UNDECIDED" in capsys.readouterr().err

@@ -13,7 +13,13 @@ SmolLM2 (converted to safetensors by the ``smollm2_dir`` fixture), MEntA's simil
 retriever use the packaged all-MiniLM-L6-v2, DCMI perturbs with the packaged WordNet antonyms.
 
 Each attack runs on targets with its paper's RAG template (S2MIA and extraction on RAG-MIA's), one
-leaky and one blind target per template, all in one Snakemake run.
+leaky and one blind target per template, all in one Snakemake run (the tests marked slow).
+
+The blind model's yes/no answers vary from query to query (P(Yes) a hash of the query text), so the
+blind tests can fail: the unit tests at the end score blind answers taken from the model's answer
+function directly (no server, no Snakemake) and check that a RAG-MIA scorer that fits its ensemble on
+the evaluation labels is caught by them, while the real scorer is not, and that a model with one
+constant answer (the earlier blind model) hides that leak.
 """
 
 from __future__ import annotations
@@ -22,14 +28,19 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from conftest import run_snakemake
-from known_answer_model import KnownAnswerModel
+from known_answer_model import BLIND_P_YES, KnownAnswerModel, blind_answer, blind_p_yes, yes_no_answer
 from stand_in import StandIn
 
-pytestmark = pytest.mark.slow
+from ragmi.attacks.answers import parse_yes_no, yes_no_at_first_generated
+from ragmi.attacks.dcmi import QUERY_TEMPLATE as DCMI_TEMPLATE
+from ragmi.attacks.rag_mia import RagMIA, ensemble_scores
+from ragmi.metrics import evaluate
+from ragmi.rag.templates import TEMPLATES
 
 KEY_ENV = "RAGMI_KNOWN_ANSWER_KEY"
 KEY = "known-answer-test-key"
@@ -128,6 +139,7 @@ def headline(run, attack: str, model: str) -> pd.DataFrame:
     return rows
 
 
+@pytest.mark.slow
 def test_every_prompt_was_understood(run):
     """Each request was one the known-answer model has a rule for, with the test's API key; each attack
     reached both target models through its template."""
@@ -147,6 +159,7 @@ def test_every_prompt_was_understood(run):
 NOT_MEMBERSHIP_TESTS = ("extraction/generic",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_leaky_target_is_detected(run, attack):
     rows = headline(run, attack, "leaky")
@@ -157,8 +170,137 @@ def test_leaky_target_is_detected(run, attack):
     assert low.empty, low[["auc", "auc_lo", "auc_hi"]].to_string()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_blind_target_is_not(run, attack):
     rows = headline(run, attack, "blind")
     off = rows[(rows["auc_lo"] > 0.5) | (rows["auc_hi"] < 0.5)]
     assert off.empty, off[["auc", "auc_lo", "auc_hi"]].to_string()
+
+
+# ----------------------------------------------------------------------- without a server: a leaky scorer
+
+
+def rag_messages(template: str, docs: list[str], question: str) -> list[dict]:
+    """The target's chat messages for ``question`` over the retrieved ``docs`` (ragmi.rag.templates)."""
+    t = TEMPLATES[template]
+    fill = {"context": t.doc_separator.join(docs), "question": question}
+    return ([{"role": "system", "content": t.system.format(**fill)}] if t.system else []) + [
+        {"role": "user", "content": t.user.format(**fill)}
+    ]
+
+
+def candidate_text(i: int) -> str:
+    return f"Patient: I have had pain number {i} in my {('knee', 'back', 'head')[i % 3]} for {i % 9 + 1} days."
+
+
+def test_blind_yes_no_answers_vary_by_query_and_ignore_the_context():
+    model = KnownAnswerModel()
+    attack = RagMIA({"templates": [2]})
+    docs = pd.DataFrame({"doc_id": [f"d{i}" for i in range(60)], "text": [candidate_text(i) for i in range(60)]})
+    pys = []
+    for q in attack.build_queries(docs).itertuples():
+        answers = [
+            model.answer(
+                {"model": "blind", "messages": rag_messages("rag_mia", ctx, q.user_prompt), "top_logprobs": 20}
+            )
+            for ctx in ([], [q.user_prompt], ["an unrelated document", "another one"])
+        ]
+        assert all(a == answers[0] for a in answers)  # the context never changes the answer
+        text, lps = answers[0]
+        py, pn, pos = yes_no_at_first_generated([t["top_logprobs"] for t in lps])
+        assert pos == 0 and py / (py + pn) == pytest.approx(blind_p_yes(q.user_prompt))
+        assert parse_yes_no(text) == (1 if py > pn else 0)  # the text follows P(Yes)
+        pys.append(py / (py + pn))
+    assert model.unrecognised == []
+    assert BLIND_P_YES[0] <= min(pys) < 0.3 and 0.7 < max(pys) < BLIND_P_YES[1]
+    assert 0.3 < np.mean(np.array(pys) >= 0.5) < 0.7  # both answers are common
+    # DCMI's original and perturbed queries get P(Yes)s of their own; IA's text answer follows the hash
+    orig, pert = (DCMI_TEMPLATE.format(sample=f"The {w} cough came back.") for w in ("dry", "wet"))
+    assert blind_p_yes(orig) != blind_p_yes(pert)
+    for q in (orig, pert):
+        py, pn, _ = yes_no_at_first_generated([t["top_logprobs"] for t in blind_answer(q, 6, 20)[1]])
+        assert py / (py + pn) == pytest.approx(blind_p_yes(q))
+    ia = {f"Is it stated that {i}? Please answer with 'Yes,' 'No,' or 'I don't know'" for i in range(40)}
+    assert {q: blind_answer(q, 8, 0)[0] for q in ia} == {q: "Yes." if blind_p_yes(q) >= 0.5 else "No." for q in ia}
+    assert {blind_answer(q, 8, 0)[0] for q in ia} == {"Yes.", "No."}
+
+
+class EvalLabelRagMIA(RagMIA):
+    """RAG-MIA with the leak a review looks for: its gray-box ensemble is fitted on the evaluation
+    candidates' labels as well as the reference ones and scores them in-sample."""
+
+    def __init__(self, params, eval_labels):
+        super().__init__(params)
+        self.eval_labels = dict(eval_labels)
+
+    def _ensemble(self, doc_ids, feats, reference_labels, template):
+        labels = {**reference_labels, **self.eval_labels}
+        y = np.array([labels[d] for d in doc_ids], dtype=int)
+        return ensemble_scores(feats, y, feats, int(self.params["ensemble_size"]), self.seed + template)
+
+
+N_REF_UNIT, N_EVAL_UNIT = 10, 20  # per class
+
+
+def gray_box_interval(answer, leak: bool = False) -> tuple[float, float, float]:
+    """AUC, lower and upper end of ``rag_mia/gray/t2`` on ``answer``'s responses, as rule metrics
+    computes them (ragmi.metrics.evaluate), scored by RAG-MIA (``leak``: by :class:`EvalLabelRagMIA`)."""
+    n = 2 * (N_REF_UNIT + N_EVAL_UNIT)
+    cands = pd.DataFrame(
+        {
+            "doc_id": [f"d{i:03d}" for i in range(n)],
+            "text": [candidate_text(i) for i in range(n)],
+            "title": "",
+            "label": [i % 2 for i in range(n)],
+            "role": ["reference" if i < 2 * N_REF_UNIT else "eval" for i in range(n)],
+        }
+    )
+    labels = dict(zip(cands["doc_id"], cands["label"]))
+    ref = {d: y for d, y, r in zip(cands["doc_id"], cands["label"], cands["role"]) if r == "reference"}
+    params = {"templates": [2], "ensemble_size": 5, "cv_folds": 3, "seed": 11}
+    attack = EvalLabelRagMIA(params, {d: y for d, y in labels.items() if d not in ref}) if leak else RagMIA(params)
+    queries = attack.build_queries(cands[["doc_id", "text", "title"]])
+    rows = []
+    for q in queries.itertuples():
+        text, lps = answer(q.user_prompt, int(q.max_tokens), int(q.top_logprobs))
+        tops = [[{"token": a["token"], "logprob": a["logprob"]} for a in t["top_logprobs"]] for t in lps]
+        rows.append(
+            {
+                "query_id": q.query_id,
+                "response_text": text,
+                "first_token_logprobs": tops[0],
+                "token_logprobs": [t["logprob"] for t in lps],
+                "token_top_logprobs": tops,
+                "prompt_tokens": 1,
+                "completion_tokens": 1,
+            }
+        )
+    scores = attack.score(queries, pd.DataFrame(rows), ref)
+    gray = scores[scores["variant"] == "rag_mia/gray/t2"].merge(cands[["doc_id", "label", "role"]], on="doc_id")
+    row = evaluate(gray, n_boot=200, seed=11).iloc[0]
+    assert (row["n_members"], row["n_nonmembers"]) == (N_EVAL_UNIT, N_EVAL_UNIT)
+    return row["auc"], row["auc_lo"], row["auc_hi"]
+
+
+def test_a_scorer_fitted_on_evaluation_labels_is_caught_by_the_blind_model():
+    """On the blind model (answers that carry nothing about membership), the real gray-box RAG-MIA
+    scorer's AUC interval contains 0.5; the same scorer with the evaluation labels in its ensemble's
+    training set reaches an interval above 0.5 -- what test_blind_target_is_not would report."""
+    auc, lo, hi = gray_box_interval(blind_answer)
+    assert lo <= 0.5 <= hi, (auc, lo, hi)
+    auc, lo, hi = gray_box_interval(blind_answer, leak=True)
+    assert lo > 0.5, (auc, lo, hi)
+
+
+def test_a_constant_blind_model_hides_the_leak():
+    """The earlier blind model (Yes with P(Yes) 0.8 to every question) gives every candidate the same
+    features, so every score ties and even the leaky scorer's AUC is exactly 0.5: the blind tests
+    could not fail."""
+
+    def constant(question, max_tokens, k):
+        return yes_no_answer(True, 0.8, k)
+
+    for leak in (False, True):
+        auc, lo, hi = gray_box_interval(constant, leak=leak)
+        assert auc == 0.5 and lo <= 0.5 <= hi, (leak, auc, lo, hi)  # every score tied

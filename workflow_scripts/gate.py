@@ -8,7 +8,13 @@ from ragmi.workflow import run_step
 
 def main(smk, log):
     gate = smk.params.gate
-    result = evaluate(gate["limits"], smk.params.tables_dir, gate["fail_on_no_evidence"], smk.params.built)
+    result = evaluate(
+        gate["limits"],
+        smk.params.tables_dir,
+        gate["fail_on_no_evidence"],
+        smk.params.built,
+        fail_on_undecided=gate["fail_on_undecided"],
+    )
     write_outputs(result, Path(smk.output.json).parent)
     for line in summary_lines(result):
         log(line)

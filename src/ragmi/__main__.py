@@ -10,7 +10,7 @@ import sys
 
 COMMANDS = {
     "serve-target": "serve a configured ragmi target as an OpenAI-compatible endpoint",
-    "gate": "check a run's tables against gate.limits (exit 0 pass, 1 breach, 2 bad input; docs/gate.md)",
+    "gate": "check a run's tables against gate.limits (exit 0 pass, 1 breach, 2 bad input, 3 undecided; docs/gate.md)",
     "store-cleanup": "remove what a membership game inserted into a vector store (docs/vector-stores.md)",
 }
 

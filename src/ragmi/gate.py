@@ -16,17 +16,29 @@ Every matched cell gets one of three outcomes:
 
 * ``breach``: the value is above ``max`` (below ``min``). An interval end is compared as it is: an
   ``auc_hi`` limit whose interval straddles it breaches, because the data cannot show the AUC is
-  below it (the finding prints the interval and the smallest AUC the n can detect);
-* ``pass``: the value is within the limit;
-* ``no evidence``: nothing at this n decides the limit — no row of the table matches (a named target
+  below it (the finding prints the interval and the smallest AUC the n can detect). A ``max`` on an
+  AUC (``auc``, ``auc_lo``, ``auc_hi``) is two-sided: the leakage of a score is its distance from
+  chance, and an attacker who finds a score ranking non-members higher flips its sign, so the cell
+  also breaches when the same metric of the flipped score -- ``1 - auc``, ``1 - auc_hi`` (the
+  flipped interval's lower end), ``1 - auc_lo`` (its upper end) -- is above the limit: an inverted
+  cell with ``auc_hi < 1 - max`` breaches every AUC max limit (:func:`flipped_value`);
+* ``pass``: the value is within the limit (for a two-sided limit: on both sides);
+* ``no evidence``: nothing at this n decides the limit -- no row of the table matches (a named target
   or attack that did not run, a table this configuration does not build), the cell's n is 0 or below
-  the limit's ``min_n``, or the number is missing (a skipped variant, a TPR no FPR level resolves,
-  no AUC interval, 0 canaries planted, 0 leakage runs), or the summary row's verdict is ``control
-  failed`` (a negative control separates members from non-members, so the number does not measure
-  membership). It is never reported as a pass; with ``gate.fail_on_no_evidence`` (the default) it
-  fails the gate like a breach.
+  the limit's ``min_n`` (configured, else the default of :func:`default_min_n`: for an AUC limit the
+  smallest n per class at which an AUC at the limit is told apart from chance), the number is
+  missing (a skipped variant, a TPR no FPR level resolves, no AUC interval, 0 canaries planted, 0
+  leakage runs), the row says ``informative`` false (its ``uninformative_reason`` is quoted), the
+  summary row's verdict is ``control failed`` (a negative control separates members from
+  non-members, so the number does not measure membership), or a ``max`` on a TPR meets an inverted
+  cell (its AUC interval lies below 0.5: the flipped score's TPR at low FPR is not in the table). It
+  is never reported as a pass; with ``gate.fail_on_no_evidence`` (the default) it fails the gate
+  like a breach.
 
-The gate fails when a cell breaches or, with ``fail_on_no_evidence``, has no evidence. Files:
+The gate's verdict: ``fail`` (exit 1) when a cell breaches or, with ``fail_on_no_evidence``, a cell
+has no evidence beside decided ones; ``undecided`` when no cell of any limit has evidence (exit 3,
+unless both ``fail_on_no_evidence`` and ``fail_on_undecided`` are false: exit 0, the verdict still
+``undecided``, never ``pass``); else ``pass`` (exit 0). Exit 2 is bad input (the command). Files:
 ``gate.json`` (the machine-readable verdict), ``junit.xml`` (one testcase per limit × cell: a
 ``failure`` for a breach, an ``error`` for no evidence that fails the gate, ``skipped`` for one that
 does not; JUnit readers show errors as red, skipped tests as neutral), ``gate.sarif`` (SARIF 2.1.0,
@@ -51,35 +63,42 @@ from .errors import RagmiError
 from .io import atomic_write_text, write_json
 
 PASS, BREACH, NO_EVIDENCE = "pass", "breach", "no evidence"
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+VERDICT_PASS, VERDICT_FAIL, VERDICT_UNDECIDED = "pass", "fail", "undecided"
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
 GATE_FILES = ("gate.json", "junit.xml", "gate.sarif")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-JSON_VERSION = 1
+JSON_VERSION = 2  # 2: verdict undecided (exit 3), two-sided AUC limits, the default min_n
+READ_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
 class Metric:
     """One metric a limit can name: ``column`` of ``table``; ``keys`` the columns that name a cell (the
-    selectors the metric takes); ``n`` how the cell's n is read; ``what`` its wording in findings."""
+    selectors the metric takes); ``n`` how the cell's n is read; ``what`` its wording in findings;
+    ``kind`` what the default ``min_n`` and the two-sided rule know of it (``auc``: an AUC or an end
+    of its interval, chance 0.5; ``rate``: a fraction of the cell's n trials; ``""``: neither);
+    ``flipped`` the column whose ``1 - x`` is this metric of the sign-flipped score (AUC metrics)."""
 
     table: str
     column: str
     keys: tuple[str, ...]
     n: str
     what: str
+    kind: str = ""
+    flipped: str | None = None
 
 
 _SUMMARY_KEYS = ("dataset", "target", "attack", "variant")
 _ROW_KEYS = ("dataset", "target")
 METRICS: dict[str, Metric] = {
-    "auc": Metric("summary", "auc", _SUMMARY_KEYS, "eval", "AUC"),
-    "auc_lo": Metric("summary", "auc_lo", _SUMMARY_KEYS, "eval", "AUC 95% CI lower end"),
-    "auc_hi": Metric("summary", "auc_hi", _SUMMARY_KEYS, "eval", "AUC 95% CI upper end"),
-    "tpr_low_fpr": Metric("summary", "tpr", _SUMMARY_KEYS, "eval", "TPR"),
-    "tpr_low_fpr_lo": Metric("summary", "tpr_lo", _SUMMARY_KEYS, "eval", "TPR 95% CI lower end"),
-    "tpr_low_fpr_hi": Metric("summary", "tpr_hi", _SUMMARY_KEYS, "eval", "TPR 95% CI upper end"),
+    "auc": Metric("summary", "auc", _SUMMARY_KEYS, "eval", "AUC", "auc", "auc"),
+    "auc_lo": Metric("summary", "auc_lo", _SUMMARY_KEYS, "eval", "AUC 95% CI lower end", "auc", "auc_hi"),
+    "auc_hi": Metric("summary", "auc_hi", _SUMMARY_KEYS, "eval", "AUC 95% CI upper end", "auc", "auc_lo"),
+    "tpr_low_fpr": Metric("summary", "tpr", _SUMMARY_KEYS, "eval", "TPR", "rate"),
+    "tpr_low_fpr_lo": Metric("summary", "tpr_lo", _SUMMARY_KEYS, "eval", "TPR 95% CI lower end", "rate"),
+    "tpr_low_fpr_hi": Metric("summary", "tpr_hi", _SUMMARY_KEYS, "eval", "TPR 95% CI upper end", "rate"),
     "canaries_recovered": Metric("canaries", "n_recovered", ("target",), "canaries", "canaries recovered"),
-    "canary_rate": Metric("canaries", "canary_rate", ("target",), "canaries", "canary recovery rate"),
+    "canary_rate": Metric("canaries", "canary_rate", ("target",), "canaries", "canary recovery rate", "rate"),
     "email_nel_per_run": Metric("leakage_dashboard", "EMAIL_REAL_mean", _ROW_KEYS, "runs", "e-mail NEL per run"),
     "email_nel_per_run_hi": Metric(
         "leakage_dashboard", "EMAIL_REAL_hi", _ROW_KEYS, "runs", "e-mail NEL per run, 95% CI upper end"
@@ -111,6 +130,88 @@ def limit_id(limit: Mapping) -> str:
 def tables_read(limits: Sequence[Mapping]) -> list[str]:
     """The tables the limits read, in the order first named."""
     return list(dict.fromkeys(METRICS[lim["metric"]].table for lim in limits))
+
+
+def two_sided(metric: str, op: str) -> bool:
+    """Whether a limit is checked on the sign-flipped score too: a ``max`` on an AUC metric."""
+    return op == "max" and METRICS[metric].flipped is not None
+
+
+def flipped_value(metric: str, row: Mapping) -> float:
+    """The metric of the sign-flipped score (1 - the score's AUC: interval [1 - auc_hi, 1 - auc_lo]):
+    ``1 - auc`` for ``auc``, ``1 - auc_hi`` for ``auc_lo``, ``1 - auc_lo`` for ``auc_hi``; NaN for a
+    metric that has none or a missing number."""
+    col = METRICS[metric].flipped
+    return float("nan") if col is None else 1.0 - _num(row.get(col))
+
+
+def _first_n(ok, cap: int = 2**40) -> int | None:
+    """The smallest n >= 1 with ``ok(n)`` for a predicate false below some n and true from it on
+    (doubling, then bisection); None when it is false up to ``cap``."""
+    hi = 1
+    while not ok(hi):
+        if hi >= cap:
+            return None
+        hi *= 2
+    lo = hi // 2  # 0, or an n where ok is false
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def auc_decidable_n(limit: float) -> int | None:
+    """The smallest n (members = non-members = n) at which an AUC at ``limit``'s distance from chance,
+    ``0.5 + |limit - 0.5|`` (at most 1), has a 95% interval excluding 0.5:
+    ``ragmi.metrics.min_detectable_auc(n, n) <= 0.5 + |limit - 0.5|``; None for a limit at 0.5 (no n
+    tells an AUC of 0.5 from chance). Below it an attack at the limit and one at chance give the same
+    tables, so neither a pass nor a breach is evidence."""
+    from .metrics import min_detectable_auc
+
+    # rounded: 0.5 + |0.35 - 0.5| is 0.65, not 0.65000000000000002
+    target = round(min(0.5 + abs(float(limit) - 0.5), 1.0), 12)
+    if target <= 0.5:
+        return None
+
+    def ok(n: int) -> bool:
+        m = min_detectable_auc(n, n)  # NaN where the Hanley-McNeil error is undefined (n < 3)
+        return not math.isnan(m) and m <= target
+
+    return _first_n(ok)
+
+
+def default_min_n(metric: str, limit: float) -> tuple[int | None, str]:
+    """``(min_n, the rule in words)`` of a limit that gives no ``min_n``:
+
+    * an AUC metric (``auc``, ``auc_lo``, ``auc_hi``; max or min): :func:`auc_decidable_n` -- the
+      smallest n per class at which an AUC at the limit is told apart from chance (None for a limit
+      of 0.5: no cell is decided until ``min_n`` is given);
+    * a rate (``tpr_low_fpr*``, ``canary_rate``) with 0 < limit < 1: ``ceil(1 / limit)``, the smallest
+      n at which a rate at the limit is one whole member (canary): below it the rate steps from 0
+      straight past the limit, so one member decides the cell;
+    * anything else (counts, NEL per run, utility; a rate limit of 0 or 1): 1.
+    """
+    kind = METRICS[metric].kind
+    if kind == "auc":
+        n = auc_decidable_n(limit)
+        d = abs(float(limit) - 0.5)
+        if n is None:
+            return None, "no n tells an AUC at 0.5 from chance: give min_n"
+        from .metrics import min_detectable_auc
+
+        return n, (
+            f"the smallest n per class at which an AUC {d:g} from chance is told apart from it: "
+            f"min_detectable_auc({n}, {n}) = {min_detectable_auc(n, n):.4f}"
+        )
+    if kind == "rate" and 0 < float(limit) < 1:
+        n = math.ceil(1 / float(limit) - 1e-9)
+        return n, f"the smallest n at which a rate of {float(limit):g} is one whole trial: ceil(1/{float(limit):g})"
+    return 1, "1: the table has no chance level for this metric"
+
+
+def _is_false(x) -> bool:
+    """A CSV cell that says false (``informative``); empty or anything else is not."""
+    return str(x).strip().casefold() in ("false", "0", "0.0", "no", "f")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -168,12 +269,17 @@ def _detail(metric: Metric, r: Mapping) -> str:
         level = _num(r.get("tpr_fpr"))
         if not math.isnan(level):
             out += (
-                f", TPR@{100 * level:g}%FPR {_fmt(_num(r.get('tpr')))} "
+                f", TPR at the reference threshold for {100 * level:g}% FPR {_fmt(_num(r.get('tpr')))} "
                 f"[{_fmt(_num(r.get('tpr_lo')))}, {_fmt(_num(r.get('tpr_hi')))}]"
             )
-        mda = _num(r.get("min_detectable_auc"))
+            realised = _num(r.get("fpr_realized"))
+            if not math.isnan(realised):
+                out += f" at evaluation FPR {_fmt(realised)}"
+        mda, mda80 = _num(r.get("min_detectable_auc")), _num(r.get("min_detectable_auc_80"))
         if not math.isnan(mda):
-            out += f", smallest AUC detectable at this n {mda:.2f}"
+            out += f", AUC detected at this n with 50% power {mda:.2f}"
+            if not math.isnan(mda80):
+                out += f", with 80% power {mda80:.2f}"
         return out + f"; table verdict: {r.get('verdict') or 'none'}"
     if metric.table == "canaries":
         return f"{r.get('total') or ''}".strip()
@@ -206,24 +312,40 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
     metric = METRICS[lim["metric"]]
     lid = limit_id(lim)
     op, bound = ("max", float(lim["max"])) if "max" in lim else ("min", float(lim["min"]))
-    min_n = int(lim.get("min_n", 1))
+    both = two_sided(lim["metric"], op)
+    if lim.get("min_n") is not None:
+        min_n, source, rule = int(lim["min_n"]), "config", "configured"
+    else:
+        (min_n, rule), source = default_min_n(lim["metric"], bound), "default"
     described = {
         "id": lid,
         "metric": lim["metric"],
         "op": op,
         "limit": bound,
+        "two_sided": both,
         "min_n": min_n,
+        "min_n_source": source,
+        "min_n_rule": rule,
         "selectors": {k: lim.get(k, ANY) for k in metric.keys},
         "table": str(path),
         "description": lim.get("description", ""),
     }
     cells: list[dict] = []
+    sign = ">" if op == "max" else "<"
 
-    def cell(name, status, value, n_text, detail, line):
-        if status == BREACH:
-            msg = f"{metric.what} {_fmt(value)} {'>' if op == 'max' else '<'} {op} {bound:g}"
+    def cell(name, status, value, n_text, detail, line, flipped=float("nan")):
+        fl = _fmt(flipped)
+        if status == BREACH and (value > bound if op == "max" else value < bound):
+            msg = f"{metric.what} {_fmt(value)} {sign} {op} {bound:g}"
+        elif status == BREACH:  # the flipped score's
+            msg = (
+                f"{metric.what} {_fmt(value)}, inverted: of the flipped score (1 - {metric.flipped}) {fl} "
+                f"{sign} {op} {bound:g}"
+            )
         elif status == PASS:
-            msg = f"{metric.what} {_fmt(value)} within {op} {bound:g}"
+            msg = f"{metric.what} {_fmt(value)} within {op} {bound:g}" + (
+                f", of the flipped score (1 - {metric.flipped}) {fl} too" if both else ""
+            )
         else:
             msg = f"no evidence for {metric.what} {op} {bound:g}"
         where = ", ".join(f"{k} {v}" for k, v in name.items())
@@ -238,7 +360,9 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
                 "utility_metric": name.get("utility_metric", ""),
                 "status": status,
                 "value": None if value is None or math.isnan(value) else value,
+                "flipped_value": None if math.isnan(flipped) else flipped,
                 "n": n_text,
+                "min_n": min_n,
                 "detail": detail,
                 "table": str(path),
                 "line": line,
@@ -261,21 +385,59 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
         name = _cell_name(metric, r)
         n, n_text = _cell_n(metric, r)
         value = _num(r.get(metric.column))
+        flipped = flipped_value(lim["metric"], r) if both else float("nan")
         detail = _detail(metric, r)
         if math.isnan(n) or n < 1:
             cell(name, NO_EVIDENCE, value, n_text, "no data at this n; " + detail, row.line)
-        elif n < min_n:
+        elif min_n is None:
+            cell(name, NO_EVIDENCE, value, n_text, f"no evidence at any n: {rule}; " + detail, row.line)
+        elif n < min_n and source == "config":
             cell(name, NO_EVIDENCE, value, n_text, f"below min_n {min_n}; " + detail, row.line)
+        elif n < min_n:
+            note = f"no evidence at this n: below the default min_n {min_n} ({rule})"
+            cell(name, NO_EVIDENCE, value, n_text, f"{note}; " + detail, row.line)
         elif metric.table == "summary" and r.get("verdict") == "control failed":
             note = r.get("verdict_detail") or ""
             cell(name, NO_EVIDENCE, value, n_text, f"a negative control failed ({note}): not membership", row.line)
+        elif "informative" in r and _is_false(r["informative"]):
+            why = (r.get("uninformative_reason") or "").strip() or "no reason given"
+            cell(name, NO_EVIDENCE, value, n_text, f"the row is not informative ({why}); " + detail, row.line)
         elif math.isnan(value):
             why = r.get("tpr_note") or r.get("verdict_detail") or "no number in the table"
-            cell(name, NO_EVIDENCE, value, n_text, f"{why}; {detail}", row.line)
+            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
+        elif both and math.isnan(flipped):
+            why = f"no {metric.flipped} to check the flipped score against the limit"
+            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
+        elif metric.table == "summary" and metric.kind == "rate" and op == "max" and _num(r.get("auc_hi")) < 0.5:
+            why = (
+                "the AUC interval lies below 0.5 (inverted: the score ranks non-members higher); the flipped "
+                "score's TPR at low FPR is not in the table, so a TPR limit is not decided here (an AUC limit is)"
+            )
+            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
         else:
             bad = value > bound if op == "max" else value < bound
-            cell(name, BREACH if bad else PASS, value, n_text, detail, row.line)
+            bad = bad or (both and flipped > bound)
+            cell(name, BREACH if bad else PASS, value, n_text, detail, row.line, flipped)
     return described, cells
+
+
+def verdict_of(counts: Mapping[str, int], fail_on_no_evidence: bool = True, fail_on_undecided: bool = True):
+    """``(verdict, exit code)`` from the cells' ``counts``:
+
+    * ``fail`` / 1: a cell breaches, or (``fail_on_no_evidence``) a cell has no evidence while
+      others are decided;
+    * ``undecided`` / 3: no cell breaches or passes -- every cell of every limit lacks evidence; exit
+      0 only when ``fail_on_no_evidence`` and ``fail_on_undecided`` are both false (still never a pass);
+    * ``pass`` / 0: otherwise (cells without evidence beside passing ones, with ``fail_on_no_evidence``
+      false, are reported but do not fail the gate).
+    """
+    if counts.get(BREACH, 0):
+        return VERDICT_FAIL, EXIT_FAIL
+    if not counts.get(PASS, 0):
+        return VERDICT_UNDECIDED, EXIT_UNDECIDED if (fail_on_no_evidence or fail_on_undecided) else EXIT_PASS
+    if fail_on_no_evidence and counts.get(NO_EVIDENCE, 0):
+        return VERDICT_FAIL, EXIT_FAIL
+    return VERDICT_PASS, EXIT_PASS
 
 
 def evaluate(
@@ -283,11 +445,13 @@ def evaluate(
     tables_dir: str | os.PathLike,
     fail_on_no_evidence: bool = True,
     built: Collection[str] | None = None,
+    fail_on_undecided: bool = True,
 ) -> dict:
     """The gate's verdict over the tables in ``tables_dir`` (``<table>.csv``) as the dict written to
-    gate.json: ``verdict`` (pass / fail), ``exit_code``, ``counts``, ``limits`` and one ``cells`` entry
-    per (limit, matched cell). ``built``: the tables the run's configuration builds (None: every CSV
-    present); another table's CSV, left by an earlier run, is not read."""
+    gate.json: ``verdict`` (pass / fail / undecided, :func:`verdict_of`), ``exit_code``, ``counts``,
+    ``limits`` and one ``cells`` entry per (limit, matched cell), each with ``fails_gate``.
+    ``built``: the tables the run's configuration builds (None: every CSV present); another table's
+    CSV, left by an earlier run, is not read."""
     tables_dir = Path(tables_dir)
     cache: dict[str, list[Row] | None] = {}
     cells, described = [], []
@@ -301,12 +465,18 @@ def evaluate(
         described.append(d)
         cells += c
     counts = {s: sum(c["status"] == s for c in cells) for s in (PASS, BREACH, NO_EVIDENCE)}
-    failed = counts[BREACH] > 0 or (fail_on_no_evidence and counts[NO_EVIDENCE] > 0)
+    verdict, code = verdict_of(counts, fail_on_no_evidence, fail_on_undecided)
+    undecided_fails = verdict == VERDICT_UNDECIDED and code != EXIT_PASS
+    for c in cells:
+        c["fails_gate"] = c["status"] == BREACH or (
+            c["status"] == NO_EVIDENCE and (fail_on_no_evidence or undecided_fails)
+        )
     return {
         "version": JSON_VERSION,
-        "verdict": "fail" if failed else "pass",
-        "exit_code": EXIT_FAIL if failed else EXIT_PASS,
+        "verdict": verdict,
+        "exit_code": code,
         "fail_on_no_evidence": bool(fail_on_no_evidence),
+        "fail_on_undecided": bool(fail_on_undecided),
         "counts": counts,
         "limits": described,
         "cells": cells,
@@ -318,6 +488,9 @@ def evaluate(
 
 
 def _fails(cell: Mapping, fail_on_no_evidence: bool) -> bool:
+    """Whether the cell fails the gate (``fails_gate``; a version-1 gate.json has none)."""
+    if "fails_gate" in cell:
+        return bool(cell["fails_gate"])
     return cell["status"] == BREACH or (cell["status"] == NO_EVIDENCE and fail_on_no_evidence)
 
 
@@ -327,7 +500,8 @@ def junit_xml(result: Mapping, timestamp: str | None = None, hostname: str | Non
     Written to validate against both the Apache Ant schema (windyroad/JUnit-Schema's JUnit.xsd: a
     bare ``testsuites``, every testsuite with package, id, timestamp, hostname, properties,
     system-out and system-err) and Jenkins' junit-10.xsd; ``skipped`` (no evidence without
-    fail_on_no_evidence) is Jenkins' and most CI readers' extension to the Ant format."""
+    fail_on_no_evidence, the gate not failing on it) is Jenkins' and most CI readers' extension to the
+    Ant format."""
     stamp = timestamp or time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     host = hostname or socket.gethostname() or "localhost"
     fone = result["fail_on_no_evidence"]
@@ -335,7 +509,7 @@ def junit_xml(result: Mapping, timestamp: str | None = None, hostname: str | Non
     for i, lim in enumerate(result["limits"]):
         cells = [c for c in result["cells"] if c["limit"] == lim["id"]]
         failures = sum(c["status"] == BREACH for c in cells)
-        errors = sum(c["status"] == NO_EVIDENCE for c in cells) if fone else 0
+        errors = sum(c["status"] == NO_EVIDENCE and _fails(c, fone) for c in cells)
         suite = ET.SubElement(
             root,
             "testsuite",
@@ -352,8 +526,9 @@ def junit_xml(result: Mapping, timestamp: str | None = None, hostname: str | Non
             },
         )
         props = ET.SubElement(suite, "properties")
-        for k in ("metric", "op", "limit", "min_n", "table", "description"):
-            ET.SubElement(props, "property", {"name": k, "value": str(lim[k])})
+        for k in ("metric", "op", "limit", "two_sided", "min_n", "min_n_source", "table", "description"):
+            value = lim.get(k, "")
+            ET.SubElement(props, "property", {"name": k, "value": "none" if value is None else str(value)})
         for k, v in lim["selectors"].items():
             ET.SubElement(props, "property", {"name": k, "value": str(v)})
         for c in cells:
@@ -364,7 +539,7 @@ def junit_xml(result: Mapping, timestamp: str | None = None, hostname: str | Non
             if c["status"] == BREACH:
                 ET.SubElement(case, "failure", {"message": c["message"], "type": "breach"}).text = c["message"]
             elif c["status"] == NO_EVIDENCE:
-                tag = "error" if fone else "skipped"
+                tag = "error" if _fails(c, fone) else "skipped"
                 ET.SubElement(case, tag, {"message": c["message"], "type": "no-evidence"}).text = c["message"]
         ET.SubElement(suite, "system-out").text = "\n".join(c["message"] for c in cells)
         ET.SubElement(suite, "system-err").text = ""
@@ -386,7 +561,8 @@ def sarif(result: Mapping) -> dict:
     """SARIF 2.1.0: one ``reportingDescriptor`` per limit (``ruleId`` = the limit's id), one result per
     breached cell (``level: error``, ``kind: fail``) and per cell without evidence (``error`` when it
     fails the gate; otherwise ``kind: open`` with level ``none``, SARIF §3.27.9–10), located at the
-    table's CSV row; ``partialFingerprints`` keep a finding's identity across runs."""
+    table's CSV row; ``partialFingerprints`` keep a finding's identity across runs. The invocation's
+    ``exitCode`` is the gate's (3 for undecided)."""
     from . import __version__
 
     fone = result["fail_on_no_evidence"]
@@ -402,7 +578,14 @@ def sarif(result: Mapping) -> dict:
                 "shortDescription": {"text": text},
                 "fullDescription": {"text": lim["description"] or text},
                 "defaultConfiguration": {"level": "error"},
-                "properties": {"metric": lim["metric"], "op": lim["op"], "limit": lim["limit"], "min_n": lim["min_n"]},
+                "properties": {
+                    "metric": lim["metric"],
+                    "op": lim["op"],
+                    "limit": lim["limit"],
+                    "two_sided": lim.get("two_sided", False),
+                    "min_n": lim["min_n"],
+                    "min_n_source": lim.get("min_n_source", "config"),
+                },
             }
         )
     results = []
@@ -423,7 +606,11 @@ def sarif(result: Mapping) -> dict:
             "locations": [loc],
             "partialFingerprints": {"ragmiGateCell/v1": key},
             "properties": {
-                k: c[k] for k in ("status", "metric", "op", "limit_value", "value", "n", *SELECTORS, "utility_metric")
+                **{
+                    k: c[k]
+                    for k in ("status", "metric", "op", "limit_value", "value", "n", *SELECTORS, "utility_metric")
+                },
+                "flipped_value": c.get("flipped_value"),
             },
         }
         results.append(res)
@@ -464,12 +651,19 @@ def summary_lines(result: Mapping) -> list[str]:
         if c["status"] == BREACH:
             lines.append(f"ragmi gate: BREACH {c['message']}")
         elif c["status"] == NO_EVIDENCE:
-            lines.append(f"ragmi gate: {'NO EVIDENCE' if fone else 'no evidence (not failing)'} {c['message']}")
+            lines.append(
+                f"ragmi gate: {'NO EVIDENCE' if _fails(c, fone) else 'no evidence (not failing)'} {c['message']}"
+            )
     k = result["counts"]
-    lines.append(
+    total = (
         f"ragmi gate: {result['verdict'].upper()}: {k[BREACH]} breached, {k[NO_EVIDENCE]} without evidence, "
         f"{k[PASS]} passed, over {len(result['limits'])} limit(s)"
     )
+    if result["verdict"] == VERDICT_UNDECIDED:
+        total += ": no cell has evidence, the gate decides nothing at this n" + (
+            f" (exit {result['exit_code']})" if result["exit_code"] else " (not failing: fail_on_undecided false)"
+        )
+    lines.append(total)
     return lines
 
 
@@ -479,7 +673,8 @@ def read_result(path: str | os.PathLike) -> dict:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise RagmiError(f"cannot read the gate's verdict {path}: {e}") from None
-    if not isinstance(doc, dict) or doc.get("version") != JSON_VERSION or doc.get("exit_code") not in (0, 1):
+    codes = (EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED)
+    if not isinstance(doc, dict) or doc.get("version") not in READ_VERSIONS or doc.get("exit_code") not in codes:
         raise RagmiError(f"{path} is not a gate.json of this ragmi (version {JSON_VERSION})")
     return doc
 
@@ -514,7 +709,8 @@ def _merged_config(paths: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ragmi gate``: 0 pass, 1 breach (or no evidence under fail_on_no_evidence), 2 bad input."""
+    """``ragmi gate``: 0 pass, 1 breach (or no evidence under fail_on_no_evidence), 2 bad input, 3
+    undecided (no cell has evidence)."""
     import argparse
     import sys
 
@@ -522,8 +718,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="ragmi gate",
         description=(
             "Check a run's tables against the config's gate.limits (exit 0: pass, 1: a limit breached or a cell "
-            "without evidence, 2: bad input). With --configfile the limits are evaluated on <results>/tables and "
-            "the files written to <results>/gate; without it, the rule gate's <results>/gate/gate.json is read."
+            "without evidence, 2: bad input, 3: undecided, no cell has evidence at this n). With --configfile the "
+            "limits are evaluated on <results>/tables and the files written to <results>/gate; without it, the "
+            "rule gate's <results>/gate/gate.json is read."
         ),
     )
     parser.add_argument("--results", default="results", help="the run's results folder (default: results)")
@@ -544,7 +741,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise RagmiError("config key gate.limits: no limits configured, nothing to check")
             if not (results / "tables").is_dir():
                 raise RagmiError(f"{results / 'tables'} does not exist: run the pipeline first (or pass --results)")
-            result = evaluate(gate["limits"], results / "tables", gate["fail_on_no_evidence"], built_tables(cfg))
+            result = evaluate(
+                gate["limits"],
+                results / "tables",
+                gate["fail_on_no_evidence"],
+                built_tables(cfg),
+                fail_on_undecided=gate.get("fail_on_undecided", True),
+            )
             write_outputs(result, args.out or results / "gate")
         else:
             path = results / "gate" / "gate.json"
