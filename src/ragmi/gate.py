@@ -52,6 +52,7 @@ import csv
 import json
 import math
 import os
+import re
 import socket
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -643,16 +644,56 @@ def write_outputs(result: Mapping, out_dir: str | os.PathLike) -> dict[str, str]
     return paths
 
 
+_DECIMAL = re.compile(r"(?<![\w.+/-])-?\d+\.\d+(?:e[+-]?\d+)?(?![\w/]|\.\d)")
+_AGAINST = re.compile(r"(>|<|within) (max|min) (-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+
+
+def _short(x: float, digits: int) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.{digits}g}"
+
+
+def readable(text: str, digits: int = 3) -> str:
+    """``text`` with every decimal of more than 3 decimal places rounded to ``digits`` significant
+    digits (0.91346 -> 0.913, 0.051234 -> 0.0512, 12.3456 -> 12.3), for the lines a person reads;
+    gate.json keeps the numbers as they are.  The bound after ``max``/``min`` is left as configured,
+    and a number compared with one (``0.80004 > max 0.8``) keeps the digits that show the comparison."""
+
+    def one(m: re.Match) -> str:
+        token = m.group(0)
+        mantissa = token.split("e")[0]
+        if "e" not in token and len(mantissa.split(".")[1]) <= 3:
+            return token
+        if text[: m.start()].endswith(("max ", "min ")):
+            return token
+        x = float(token)
+        against = _AGAINST.match(text, m.end() + 1) if text[m.end() : m.end() + 1] == " " else None
+        for d in range(digits, 18):
+            out = _short(x, d)
+            if against is None:
+                return out
+            op, side, bound = against.group(1), against.group(2), float(against.group(3))
+            y = float(out)
+            shown = {">": y > bound, "<": y < bound}.get(op, y <= bound if side == "max" else y >= bound)
+            if shown or out == token:
+                return out
+        return token
+
+    return _DECIMAL.sub(one, text)
+
+
 def summary_lines(result: Mapping) -> list[str]:
-    """One line per cell that fails the gate (or is undecided), then the totals."""
+    """One line per cell that fails the gate (or is undecided), then the totals; numbers rounded for
+    reading (:func:`readable`; the cells' messages in gate.json keep them as evaluated)."""
     fone = result["fail_on_no_evidence"]
     lines = []
     for c in result["cells"]:
         if c["status"] == BREACH:
-            lines.append(f"ragmi gate: BREACH {c['message']}")
+            lines.append(readable(f"ragmi gate: BREACH {c['message']}"))
         elif c["status"] == NO_EVIDENCE:
             lines.append(
-                f"ragmi gate: {'NO EVIDENCE' if _fails(c, fone) else 'no evidence (not failing)'} {c['message']}"
+                readable(
+                    f"ragmi gate: {'NO EVIDENCE' if _fails(c, fone) else 'no evidence (not failing)'} {c['message']}"
+                )
             )
     k = result["counts"]
     total = (
@@ -690,21 +731,62 @@ def built_tables(cfg: Mapping) -> list[str]:
     return [t for t in tables_read(cfg["gate"]["limits"]) if t in TABLES and built(TABLES[t], cfg)]
 
 
+RUN_KEYS = ("datasets", "targets", "attacks")  # what a config that defines a run sets (config/schema.yaml)
+
+
+def default_config_path() -> Path:
+    """The embedded default config/config.yaml: the run's config when snakemake got no --configfile."""
+    from .config import SCHEMA_PATH
+
+    return SCHEMA_PATH.with_name("config.yaml")
+
+
+def _merge(a: dict, b: Mapping) -> dict:
+    """``b`` merged into ``a`` as Snakemake merges config files (later keys win, mappings nested)."""
+    for k, v in b.items():
+        a[k] = _merge(dict(a[k]), v) if isinstance(v, Mapping) and isinstance(a.get(k), Mapping) else v
+    return a
+
+
 def _merged_config(paths: Sequence[str]) -> dict:
     """The config files merged as Snakemake merges several --configfile (later keys win, nested)."""
     from .config import read_config_file
-
-    def merge(a: dict, b: Mapping) -> dict:
-        for k, v in b.items():
-            a[k] = merge(dict(a[k]), v) if isinstance(v, Mapping) and isinstance(a.get(k), Mapping) else v
-        return a
 
     cfg: dict = {}
     for p in paths:
         doc = read_config_file(p)
         if not isinstance(doc, Mapping):
             raise RagmiError(f"config file {p} does not hold a mapping")
-        cfg = merge(cfg, doc)
+        cfg = _merge(cfg, doc)
+    return cfg
+
+
+def _limits_file(path: str) -> dict:
+    """A --limits file: a mapping with a ``gate:`` section and nothing else."""
+    from .config import read_config_file
+
+    doc = read_config_file(path)
+    other = sorted(str(k) for k in doc if k != "gate")
+    if other or not isinstance(doc.get("gate"), Mapping):
+        raise RagmiError(
+            f"limits file {path} must hold a gate: section only (gate: {{limits: [...]}})"
+            + (f", not {', '.join(other)}: pass those with --configfile" if other else "")
+        )
+    return doc
+
+
+def gate_config(configfiles: Sequence[str] | None, limits: str | None) -> dict:
+    """The unvalidated config the command evaluates: the --configfile files merged (layered on the
+    embedded default when they set none of ``datasets``, ``targets``, ``attacks``, e.g. a file with
+    only a ``gate:`` section; a file that defines a run stands alone, as in snakemake), or the
+    embedded default without them; the --limits file's ``gate:`` on top."""
+    from .config import read_config_file
+
+    cfg = _merged_config(configfiles) if configfiles else {}
+    if not any(k in cfg for k in RUN_KEYS):
+        cfg = _merge(read_config_file(default_config_path()), cfg)
+    if limits:
+        cfg = _merge(cfg, _limits_file(limits))
     return cfg
 
 
@@ -718,24 +800,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="ragmi gate",
         description=(
             "Check a run's tables against the config's gate.limits (exit 0: pass, 1: a limit breached or a cell "
-            "without evidence, 2: bad input, 3: undecided, no cell has evidence at this n). With --configfile the "
-            "limits are evaluated on <results>/tables and the files written to <results>/gate; without it, the "
-            "rule gate's <results>/gate/gate.json is read."
+            "without evidence, 2: bad input, 3: undecided, no cell has evidence at this n). With --configfile or "
+            "--limits the limits are evaluated on <results>/tables and the files written to <results>/gate; "
+            "without either, the verdict the rule gate wrote to <results>/gate/gate.json is read. See docs/gate.md."
+        ),
+        epilog=(
+            "examples: ragmi gate --limits limits.yaml (a file with only a gate: section, on a run of the embedded "
+            "default); ragmi gate --configfile my.yaml --limits limits.yaml (a run of my.yaml, other limits)"
         ),
     )
     parser.add_argument("--results", default="results", help="the run's results folder (default: results)")
-    parser.add_argument("--configfile", nargs="+", help="the run's config file(s), merged as Snakemake merges them")
-    parser.add_argument("--out", help="where to write gate.json, junit.xml and gate.sarif (default: <results>/gate)")
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        metavar="FILE",
+        help=(
+            "the run's config file(s), merged as Snakemake merges them; files that set none of datasets, targets, "
+            "attacks (e.g. only a gate: section) are layered on the embedded default config/config.yaml"
+        ),
+    )
+    parser.add_argument(
+        "--limits",
+        metavar="FILE",
+        help=(
+            "a YAML file with only a gate: section (limits, fail_on_no_evidence, ...), layered on the run's config: "
+            "the --configfile files, else the embedded default config/config.yaml"
+        ),
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="where to write gate.json, junit.xml and gate.sarif (default: <results>/gate)"
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return EXIT_BAD_INPUT if e.code else EXIT_PASS
     results = Path(args.results)
     try:
-        if args.configfile:
+        if args.configfile or args.limits:
             from .config import validate_config
 
-            cfg = validate_config(_merged_config(args.configfile))
+            cfg = validate_config(gate_config(args.configfile, args.limits))
             gate = cfg["gate"]
             if not gate["limits"]:
                 raise RagmiError("config key gate.limits: no limits configured, nothing to check")
@@ -753,7 +857,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = results / "gate" / "gate.json"
             if not path.is_file():
                 raise RagmiError(
-                    f"{path} does not exist: run snakemake with gate.enabled: true, or pass --configfile to evaluate here"
+                    f"{path} does not exist: run snakemake with gate.enabled: true, or pass --configfile or "
+                    "--limits to evaluate here"
                 )
             result = read_result(path)
     except RagmiError as e:

@@ -22,11 +22,17 @@ Variants, per template ``t``:
   floor probabilities of token 0.
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
-  bootstrap sample of the reference documents.  Reference documents get out-of-fold scores
-  (``cv_folds``), the others the scores of an ensemble trained on all reference documents.  Its
-  decision rule is the ensemble's predicted class: member iff the mean probability > 0.5 (soft
-  voting; what a trained attack model decides, and what DCMI Table 2's accuracy of the RAG-MIA-gray
-  baseline measures).  ``gray-pyes`` is a bare score without a rule.
+  bootstrap sample of the reference documents.  Scores are cross-fitted (``cv_folds``; as in
+  Chernozhukov et al. 2018): the ensemble of fold k, trained on the other folds, scores the reference
+  documents of fold k and every evaluation document, whose score is the mean over the K fold
+  ensembles.  No model is fitted on all reference documents: that one would score the evaluation
+  documents on another scale (a threshold above every reference non-member then passed every
+  evaluation non-member in about 1 of K + 1 runs where the answers were alike).  The mean is
+  conservative: its spread is smaller than that of one fold's scores, so a threshold placed on the
+  reference scores realises at most its false-positive rate on the evaluation documents
+  (tests/test_crossfit.py), and constant features still give constant scores.  Its decision rule is the ensemble's predicted
+  class: member iff the mean probability > 0.5 (soft voting; what a trained attack model decides,
+  and what DCMI Table 2's accuracy of the RAG-MIA-gray baseline measures).  ``gray-pyes`` is a bare score without a rule.
 
 Provenance: docs/provenance.md#rag_mia.
 """
@@ -256,13 +262,16 @@ class RagMIA(Attack):
         y_ref = np.array([reference_labels[d] for d in np.array(doc_ids)[is_ref]], dtype=int)
         if len(set(y_ref)) < 2 or min(np.bincount(y_ref)) < folds:
             raise ValueError(f"gray-box RAG-MIA needs at least {folds} reference members and non-members")
-        x_ref = feats[is_ref]
-        scores = np.zeros(len(doc_ids))
-        if (~is_ref).any():
-            scores[~is_ref] = ensemble_scores(x_ref, y_ref, feats[~is_ref], size, seed)
+        x_ref, x_eval = feats[is_ref], feats[~is_ref]
         oof = np.zeros(len(y_ref))
+        ev = np.zeros(len(x_eval))
         skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed % (2**31))
         for k, (tr, te) in enumerate(skf.split(x_ref, y_ref)):
-            oof[te] = ensemble_scores(x_ref[tr], y_ref[tr], x_ref[te], size, seed + k + 1)
+            # cross-fitting: the fold's ensemble scores its held-out reference rows and every evaluation row
+            pred = ensemble_scores(x_ref[tr], y_ref[tr], np.concatenate([x_ref[te], x_eval]), size, seed + k + 1)
+            oof[te] = pred[: len(te)]
+            ev += pred[len(te) :]
+        scores = np.zeros(len(doc_ids))
         scores[is_ref] = oof
+        scores[~is_ref] = ev / folds  # the mean of the fold ensembles (module doc)
         return scores

@@ -24,8 +24,12 @@ Variants:
   reference documents (:func:`threshold_search`); the score is the standardised min-margin
   (:func:`min_margin`), >= 0 exactly when the decision is 1.  Columns ``theta_sem``, ``theta_ppl``.
 * ``s2mia/M``: member probability of a classifier on (S, PPL) trained on the reference documents
-  (``classifier``: xgboost when importable (auto) or scikit-learn gradient boosting); reference
-  documents get out-of-fold predictions (``cv_folds``).  Decision: the classifier's predicted class
+  (``classifier``: xgboost when importable (auto) or scikit-learn gradient boosting), cross-fitted
+  (``cv_folds``; as in Chernozhukov et al. 2018): the classifier of fold k, trained on the other
+  folds, scores the reference documents of fold k and every evaluation document, whose score is the
+  mean over the folds (no classifier is fitted on all reference documents), so that both sets are
+  scored by the same procedure and a threshold placed on
+  reference scores keeps its false-positive rate.  Decision: the classifier's predicted class
   (member probability > 0.5, as ``predict`` decides).
 
 Provenance: docs/provenance.md#s2mia.
@@ -231,7 +235,8 @@ class S2MIA(Attack):
         return GradientBoostingClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed)
 
     def model_scores(self, x: np.ndarray, is_ref: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
-        """Out-of-fold member probabilities for reference rows, full-reference model for the others."""
+        """Cross-fitted member probabilities: out of fold for reference rows, the mean of the fold
+        classifiers for the others (module doc; ragmi.attacks.rag_mia explains why the mean)."""
         from sklearn.model_selection import StratifiedKFold
 
         folds = int(self.params["cv_folds"])
@@ -239,19 +244,19 @@ class S2MIA(Attack):
         seed %= 2**31
         if len(set(y_ref.tolist())) < 2 or min(np.bincount(y_ref)) < folds:
             raise ValueError(f"S2MIA-M needs at least {folds} reference members and non-members")
-        x_ref = x[is_ref]
-        out = np.zeros(len(x))
-        if (~is_ref).any():
-            model = self._make_classifier(seed)
-            model.fit(x_ref, y_ref)
-            out[~is_ref] = model.predict_proba(x[~is_ref])[:, 1]
+        x_ref, x_eval = x[is_ref], x[~is_ref]
         oof = np.zeros(len(y_ref))
+        ev = np.zeros(len(x_eval))
         skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
         for k, (tr, te) in enumerate(skf.split(x_ref, y_ref)):
             model = self._make_classifier(seed + k + 1)
             model.fit(x_ref[tr], y_ref[tr])
             oof[te] = model.predict_proba(x_ref[te])[:, 1]
+            if len(x_eval):
+                ev += model.predict_proba(x_eval)[:, 1]
+        out = np.zeros(len(x))
         out[is_ref] = oof
+        out[~is_ref] = ev / folds
         return out
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
