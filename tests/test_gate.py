@@ -671,3 +671,73 @@ def test_command_exits_3_when_undecided(results, tmp_path, capsys):
     Path(none).write_text(yaml.safe_dump(cfg))
     assert ragmi_main(["gate", "--results", str(results), "--configfile", none]) == 0
     assert "UNDECIDED" in capsys.readouterr().err
+
+
+# the command: config layering, readable console lines
+
+
+def test_console_lines_are_rounded_and_gate_json_keeps_full_precision(results, tmp_path, capsys):
+    summary = results / "tables/summary.csv"
+    summary.write_text(summary.read_text().replace(",0.62,0.91,", ",0.6212345,0.91346789,", 1))
+    breach = config_with(
+        tmp_path, [{"id": "leak", "metric": "auc_hi", "max": 0.8, "target": "qwen-rag", "attack": "rag_mia"}]
+    )
+    assert ragmi_main(["gate", "--results", str(results), "--configfile", breach]) == 1
+    err = capsys.readouterr().err
+    assert "AUC 95% CI upper end 0.913 > max 0.8 (n = 20+20); AUC 0.77 [0.621, 0.913]" in err
+    (cell,) = [c for c in json.loads((results / "gate/gate.json").read_text())["cells"] if c["limit"] == "leak"]
+    assert cell["value"] == 0.91346789 and "0.9135" in cell["message"]  # the JSON as evaluated
+
+
+def test_readable_rounds_measured_numbers_only():
+    r = g.readable
+    assert r("AUC 0.91346 [0.05123, 12.3456] of 123.4567") == "AUC 0.913 [0.0512, 12.3] of 123"
+    assert r("AUC 0.913 [0.05, 0.1] n = 20+20, 5% FPR, 12/100 (12.0%)") == (
+        "AUC 0.913 [0.05, 0.1] n = 20+20, 5% FPR, 12/100 (12.0%)"
+    )  # 3 decimal places or fewer, integers: as they are
+    assert r("1.2345e-05") == "1.23e-05"
+    assert r("target qwen2.5-1.5b, variant v1.23456/x, ragmi 1.2.3456") == (
+        "target qwen2.5-1.5b, variant v1.23456/x, ragmi 1.2.3456"
+    )  # names and versions
+    assert r("AUC 0.81234 within max 0.8125") == "AUC 0.812 within max 0.8125"  # the limit as configured
+    # a number compared with the limit keeps the digits that show the comparison
+    assert r("AUC 0.80004 > max 0.8") == "AUC 0.80004 > max 0.8"
+    assert r("AUC 0.79996 < min 0.8") == "AUC 0.79996 < min 0.8"
+    assert r("(1 - auc_lo) 0.800123 > max 0.8; AUC 0.7654") == "(1 - auc_lo) 0.8001 > max 0.8; AUC 0.765"
+
+
+def _yaml(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_gate_config_layers_a_partial_file_on_the_default(tmp_path):
+    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    lim = [{"metric": "auc_hi", "max": 0.8}]
+    only_gate = _yaml(tmp_path, "gate.yaml", {"gate": {"limits": lim}})
+    assert g.gate_config([only_gate], None) == {**default, "gate": {"limits": lim}}
+    assert g.gate_config(None, only_gate) == {**default, "gate": {"limits": lim}}
+    # a file that defines a run stands alone, as snakemake --configfile uses it (rules/common.smk)
+    run = {k: v for k, v in default.items() if k not in ("utility", "audit")}
+    run_file = _yaml(tmp_path, "run.yaml", run)
+    assert g.gate_config([run_file], None) == run
+    # --limits on top of --configfile: its gate section replaces the limits, other gate keys merged
+    with_gate = _yaml(tmp_path, "run_gate.yaml", {**run, "gate": {"limits": [], "fail_on_undecided": False}})
+    assert g.gate_config([with_gate], only_gate) == {**run, "gate": {"limits": lim, "fail_on_undecided": False}}
+    validate_config(g.gate_config(None, only_gate))
+
+
+def test_gate_limits_alone_in_process(results, tmp_path, capsys):
+    lim = _yaml(
+        tmp_path,
+        "l.yaml",
+        {"gate": {"limits": [{"metric": "auc_hi", "max": 0.95, "target": "qwen-rag", "attack": "rag_mia"}]}},
+    )
+    assert ragmi_main(["gate", "--results", str(results), "--limits", lim]) == 0
+    assert "PASS: 0 breached, 0 without evidence, 1 passed" in capsys.readouterr().err
+    bad = _yaml(tmp_path, "b.yaml", {"limits": []})
+    assert ragmi_main(["gate", "--results", str(results), "--limits", bad]) == 2
+    assert "must hold a gate: section only" in capsys.readouterr().err
+    assert ragmi_main(["gate", "--help"]) == 0
+    assert "--limits FILE" in capsys.readouterr().out

@@ -1,6 +1,8 @@
 """Atomic writers: complete files only, and nothing left behind when a write fails."""
 
 import json
+import os
+import stat
 
 import pandas as pd
 import pytest
@@ -89,3 +91,70 @@ def test_the_io_writers_are_imported_from_ragmi_io_only():
 
     for name in ("atomic_write_parquet", "atomic_write_text", "write_json"):
         assert not hasattr(workflow, name) and name not in workflow.__all__
+
+
+WRITERS = {
+    "text": lambda p: io.atomic_write_text("x", p),
+    "bytes": lambda p: io.atomic_write_bytes(b"x", p),
+    "json": lambda p: io.write_json({"x": 1}, p),
+    "parquet": lambda p: io.atomic_write_parquet(pd.DataFrame({"a": [1]}), p),
+    "atomic_path": lambda p: _through_atomic_path(p),  # the figures' writer (report/plots.py)
+}
+
+
+def _through_atomic_path(p):
+    with io.atomic_path(p) as tmp:
+        tmp.write_bytes(b"png")
+
+
+@pytest.fixture
+def umask():
+    """Set the process's umask for the test, restored after it."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.parametrize(
+    "mask, mode, folder_mode",
+    [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750), (0o077, 0o600, 0o700)],
+    ids=["umask022", "umask027", "umask077"],
+)
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_written_files_have_the_mode_of_a_plain_open(tmp_path, umask, mask, mode, folder_mode, writer):
+    # mkstemp creates 0600: 129 result files of a user's first run were readable by their owner only
+    umask(mask)
+    assert io.current_umask() == mask
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    assert stat.S_IMODE(plain.stat().st_mode) == mode  # what open(..., "w") gives
+    out = tmp_path / "sub" / "out"
+    WRITERS[writer](out)
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "sub").stat().st_mode) == folder_mode  # a parent it created
+    out.chmod(0o600)  # a file an earlier ragmi wrote 0600 gets the plain mode when rewritten
+    WRITERS[writer](out)
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+
+
+@pytest.mark.parametrize("mask, folder_mode", [(0o022, 0o755), (0o027, 0o750)], ids=["umask022", "umask027"])
+def test_atomic_dir_has_the_mode_of_a_plain_mkdir(tmp_path, umask, mask, folder_mode):
+    umask(mask)
+    with io.atomic_dir(tmp_path / "idx") as tmp:
+        (tmp / "f").write_text("x")
+    assert stat.S_IMODE((tmp_path / "idx").stat().st_mode) == folder_mode
+
+
+def test_umask_without_proc(monkeypatch, umask):
+    # where /proc/self/status is not there (macOS), the umask is read by setting and restoring it
+    umask(0o027)
+    real_open = open
+
+    def no_proc(path, *a, **k):
+        if str(path) == "/proc/self/status":
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", no_proc)
+    assert io.current_umask() == 0o027
+    assert io.current_umask() == 0o027  # and it is left as it was

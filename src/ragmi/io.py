@@ -1,6 +1,10 @@
 """Atomic writers: every artifact is written to a hidden temp file (or folder) beside its destination
 and moved into place with ``os.replace``.  A failed write removes the temp and leaves the destination
 as it was, so an interrupted job never leaves a truncated artifact or a stray temp file behind.
+What is moved into place has the mode a plain ``open(path, "w")`` (``os.mkdir`` for a folder) would
+give it under the process's umask, 0644 (0755) under umask 022, not the 0600 (0700) that ``tempfile``
+creates its temp files (folders) with: the results are readable by whoever could read a file the user
+wrote by hand.
 """
 
 from __future__ import annotations
@@ -10,12 +14,37 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``/proc/self/status``,
+    kernel 4.7+); elsewhere set and restored at once, under a lock (``os.umask`` is the only way)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def plain_mode(folder: bool = False) -> int:
+    """The mode ``open(path, "w")`` (``folder``: ``os.mkdir``) gives a new file under the current umask."""
+    return (0o777 if folder else 0o666) & ~current_umask()
 
 
 @contextlib.contextmanager
@@ -28,6 +57,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, plain_mode())  # mkstemp's 0600 otherwise
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -42,6 +72,7 @@ def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         yield tmp
+        os.chmod(tmp, plain_mode(folder=True))  # mkdtemp's 0700 otherwise
         if out.is_dir() and not out.is_symlink():
             shutil.rmtree(out)
         elif out.exists() or out.is_symlink():

@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None, ready: Callable | None = None) -> int:
     parser.add_argument("--target", required=True, help="the target to serve (an in-process target of the config)")
     parser.add_argument("--dataset", help="whose database the target answers from (default: its first dataset)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument(
         "--token-env", help="environment variable holding the bearer token (required to bind a non-loopback host)"
     )

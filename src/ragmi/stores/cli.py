@@ -13,9 +13,18 @@ from .base import cleanup, pending_manifests
 
 RECORD = "cleanup.after-failure.json"  # rule store_cleanup writes cleanup.json
 
+DESCRIPTION = (
+    "Remove every membership game still in a vector store: for each manifest under <results>/stores "
+    "whose status is not 'cleaned', connect to the store it names, delete the ids it planned to insert, "
+    "check the store is as it was before and write cleanup.after-failure.json beside the manifest. "
+    "Run it in the run's directory after a run was killed (SIGKILL, a power cut, a lost node) and before "
+    "the next run. Exit 0: nothing left in a store; 1: a store could not be restored (one 'ragmi:' line "
+    "each). See docs/vector-stores.md."
+)
+
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ragmi store-cleanup", description=__doc__)
+    ap = argparse.ArgumentParser(prog="ragmi store-cleanup", description=DESCRIPTION)
     ap.add_argument("--results", default="results", help="the run's results folder (default: results)")
     args = ap.parse_args(argv)
     failed = 0
