@@ -20,6 +20,7 @@ include: "rules/audit.smk"
 include: "rules/utility.smk"
 include: "rules/tables.smk"
 include: "rules/gate.smk"
+include: "rules/results.smk"
 
 
 # On a cluster (profiles/slurm) the light steps run inside the Snakemake process instead of as jobs of
@@ -57,6 +58,17 @@ onerror:
         from ragmi.stores.cli import main as store_cleanup
 
         store_cleanup(["--results", "results"])
+
+
+# The end of a run: the verdicts in a few lines and where to read on (ragmi.report.run_summary; also
+# `python -m ragmi summary`). Printed when this run's DAG has the summary table; never fails the run.
+onsuccess:
+    try:
+        from ragmi.report.run_summary import end_of_run
+
+        end_of_run("results", built=[str(f) for job in workflow.dag.jobs for f in job.output])
+    except Exception as e:
+        print(f"ragmi: no end-of-run summary ({type(e).__name__}: {e})")
 
 
 rule all:

@@ -265,9 +265,10 @@ def score_attack_params(wc):
     return params
 
 
-def final_outputs():
+def final_outputs(page=True):
     """Every table, and the figures of the plain targets (defended and control targets are compared in
-    the tables; their figures are built on request, e.g. results/figures/roc/<dataset>__<target>.png)."""
+    the tables; their figures are built on request, e.g. results/figures/roc/<dataset>__<target>.png);
+    with ``page``, the results page and run.json built from all of them (rules/results.smk)."""
     outs = table_outputs(config)
     plain = [t for t in TARGETS if is_plain(config["targets"][t]) and target_attacks(config, t)]
     outs += [f"results/figures/roc/{d}__{t}.png" for d in DATASETS for t in plain if d in target_datasets(config, t)]
@@ -279,6 +280,8 @@ def final_outputs():
     ]
     if config["gate"]["enabled"]:
         outs += [f"results/gate/{name}" for name in GATE_FILES]
+    if page and outs:
+        outs += ["results/results.html", "results/run.json"]
     return outs
 
 

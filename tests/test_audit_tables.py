@@ -99,10 +99,23 @@ def test_leakage_dashboard_changes_and_collapsed_runs():
         runs, mi, {"pad": "pad: pattern-limited"}, {"plain": "plain", "pad": "plain"}, n_boot=200, seed=1
     ).set_index("target")
     assert df.loc["plain", "Email change"] == "baseline"
-    assert df.loc["pad", "Email change"] == "+100.0%"  # 3 -> 0
-    assert df.loc["pad", "Name change"] == "-50.0%"  # 2 -> 3
+    # defended − undefended, signed as it goes, with the unit: fewer e-mails read as a decrease
+    assert df.loc["pad", "Email change"] == "−3 e-mails/run (−100%)"  # 3 -> 0
+    assert df.loc["pad", "Name change"] == "+1 names/run (+50%)"  # 2 -> 3
     assert df.loc["pad", "runs (distinct)"] == 1
     assert df.loc["plain", "MI AUC"].startswith("0.70 [0.60, 0.80]") and df.loc["pad", "MI AUC"] == "–"
+
+
+def test_change_cells_are_signed_as_they_go_with_their_unit():
+    from ragmi.report.audit_tables import _change
+
+    assert _change(23.0, 0.0, "e-mails/run") == "−23 e-mails/run (−100%)"
+    assert _change(4.0, 2.5, "e-mails/run") == "−1.5 e-mails/run (−38%)"
+    assert _change(2.0, 3.0, "names/run") == "+1 names/run (+50%)"
+    assert _change(0.25, 0.5, "names/run") == "+0.25 names/run (+100%)"
+    assert _change(9.0, 9.0, "names/run") == "±0 names/run (0%)"
+    assert _change(0.0, 2.0, "e-mails/run") == "+2 e-mails/run (undefended 0)"
+    assert _change(None, 2.0, "e-mails/run") == "–"
 
 
 def eval_scores(scores_by_variant, n=30, role="eval"):
@@ -162,7 +175,7 @@ def test_defense_effect_paired_delta_and_verdicts():
     same = by.loc[("pad", "r/black/t2")]
     assert (same["delta_auc"], same["delta_auc_lo"], same["delta_auc_hi"]) == (0.0, 0.0, 0.0)
     assert same["verdict"] == "no detectable change"
-    assert same["effect"] == "ΔAUC +0.00 [+0.00, +0.00], ΔTPR@5%FPR +0.00"
+    assert same["effect"] == "ΔAUC +0.00 [+0.00, +0.00], ΔTPR at ref. threshold for 5% FPR +0.00"
     # random scores against a perfect undefended target: the whole interval is below 0
     red = by.loc[("lprag", "r/gray/t2")]
     auc_noise = roc_auc(np.r_[np.ones(30), np.zeros(30)], scores[("d", "lprag", "r")]["score"][:60])
@@ -322,7 +335,7 @@ def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     df = leakage_dashboard_frame(runs, mi, {}, base, n_boot=50, seed=0, entangled=ent).set_index("target")
     assert df.loc["lprag", "Email change"] == df.loc["lprag", "Name change"] == "n/a (scorer-entangled)"
     assert "example.com" in df.loc["lprag", "scorer-entangled"] and "Alice" in df.loc["lprag", "scorer-entangled"]
-    assert df.loc["pad", "Email change"] == "+100.0%" and df.loc["pad", "scorer-entangled"] == "–"
+    assert df.loc["pad", "Email change"] == "−4 e-mails/run (−100%)" and df.loc["pad", "scorer-entangled"] == "–"
 
 
 def pooled_inputs():
@@ -399,15 +412,15 @@ def test_pooled_dashboard_pools_epsilon_variants_and_collapses_identical_runs():
     assert pooled.loc["dp_retrieval", "dataset"] == "d1, d2"
     assert pooled.loc["dp_retrieval", "Email NEL/run"].startswith("2.50")
     # the change is over the same cells: the baseline's d3 runs (100 e-mails each) are left out
-    assert pooled.loc["dp_retrieval", "Email change"] == "+37.5%"  # 4 -> 2.5
-    assert pooled.loc["dp_retrieval", "Name change"] == "+0.0%"
+    assert pooled.loc["dp_retrieval", "Email change"] == "−1.5 e-mails/run (−38%)"  # 4 -> 2.5
+    assert pooled.loc["dp_retrieval", "Name change"] == "±0 names/run (0%)"
     assert pooled.loc["none", "Email change"] == "baseline" and pooled.loc["none", "runs (distinct)"] == 6
     # PAD's ε variants have identical outputs: each (dataset, prompt) counts once
     assert pooled.loc["pad", "runs (distinct)"] == 4 and pooled.loc["pad", "runs (raw)"] == 8
-    assert pooled.loc["pad", "Email change"] == "+100.0%"
+    assert pooled.loc["pad", "Email change"].endswith("e-mails/run (−100%)")
     # the per-target rows stay, each naming its pool
     assert per.loc[("d1", "dp1"), "runs (distinct)"] == 2 and per.loc[("d1", "dp1"), "pool"] == "dp_retrieval"
-    assert per.loc[("d1", "dp5"), "Email change"] == "+25.0%"  # 4 -> 3 on d1 alone
+    assert per.loc[("d1", "dp5"), "Email change"] == "−1 e-mails/run (−25%)"  # 4 -> 3 on d1 alone
     assert len(per) == 3 + 2 * 4
 
 
@@ -425,7 +438,7 @@ def test_pooled_rows_keep_scorer_entangled_cells():
         target_pools(targets, defenses),
     )
     pad = df[(df["block"] == "pooled") & (df["pool"] == "pad")].iloc[0]
-    assert pad["Email change"] == "n/a (scorer-entangled)" and pad["Name change"] == "+0.0%"
+    assert pad["Email change"] == "n/a (scorer-entangled)" and pad["Name change"] == "±0 names/run (0%)"
     assert pad["scorer-entangled"] == "EMAIL_REAL: x.example, y.example"
 
 

@@ -9,6 +9,7 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+from report_fixtures import md_tables
 
 from ragmi.metrics import evaluate, metric_columns
 from ragmi.report.plots import plot_roc, plot_score_distributions
@@ -113,39 +114,70 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     md = out_md.read_text()
     lines = md.splitlines()
     assert lines[0] == "# Leakage on NQ"
-    header = next(line for line in lines if line.startswith("| dataset"))
-    assert header.startswith("| dataset | attack | variant | n eval (m/nm) | n ref (m/nm) | AUC |")
-    assert "TPR@0%FPR" in header and "TPR@0.5%FPR" in header and "TPR@5%FPR" in header
-    assert "Rule TPR" in header and "queries/candidate" in header and "candidate retrieved" in header
-    # the papers' accuracy (the decision rule's) and ragmi's best-threshold accuracy, labelled apart
-    assert "| AUC | Accuracy (decision rule) |" in header and "Best-threshold acc. (ragmi)" in header
-    rows = [line for line in lines if line.startswith("| nq")]
-    assert len(rows) == 2
-    # sorted by attack: rag_mia before s2mia
-    assert "rag_mia/black/yesno" in rows[0] and "s2mia/gray/bleu" in rows[1]
-    bb_row = [c.strip() for c in rows[0].strip("|").split("|")]
-    sc_row = [c.strip() for c in rows[1].strip("|").split("|")]
-    assert bb_row[3:7] == ["50/50", "40/40", "0.81 [0.75, 0.86]", "0.70 [0.61, 0.79]"]
-    assert sc_row[5:7] == ["0.60 [0.50, 0.70]", "–"]  # no decision rule: no accuracy
-    assert "0.66 [0.57, 0.75]" in bb_row and "0.66 [0.57, 0.75]" in sc_row
-    assert "0.30 [0.18, 0.44] (eval FPR 6.0%)" in sc_row
+    (_, core, core_rows), (heading, rest, rest_rows) = md_tables(md)
+    # the core: the row's name (the attack is the variant's first part), its verdict, AUC, the rule's accuracy;
+    # what every row shares is said once, above it
+    assert core == ["variant", "verdict", "AUC", "Accuracy (decision rule)"]
+    caption = next(line for line in lines if line.startswith("Same in every row: "))
+    assert "dataset nq; n eval (m/nm) 50/50;" in caption and "n ref (m/nm) 40/40" in caption
+    # 50 evaluation non-members resolve 5% FPR on the evaluation ROC, not 0.5% or 1%: n/e in every row
+    assert "TPR@5%FPR (eval ROC) n/e" in caption and "TPR@0.5%FPR (eval ROC) n/e" in caption
     # 40 reference non-members cannot resolve 0.5% or 1% FPR (200 and 100 needed): n/e, not a number
-    tpr_cells = sc_row[7:11]  # TPR@0, 0.5, 1, 5 %FPR
-    assert tpr_cells == ["0.02 [0.00, 0.06] (eval FPR 0.0%)", "n/e", "n/e", "0.30 [0.18, 0.44] (eval FPR 6.0%)"]
-    assert bb_row[8:10] == ["n/e", "n/e"]
+    assert "TPR at ref. threshold for 5% FPR (eval FPR) 0.30 [0.18, 0.44] (eval FPR 0.06)" in caption
+    assert "TPR at ref. threshold for 0.5% FPR n/e" in caption and "TPR at ref. threshold for 1% FPR n/e" in caption
+    assert "TPR at ref. threshold for 0% FPR 0.02 [0.00, 0.06] at eval FPR 0.00" in caption
+    assert "Best-threshold acc. (ragmi) 0.66 [0.57, 0.75]" in caption
     assert "0.04 [0.00, 0.10]" not in md
-    assert "0.90 [0.81, 0.97]" in bb_row and "0.20 [0.10, 0.31]" in bb_row
-    assert sc_row.count("–") == 3  # no accuracy and no rule rates for the score attack
-    assert sc_row[-4:] == ["1", "1,234", "95.4%", "0.0%"]
-    assert bb_row[-4:] == ["3", "812", "50.0%", "–"]
+    # sorted by attack: rag_mia before s2mia
+    assert core_rows == [
+        ["rag_mia/black/yesno", "leaks", "0.81 [0.75, 0.86]", "0.70 [0.61, 0.79]"],
+        ["s2mia/gray/bleu", "no evidence at this n", "0.60 [0.50, 0.70]", "–"],  # no decision rule: no accuracy
+    ]
+    # every other column under "All columns", the row's name first
+    assert heading == "All columns"
+    assert rest == [
+        "variant",
+        "Rule TPR",
+        "Rule FPR",
+        "queries/candidate",
+        "prompt tokens/candidate",
+        "candidate retrieved",
+        "no answer",
+    ]
+    assert rest_rows[0] == ["rag_mia/black/yesno", "0.90 [0.81, 0.97]", "0.20 [0.10, 0.31]", "3", "812", "50.0%", "–"]
+    assert rest_rows[1] == ["s2mia/gray/bleu", "–", "–", "1", "1,234", "95.4%", "0.0%"]
     assert "reference set" in md and "evaluation set" in md
-    assert "1000 replicates" in md and "Carlini et al. 2022" in md
+    assert "Carlini et al. 2022" in md
     assert "- Generator: SmolLM2." in md
     # 40 reference non-members: 0.5% and 1% FPR are below 1/40, 5% is not
     assert "- n/e = not estimable: a threshold at x% FPR needs at least 1/x reference non-members " in md
     assert "(0.5% needs 200, 1% needs 100); with 40 reference non-members" in md
     assert ", 5% needs" not in md and "(5% needs" not in md
     assert not [p for p in out_md.parent.iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_core_verdicts_of_skipped_and_control_failed_rows(metrics_df, tmp_path):
+    """The core's verdict is the summary's, from the row alone: a skipped variant is 'not computed' (every
+    number a dash), a row whose note flags a failing negative control is 'control failed'."""
+    skipped = {c: np.nan for c in metrics_df.columns} | {
+        "dataset": "nq",
+        "attack": "rag_mia",
+        "variant": "rag_mia/gray/t2",
+        "skipped": "skipped: the target returns no log-probabilities",
+    }
+    df = pd.concat([metrics_df, pd.DataFrame([skipped])], ignore_index=True)
+    df["note"] = ["null-database control AUC [0.61, 0.83] excludes 0.5: the attack separates …", "", ""]
+    write_tables(df, tmp_path / "m.csv", tmp_path / "m.md", "t", extra_columns=["skipped", "note"])
+    md = (tmp_path / "m.md").read_text()
+    (_, core, rows), (_, rest, rest_rows) = md_tables(md)
+    by = {r[0]: dict(zip(core, r)) for r in rows}
+    assert by["s2mia/gray/bleu"]["verdict"] == "control failed"
+    assert by["rag_mia/black/yesno"]["verdict"] == "leaks"
+    gray = by["rag_mia/gray/t2"]
+    assert gray["verdict"] == "not computed" and gray["AUC"] == "–" and gray["n eval (m/nm)"] == "–"
+    assert all(v == "–" for k, v in gray.items() if k.startswith("TPR"))
+    notes = {r[0]: dict(zip(rest, r)) for r in rest_rows}
+    assert notes["rag_mia/gray/t2"]["skipped"] == "skipped: the target returns no log-probabilities"
 
 
 def test_csv_keeps_every_column_at_full_precision(metrics_df, tmp_path):
@@ -160,6 +192,14 @@ def test_table_without_black_box_has_no_bb_columns(metrics_df, tmp_path):
     write_tables(metrics_df.iloc[:1], tmp_path / "m.csv", tmp_path / "m.md", "t")
     md = (tmp_path / "m.md").read_text()
     assert "Rule TPR" not in md and "| 0.60 [0.50, 0.70] |" in md
+    # one row: nothing is moved to a caption
+    (_, core, rows), (_, rest, _) = md_tables(md)
+    assert core[:4] == ["dataset", "variant", "verdict", "n eval (m/nm)"] and rows[0][:3] == [
+        "nq",
+        "s2mia/gray/bleu",
+        "no evidence at this n",
+    ]
+    assert "n ref (m/nm)" in rest and "Same in every row" not in md
 
 
 def test_table_from_evaluate_output(tmp_path):
@@ -168,16 +208,20 @@ def test_table_from_evaluate_output(tmp_path):
     md = (tmp_path / "m.md").read_text()
     r = m.iloc[0]
     assert f"{r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}]" in md
-    assert "| attack0/gray/t0 | 60/60 | 60/60 |" in md
-    assert "100 replicates" in md
+    (_, core, rows), (_, rest, rest_rows) = md_tables(md)
+    assert [row[0] for row in rows] == ["attack0/gray/t0", "attack1/gray/t1"]
+    assert "n eval (m/nm) 60/60; n ref (m/nm) 60/60" in md  # the same in both rows: said once
     assert "with 60 reference non-members" in md and "(0.5% needs 200, 1% needs 100)" in md
     # evaluate itself leaves the unresolvable levels empty (NaN), the resolvable ones filled
     assert m["tpr_at_fpr_0.5"].isna().all() and m["tpr_at_fpr_1"].isna().all()
     assert m["tpr_at_fpr_5"].notna().all() and m["tpr_at_fpr_0"].notna().all()
-    assert md.count(" n/e |") == 2 * 2  # two rows, two unresolvable levels each
+    # n/e in both rows at both unresolvable levels: in the caption, no column of n/e
+    for level in ("0.5", "1"):
+        assert f"TPR at ref. threshold for {level}% FPR n/e" in md
+    assert "n/e" not in {c for row in rows + rest_rows for c in row}
     big = m.assign(n_ref_nonmembers=200)  # 1/200 = 0.5%: no FPR level is below the resolution
     write_tables(big, tmp_path / "m.csv", tmp_path / "m.md", "real")
-    assert "n/e" not in (tmp_path / "m.md").read_text()
+    assert "TPR at ref. threshold for 0.5% FPR n/e" not in (tmp_path / "m.md").read_text()
 
 
 def test_table_errors(metrics_df, tmp_path):
@@ -204,9 +248,13 @@ def test_three_reference_nonmembers_make_5_percent_fpr_not_estimable(tmp_path):
         assert np.isnan(r[c]), c
     write_tables(m, tmp_path / "m.csv", tmp_path / "m.md", "t")
     md = (tmp_path / "m.md").read_text()
-    row = next(line for line in md.splitlines() if "a/v" in line)
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[-2] == "n/e" and cells[-3].startswith("1.00 [1.00, 1.00]")
+    (_, core, rows), (_, rest, rest_rows) = md_tables(md)
+    cells = dict(zip(rest, rest_rows[0]))
+    assert cells["TPR at ref. threshold for 5% FPR"] == "n/e"
+    assert cells["TPR at ref. threshold for 0% FPR"].startswith("1.00 [")
+    # the core's reference-threshold TPR falls back to 0% (no non-zero level resolvable), with its realised FPR
+    head = next(c for c in core if c.startswith("TPR at ref. threshold"))
+    assert head == "TPR at ref. threshold for 0% FPR (eval FPR)" and dict(zip(core, rows[0]))[head].startswith("1.00 [")
     assert "(5% needs 20); with 3 reference non-members" in md
     assert np.isnan(pd.read_csv(tmp_path / "m.csv")["tpr_at_fpr_5"].iloc[0])
 

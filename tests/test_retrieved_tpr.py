@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from report_fixtures import md_tables, records
 
 from ragmi.costs import query_retrieval, retrieved_by_variant
 from ragmi.metrics import clopper_pearson, conditional_tpr, evaluate, lowest_resolvable_fpr, retrieved_tpr, wilson
@@ -127,18 +128,20 @@ def _metrics_rows():
 def test_markdown_column_cells_and_note():
     m = _metrics_rows()
     md = markdown_table(m, "t")
-    header = next(line for line in md.splitlines() if line.startswith("| dataset"))
-    assert "| TPR \\| retrieved |" in header
-    rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| d |")}
+    tables = md_tables(md)
+    rest = tables[-1]  # the column is under "All columns", each row named by its target
+    assert rest[0] == "All columns" and "TPR \\| retrieved" in rest[1]
+    rows = {r["target"]: r for r in records(rest)}
     own = m[m["target"] == "own"].iloc[0]
-    assert f"| {retrieved_cell(own)} |" in rows["own"]
+    assert rows["own"]["TPR \\| retrieved"] == retrieved_cell(own)
     assert retrieved_cell(own).endswith("(n=10 at 5% FPR)")
     assert retrieved_cell(own).startswith(f"{own['tpr_retrieved']:.2f} [")
-    assert f"| {NOT_AVAILABLE} |" in rows["remote"]
-    assert "| – (n=0 at 5% FPR) |" in rows["empty"]
+    assert rows["remote"]["TPR \\| retrieved"] == NOT_AVAILABLE
+    assert rows["empty"]["TPR \\| retrieved"] == "– (n=0 at 5% FPR)"
     assert "- TPR \\| retrieved: the TPR of the evaluation members" in md
-    # same column count in every row
-    assert len({line.count(" | ") for line in md.splitlines() if line.startswith("| ")}) == 1
+    # same column count in every row of each table
+    for _, header, body in tables:
+        assert {len(r) for r in body} == {len(header)}
     # metrics written before the column: no column, no note
     old = markdown_table(m.drop(columns=[c for c in m if "retrieved" in c]), "t")
     assert "retrieved" not in old

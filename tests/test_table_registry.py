@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import run_snakemake
+from report_fixtures import md_tables
 
 from ragmi.attacks import REGISTRY as ATTACKS
 from ragmi.costs import COST_LABELS
@@ -202,14 +203,16 @@ def test_comparison_tables(tmp_path):
     assert list(df["variant"]) == ["rag_mia/gray/t2", "ia/paper"]  # headline variants, metrics order
     ours = df.loc[0]  # each published number beside the same metric of ours
     assert df.loc[0, "published"] == (
-        f"TPR@0%FPR: paper 0.83, ours {ours.tpr_at_fpr_0:.2f} [{ours.tpr_at_fpr_0_lo:.2f}, {ours.tpr_at_fpr_0_hi:.2f}] "
+        f"TPR at ref. threshold for 0% FPR: paper 0.83, ours {ours.tpr_at_fpr_0:.2f} [{ours.tpr_at_fpr_0_lo:.2f}, {ours.tpr_at_fpr_0_hi:.2f}] "
         f"(RAG-MIA Tab. 7); AUC: paper 0.99, ours {ours.auc:.2f} [{ours.auc_lo:.2f}, {ours.auc_hi:.2f}] (RAG-MIA Tab. 7)"
     )
     assert df.loc[1, "published"] == ""
     md = (tmp_path / "c.md").read_text()
-    header = next(line for line in md.splitlines() if line.startswith("| dataset"))
-    # cost columns in registry order (queries before retrieved), then the entry's extra columns
-    assert header.endswith("| queries/candidate | candidate retrieved | published | note |")
+    (_, core, _), (heading, rest, _) = md_tables(md)
+    assert core[:3] == ["variant", "verdict", "AUC"] and heading == "All columns"
+    # under All columns: cost columns in registry order (queries before retrieved), then the entry's extra columns
+    assert rest[0] == "variant" and rest[-3:] == ["queries/candidate", "candidate retrieved", "published"]
+    assert "No value in any row: Accuracy (decision rule), note." in md  # no decision rule, nothing to note
     assert md.startswith(f"# {TABLES['attack_comparison'].title}\n")
     assert all(f"- {n}" in md for n in TABLES["attack_comparison"].notes)
     assert pd.read_csv(tmp_path / "c.csv")["variant"].tolist() == ["rag_mia/gray/t2", "ia/paper"]
@@ -218,7 +221,8 @@ def test_comparison_tables(tmp_path):
         TABLES["rag_mia"], {**files, "metrics": files["metrics"][:1]}, NO_TARGETS, tmp_path / "r.csv", tmp_path / "r.md"
     )
     assert "note" not in rag and "note" not in pd.read_csv(tmp_path / "r.csv")
-    assert "| candidate retrieved | published |" in (tmp_path / "r.md").read_text()
+    # one row: nothing in a caption; candidate retrieved and published under All columns
+    assert md_tables((tmp_path / "r.md").read_text())[-1][1][-2:] == ["candidate retrieved", "published"]
 
 
 def test_query_budget_table_and_figure(tmp_path):
@@ -233,8 +237,9 @@ def test_query_budget_table_and_figure(tmp_path):
     table = TABLES["query_budget"]
     df = write_table(table, files, NO_TARGETS, tmp_path / "q.csv", tmp_path / "q.md")
     assert list(zip(df["method"], df["n_questions"])) == [("ia/paper", 1), ("ia/paper", 3), ("menta/similarity", 1)]
-    header = next(line for line in (tmp_path / "q.md").read_text().splitlines() if line.startswith("| dataset"))
-    assert header.endswith(f"| {COST_LABELS['queries_per_candidate']} | {COST_LABELS['no_answer_rate']} |")
+    md = (tmp_path / "q.md").read_text()
+    rest = md_tables(md)[-1][1]
+    assert rest[-2:] == [COST_LABELS["queries_per_candidate"], COST_LABELS["no_answer_rate"]]
     png = tmp_path / "fig" / "budget.png"
     draw_figure(table, "query_budget", files, NO_TARGETS, str(png))
     assert matplotlib.image.imread(png).shape[0] > 300

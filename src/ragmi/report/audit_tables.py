@@ -18,6 +18,7 @@ Provenance of the layouts: docs/provenance.md#hook-inventory.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -54,8 +55,6 @@ def _hook_cell(rows: pd.DataFrame, hooks) -> str:
 def _channels_cell(value) -> str:
     """``"order 40%, scores 100%"`` from a hook row's JSON {channel: rate} (what changed, on the attack
     queries when there were any, else on the probes)."""
-    import json
-
     if not isinstance(value, str) or not value:
         return ""
     rates = json.loads(value)
@@ -98,6 +97,7 @@ MACHINE_COLUMNS = (
     "n_recovered",
     "n_planted",
     "canary_rate",
+    "per_seed",
     "EMAIL_REAL_mean",
     "EMAIL_REAL_lo",
     "EMAIL_REAL_hi",
@@ -179,10 +179,33 @@ def _entangled_cell(ent: dict) -> str:
     return "; ".join(f"{c}: {', '.join(v)}" for c, v in sorted(ent.items()) if v) if ent else DASH
 
 
-def _change(b: float | None, m: float) -> str:
-    if b is None or not b or (isinstance(b, float) and math.isnan(b)):
-        return f"{DASH} (baseline 0)"
-    return f"{100 * (b - m) / b:+.1f}%"
+# The unit of each NELstrict column's change cell: a count per extraction run
+NEL_UNITS = {"EMAIL_REAL": "e-mails/run", "PERSON_NAME": "names/run"}
+
+
+def _amount(x: float) -> str:
+    """``23``, ``2.5``, ``0.25``: a count per run without trailing zeros."""
+    x = abs(x)
+    if math.isclose(x, round(x), abs_tol=1e-9):
+        return f"{round(x):d}"
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def _change(b: float | None, m: float, unit: str = "per run") -> str:
+    """The signed change of a count per run, defended − undefended, with its unit and relative change:
+    ``−23 e-mails/run (−100%)`` (fewer: a minus sign), ``+1.5 names/run (+50%)``, ``±0 e-mails/run (0%)``;
+    against an undefended mean of 0, ``+2 e-mails/run (undefended 0)``."""
+    if b is None or (isinstance(b, float) and math.isnan(b)) or m is None or math.isnan(m):
+        return DASH
+    d = m - b
+    amount = _amount(d)
+    sign = "±" if amount == "0" else ("−" if d < 0 else "+")
+    cell = f"{sign}{amount} {unit}"
+    if not b:
+        return f"{cell} (undefended 0)"
+    pct = 100 * d / b
+    pct_cell = "0%" if round(pct) == 0 else f"{pct:+.0f}%".replace("-", "−")
+    return f"{cell} ({pct_cell})"
 
 
 def _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) -> list[dict]:
@@ -234,7 +257,8 @@ def _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) 
             elif pairs.empty:
                 row[label] = DASH
             else:
-                row[label] = _change(float(b_runs[f"{col}_b"].mean()), float(d_runs[col].mean())) + partial
+                b_mean, d_mean = float(b_runs[f"{col}_b"].mean()), float(d_runs[col].mean())
+                row[label] = _change(b_mean, d_mean, NEL_UNITS[col]) + partial
         out.append(row)
     return out
 
@@ -289,10 +313,86 @@ def leakage_dashboard_frame(
             elif base is None or base == row["target"]:
                 row[label] = "baseline" if base == row["target"] else DASH
             else:
-                row[label] = _change(b, row[f"{col}_mean"])
+                row[label] = _change(b, row[f"{col}_mean"], NEL_UNITS[col])
     if pools is not None and len(runs):
         out = _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) + out
     return pd.DataFrame(out)[DASHBOARD_COLUMNS] if out else pd.DataFrame(columns=DASHBOARD_COLUMNS)
+
+
+_MI_CELL = re.compile(r"^(?P<auc>.+?) \((?P<variant>[^()]+)\)$")
+DASHBOARD_MD = {  # Markdown header of each CSV column the core tables show
+    "runs (distinct)": "runs",
+    "Email NEL/run": "e-mails/run [95% CI]",
+    "Email change": "Δ e-mails/run",
+    "Name NEL/run": "names/run [95% CI]",
+    "Name change": "Δ names/run",
+    "verbatim reproduced": "verbatim",
+}
+
+
+def dashboard_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    """The leakage dashboard as people read it: a caption with what every row shares (the dataset, the MI
+    attack's variant, …), the pooled block and the per-target block as two core tables (runs, e-mails and
+    names per run with their signed change against the undefended runs, verbatim reproduction, MI AUC),
+    the notes, then under ``## All columns`` the pool, hook status, raw run count, scorer-entangled strings
+    and published values of every row (:data:`MACHINE_COLUMNS` are in the CSV only)."""
+    from .tables import APPENDIX_HEADING, APPENDIX_LEAD, constant_caption, grid
+
+    def esc(x) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    rows = [r for _, r in df.iterrows()]
+    caption = []
+    mi = [_MI_CELL.match(str(r["MI AUC"])) for r in rows]
+    variants = {m.group("variant") for m in mi if m}
+    mi_head = "MI AUC"
+    if len(variants) == 1 and all(m or str(r["MI AUC"]) == DASH for m, r in zip(mi, rows)):
+        mi_head = f"MI AUC ({next(iter(variants))})"
+        mi_cells = [m.group("auc") if m else DASH for m in mi]
+    else:
+        mi_cells = [str(r["MI AUC"]) for r in rows]
+    shown = ["runs (distinct)", "Email NEL/run", "Email change", "Name NEL/run", "Name change", "verbatim reproduced"]
+    every = {
+        c: [esc(r[c]) for r in rows]
+        for c in ("dataset", "pool", "hooks active", "runs (raw)", "scorer-entangled", "published")
+        if c in df
+    }
+    const, const_caption = constant_caption({c: v for c, v in every.items() if c != "pool"}, len(rows))
+    lines = [f"# {title}", ""]
+    for text in [*caption, *const_caption]:
+        lines += [text, ""]
+    for block, head, key in ((POOLED, "Pooled per defense kind", "pool"), (PER_TARGET, "Per target", "target")):
+        idx = [i for i, r in enumerate(rows) if r["block"] == block]
+        if not idx:
+            continue
+        keys = [key] + (["dataset"] if block == PER_TARGET and "dataset" in every and "dataset" not in const else [])
+        if block == POOLED:
+            keys.append("target")
+        header = [("targets" if k == "target" and block == POOLED else k) for k in keys]
+        header += [DASHBOARD_MD[c] for c in shown] + [mi_head]
+        body = [
+            [
+                esc(rows[i][k]).removeprefix("pooled (").removesuffix(")")
+                if k == "target" and block == POOLED
+                else esc(rows[i][k])
+                for k in keys
+            ]
+            + [esc(rows[i][c]) for c in shown]
+            + [esc(mi_cells[i])]
+            for i in idx
+        ]
+        lines += [f"## {head}", "", *grid(header, body), ""]
+    lines += [f"- {n}" for n in notes]
+    rest = [
+        c
+        for c in ("pool", "hooks active", "runs (raw)", "scorer-entangled", "published")
+        if c in every and c not in const
+    ]
+    if rest:
+        keys = ["block", "target"] + (["dataset"] if "dataset" not in const else [])
+        body = [[esc(r[k]) for k in keys] + [every[c][i] for c in rest] for i, r in enumerate(rows)]
+        lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid(keys + rest, body)]
+    return "\n".join(lines) + "\n"
 
 
 def dashboard_published(df: pd.DataFrame, published: list[dict]) -> list[str]:
@@ -310,7 +410,9 @@ def dashboard_published(df: pd.DataFrame, published: list[dict]) -> list[str]:
 
 
 def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
-    """``results``: one row per (target, seed) with n_leaked, n_canaries, n_leaked_raw."""
+    """``results``: one row per (target, seed) with n_leaked, n_canaries, n_leaked_raw.  Besides the cells
+    people read, the machine columns n_recovered, n_planted, canary_rate (the gate's) and per_seed (JSON
+    {seed: {recovered, before_hooks, planted}}, the canaries figure's)."""
     out = []
     seeds = sorted(results["seed"].unique())
     totals = {}
@@ -325,6 +427,17 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
         row["before output hooks"] = f"{int(g['n_leaked_raw'].sum())}/{n}"
         row["n_recovered"], row["n_planted"] = k, n
         row["canary_rate"] = k / n if n else float("nan")
+        # per seed, for the canaries figure: recovered in the answers, before the output hooks, planted
+        row["per_seed"] = json.dumps(
+            {
+                str(r["seed"]): {
+                    "recovered": int(r["n_leaked"]),
+                    "before_hooks": int(r["n_leaked_raw"]),
+                    "planted": int(r["n_canaries"]),
+                }
+                for _, r in g.sort_values("seed").iterrows()
+            }
+        )
         out.append(row)
     for row in out:
         base = baselines.get(row["target"])

@@ -6,13 +6,24 @@ PNG is rendered to a temporary file in the target directory and moved into place
 ``os.replace``, so a crash never leaves a half-written figure.
 
 The ROC figure has a linear panel and a log-log panel of the low-FPR region, where membership
-inference is judged (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).
+inference is judged (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  Its axes run a little
+beyond [0, 1] (:data:`ROC_LIMITS`), so that a perfect attack's curve (AUC 1.0: up the left edge, along the
+top) is drawn inside them and not on the frame; every variant has its own colour, line style and marker,
+and the legend sits outside the panels.
+
+The figures over the report tables, drawn from a table's frame (``ragmi.report.registry`` declares them):
+:func:`plot_query_budget`, :func:`plot_defense_effect` (ΔAUC of every headline variant on each defended
+target, against its undefended target), :func:`plot_dcmi_sweep` (DCMI's AUC against θ and against γ, the
+decision rule's accuracy against γ) and :func:`plot_canaries` (canaries recovered per seed, before and
+after the output hooks, undefended and defended targets side by side).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 
 import matplotlib
 
@@ -24,12 +35,24 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from ragmi.io import atomic_path  # noqa: E402
 from ragmi.metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
+from ragmi.report.tables import DASH  # noqa: E402
 
 DPI = 120
 MAX_VARIANTS = 20
 _LINESTYLES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+ROC_LIMITS = (-0.02, 1.02)  # a curve on x = 0 or y = 1 (AUC 1.0) stays inside the axes
 # PNG metadata without the matplotlib version, so bytes do not change with the library build.
 _PNG_METADATA = {"Software": None}
+
+
+_SWEEP_POINT = re.compile(r"=[0-9]+(\.[0-9]+)?$")
+
+
+def sweep_point(variant: str) -> bool:
+    """Whether a variant is a point of a numeric sweep (its name ends in ``=<number>``: ``dcmi/theta=0.06``,
+    ``dcmi/gamma=0.5``, ``ia/paper/n=3``), drawn as a curve over the swept value in the sweep figures."""
+    return bool(_SWEEP_POINT.search(str(variant)))
 
 
 def _eval_variants(scores_df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -57,23 +80,40 @@ def _is_black_box(sub: pd.DataFrame) -> bool:
     return bool(sub["decision"].notna().any()) and sub["score"].nunique() <= 2
 
 
+def _suptitle(fig: Figure, title: str, width_in: float, fontsize: float = 10) -> None:
+    """The figure's title, wrapped to the figure's width (about 14 characters per inch at size 10)."""
+    import textwrap
+
+    fig.suptitle(textwrap.fill(title, max(30, int(width_in * 14 * 10 / fontsize))), fontsize=fontsize)
+
+
 def _save_atomic(fig: Figure, out_png: str | os.PathLike) -> None:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata=_PNG_METADATA)
 
 
+def _style(i: int) -> dict:
+    """Colour, line style and marker of the i-th variant: no two of the first 40 share all three."""
+    return {
+        "ls": _LINESTYLES[i % len(_LINESTYLES)],
+        "marker": _MARKERS[(i // len(_LINESTYLES) + i) % len(_MARKERS)],
+    }
+
+
 def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
     """ROC curves of every variant on the eval rows: linear panel and log-log low-FPR panel.
 
-    Score-based variants are drawn as curves, labelled with their AUC.  Black-box point attacks
-    (``decision`` given) are drawn as one marker at the (FPR, TPR) of their hard decision.  On the
-    log panel rates of 0 are drawn at the floor ``1 / (2 n)`` (n = the largest class size).
+    Score-based variants are drawn as curves, labelled with their AUC, each with its own colour, line
+    style and marker (markers spread along the curve); the axes run over :data:`ROC_LIMITS`, so that an
+    AUC of 1.0 is a visible corner inside the frame.  Black-box point attacks (``decision`` given) are
+    drawn as one marker at the (FPR, TPR) of their hard decision.  On the log panel rates of 0 are drawn
+    at the floor ``1 / (2 n)`` (n = the largest class size).  The legend is outside the panels.
     """
     df, variants = _eval_variants(scores_df)
     class_sizes = df.groupby(["variant", "label"]).size()
     floor = 1.0 / (2 * int(class_sizes.max()))
 
-    fig = Figure(figsize=(11, 5))
+    fig = Figure(figsize=(12.5, 5.4), layout="constrained")
     ax_lin, ax_log = fig.subplots(1, 2)
     ax_lin.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls=":", label="chance")
     ax_log.plot([floor, 1], [floor, 1], color="0.6", lw=0.8, ls=":")
@@ -82,41 +122,52 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
         sub = df[df["variant"] == v]
         y = sub["label"].to_numpy(int)
         color = _color(i, len(variants))
+        style = _style(i)
         auc = roc_auc(y, sub["score"].to_numpy(float))
         if _is_black_box(sub):
             dec = sub["decision"].to_numpy(float)
             tpr = float(np.nanmean(dec[y == 1]))
             fpr = float(np.nanmean(dec[y == 0]))
             label = f"{v} (point: TPR {tpr:.2f}, FPR {fpr:.2f}; AUC {auc:.2f})"
-            ax_lin.plot([fpr], [tpr], marker="o", ms=7, ls="none", color=color, label=label)
-            ax_log.plot([max(fpr, floor)], [max(tpr, floor)], marker="o", ms=7, ls="none", color=color)
+            ax_lin.plot([fpr], [tpr], marker=style["marker"], ms=8, ls="none", color=color, mec="black", label=label)
+            ax_log.plot([max(fpr, floor)], [max(tpr, floor)], marker=style["marker"], ms=8, ls="none", color=color)
         else:
             fpr_c, tpr_c = roc_points(y, sub["score"].to_numpy(float))
-            ls = _LINESTYLES[i % len(_LINESTYLES)]
-            ax_lin.plot(fpr_c, tpr_c, color=color, ls=ls, lw=1.4, label=f"{v} (AUC {auc:.2f})")
-            ax_log.plot(np.maximum(fpr_c, floor), np.maximum(tpr_c, floor), color=color, ls=ls, lw=1.4)
+            # markers at a few points spread over the curve, shifted per variant so that equal curves show both
+            every = max(1, len(fpr_c) // 5)
+            marks = list(range((i * max(1, every // 3)) % every, len(fpr_c), every)) or [0]
+            kw = dict(color=color, ls=style["ls"], lw=1.6, marker=style["marker"], ms=5, markevery=marks)
+            ax_lin.plot(fpr_c, tpr_c, label=f"{v} (AUC {auc:.2f})", **kw)
+            ax_log.plot(np.maximum(fpr_c, floor), np.maximum(tpr_c, floor), **kw)
 
     ax_lin.set(
-        xlim=(0, 1),
-        ylim=(0, 1.01),
+        xlim=ROC_LIMITS,
+        ylim=ROC_LIMITS,
         xlabel="false-positive rate",
         ylabel="true-positive rate",
         title="ROC (evaluation set)",
     )
+    ax_lin.set_aspect("equal")
     ax_log.set(
         xscale="log",
         yscale="log",
-        xlim=(floor, 1),
-        ylim=(floor, 1.05),
+        xlim=(floor / 1.3, 1.3),
+        ylim=(floor / 1.3, 1.3),
         xlabel=f"false-positive rate (log; 0 drawn at {floor:.2g})",
         ylabel="true-positive rate (log)",
         title="low-FPR region",
     )
+    ax_log.set_aspect("equal")
     for ax in (ax_lin, ax_log):
         ax.grid(True, which="major", lw=0.4, alpha=0.5)
-    ax_lin.legend(loc="lower right", fontsize=7 if len(variants) <= 6 else 6, framealpha=0.9)
+    fig.legend(
+        *ax_lin.get_legend_handles_labels(),
+        loc="outside right upper",
+        fontsize=7 if len(variants) <= 8 else 6,
+        title="variant",
+        title_fontsize=7,
+    )
     fig.suptitle(title)
-    fig.tight_layout()
     _save_atomic(fig, out_png)
 
 
@@ -181,4 +232,243 @@ def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
+    _save_atomic(fig, out_png)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures over the report tables
+# --------------------------------------------------------------------------------------------
+VERDICT_STYLE = {  # defense_effect's verdicts: marker, fill, colour, legend text
+    "reduces": ("o", True, "tab:green", "reduces (95% interval below 0)"),
+    "increases": ("o", True, "tab:red", "increases (95% interval above 0)"),
+    "no detectable change": ("o", False, "0.15", "no detectable change (interval contains 0)"),
+    "indirect": ("s", False, "0.6", "indirect: the defense cannot change what this attack reads"),
+}
+
+
+def _numbers(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    out = df.copy()
+    for c in columns:
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    return out
+
+
+def plot_defense_effect(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """ΔAUC (defended − undefended, 95% paired bootstrap interval) of every headline variant, one panel per
+    (dataset, defended target) of the ``defense_effect`` frame: one row per variant, its marker by verdict
+    (filled: a change the interval shows; hollow: none; grey squares: *indirect*, a channel the defense
+    cannot change, drawn for information); the variants the defense can reach first.  Variants without
+    paired scores are left out and named under the panel."""
+    d = _numbers(df, "delta_auc", "delta_auc_lo", "delta_auc_hi")
+    d = d[~d["verdict"].isin(["baseline"])]
+    panels = list(d.groupby(["dataset", "target"], sort=True))
+    if not panels:
+        raise ValueError("no defended target in the defense_effect frame")
+    height = max(len(g) for _, g in panels)
+    fig = Figure(
+        figsize=(6.2 * min(len(panels), 3), 1.2 + 0.34 * height * math.ceil(len(panels) / 3) + 1.0),
+        layout="constrained",
+    )
+    axes = np.atleast_1d(fig.subplots(math.ceil(len(panels) / 3), min(len(panels), 3), squeeze=False)).ravel()
+    seen: dict = {}
+    for ax, ((dataset, target), g) in zip(axes, panels):
+        order = {"reduces": 0, "increases": 0, "no detectable change": 0, "indirect": 1}
+        g = g.assign(_o=g["verdict"].map(order).fillna(2)).sort_values(["_o", "variant"], kind="stable")
+        drawn = g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].reset_index(drop=True)
+        missing = g[~g.index.isin(g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].index)]
+        ys = np.arange(len(drawn))[::-1]
+        for y, (_, r) in zip(ys, drawn.iterrows()):
+            marker, filled, color, label = VERDICT_STYLE[r["verdict"]]
+            x, lo, hi = r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]
+            xerr = None if math.isnan(lo) or math.isnan(hi) else [[x - lo], [hi - x]]
+            h = ax.errorbar(
+                [x],
+                [y],
+                xerr=xerr,
+                fmt=marker,
+                ms=7,
+                color=color,
+                mfc=color if filled else "white",
+                mec=color,
+                ecolor=color,
+                capsize=3,
+                lw=1.4,
+            )
+            seen.setdefault(r["verdict"], (h, label))
+            ax.annotate(
+                f"{x:+.2f}".replace("-", "−"),
+                (x, y),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                fontsize=7,
+                color=color,
+            )
+        ax.set_yticks(ys)
+        ax.set_yticklabels(
+            [f"{v}" + (" (indirect)" if vd == "indirect" else "") for v, vd in zip(drawn["variant"], drawn["verdict"])],
+            fontsize=8,
+        )
+        ax.axvline(0, color="black", lw=0.8)
+        span = max(
+            0.25,
+            float(np.nanmax(np.abs(drawn[["delta_auc_lo", "delta_auc_hi", "delta_auc"]].to_numpy(float))))
+            if len(drawn)
+            else 0.25,
+        )
+        ax.set_xlim(-min(1.05, span * 1.15), min(1.05, span * 1.15))
+        ax.set_ylim(-0.8, len(drawn) - 0.2)
+        defenses = str(g["defenses"].iloc[0]) if "defenses" in g else ""
+        ax.set_title(f"{dataset} / {target} ({defenses}) against its undefended target", fontsize=9)
+        ax.set_xlabel("ΔAUC = AUC(defended) − AUC(undefended), 95% CI\n← less leakage    more leakage →", fontsize=8)
+        ax.grid(True, axis="x", lw=0.4, alpha=0.5)
+        if len(missing):
+            ax.text(
+                0.0,
+                -0.02,
+                "not compared: " + ", ".join(missing["variant"].astype(str)),
+                transform=ax.transAxes,
+                fontsize=6,
+                va="top",
+                color="0.4",
+            )
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    if seen:
+        keys = [k for k in VERDICT_STYLE if k in seen]
+        fig.legend(
+            [seen[k][0] for k in keys], [seen[k][1] for k in keys], loc="outside lower center", ncol=2, fontsize=7
+        )
+    _suptitle(fig, title, fig.get_figwidth())
+    _save_atomic(fig, out_png)
+
+
+_SWEEP_VALUE = re.compile(r"^dcmi/(?P<param>theta|gamma)=(?P<value>[0-9.]+)$")
+
+
+def _is_control(target: str) -> bool:
+    from .comparison import CONTROL_SUFFIX
+
+    return any(str(target).endswith(s) for s in CONTROL_SUFFIX.values())
+
+
+def plot_dcmi_sweep(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """DCMI's ablation (DCMI Fig. 9) as curves over the swept value instead of one panel per value: the AUC
+    with its 95% interval as a band against θ (each θ's calibrated score), the AUC against γ (the score
+    at θ_adv2: flat, the AUC does not depend on γ) and the decision rule C > γ's accuracy against γ, one
+    curve per (dataset, target) of the ``dcmi_ablation`` frame (the negative controls grey)."""
+    parts = df["variant"].astype(str).str.extract(_SWEEP_VALUE)
+    d = _numbers(
+        df.assign(param=parts["param"], value=pd.to_numeric(parts["value"])),
+        "auc",
+        "auc_lo",
+        "auc_hi",
+        "accuracy",
+        "accuracy_lo",
+        "accuracy_hi",
+    )
+    d = d[d["param"].notna()]
+    if d.empty:
+        raise ValueError("no DCMI θ or γ sweep variant to plot")
+    specs = [
+        ("theta", "auc", "AUC against θ (perturbation magnitude)", "θ", "AUC (evaluation set, 95% CI)"),
+        ("gamma", "auc", "AUC against γ (θ = θ_adv2)", "γ", "AUC (evaluation set, 95% CI)"),
+        ("gamma", "accuracy", "decision rule C > γ: accuracy against γ", "γ", "accuracy (decision rule, 95% CI)"),
+    ]
+    specs = [s for s in specs if (d["param"] == s[0]).any()]
+    fig = Figure(figsize=(4.6 * len(specs) + 1.6, 4.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(specs), squeeze=False)).ravel()
+    groups = list(d.groupby(["dataset", "target"], sort=True))
+    handles: dict = {}
+    for ax, (param, metric, head, xlabel, ylabel) in zip(axes, specs):
+        for i, ((dataset, target), g) in enumerate(groups):
+            g = g[g["param"] == param].sort_values("value")
+            if g.empty:
+                continue
+            control = _is_control(target)
+            color = "0.55" if control else _color(i, len(groups))
+            style = _style(i)
+            x, y = g["value"].to_numpy(float), g[metric].to_numpy(float)
+            lo, hi = g[f"{metric}_lo"].to_numpy(float), g[f"{metric}_hi"].to_numpy(float)
+            ax.fill_between(x, lo, hi, color=color, alpha=0.12 if control else 0.2, lw=0)
+            (h,) = ax.plot(x, y, color=color, ls=":" if control else style["ls"], marker=style["marker"], ms=5, lw=1.6)
+            handles.setdefault(f"{dataset} / {target}" + (" (negative control)" if control else ""), h)
+        ax.axhline(0.5, color="0.3", lw=0.8, ls="--")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(head, fontsize=9)
+        ax.grid(True, lw=0.4, alpha=0.5)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside right upper",
+        fontsize=7,
+        title="dataset / target (band: 95% CI)",
+        title_fontsize=7,
+    )
+    _suptitle(fig, title, fig.get_figwidth() - 2.5)
+    _save_atomic(fig, out_png)
+
+
+def canary_seeds(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (target, seed) with recovered, before_hooks and planted, from the ``canaries`` frame's
+    ``per_seed`` column (JSON, :func:`ragmi.report.audit_tables.canaries_frame`)."""
+    rows = []
+    for _, r in df.iterrows():
+        for seed, v in json.loads(r["per_seed"]).items():
+            rows.append({"target": r["target"], "seed": seed, **v})
+    return pd.DataFrame(rows, columns=["target", "seed", "recovered", "before_hooks", "planted"])
+
+
+def plot_canaries(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """Canaries recovered per seed, one group of bars per seed and one bar per target (the undefended ones
+    first): the hollow bar is the count on the generator's raw text (before the output hooks), the filled
+    bar the count in the answers, so the output hooks' effect is the gap; labelled ``before → after`` of
+    the planted canaries."""
+    per = canary_seeds(df)
+    if per.empty:
+        raise ValueError("no canary results to plot")
+    fisher = "Fisher p (one-sided, vs undefended)"
+    compared = set(df.loc[df[fisher].astype(str) != DASH, "target"]) if fisher in df else set()
+    targets = sorted(dict.fromkeys(df["target"]), key=lambda t: (t in compared, t))  # undefended first
+    seeds = sorted(per["seed"].unique(), key=lambda s: (len(str(s)), str(s)))
+    width = 0.8 / len(targets)
+    fig = Figure(figsize=(max(6.4, 1.2 + 1.1 * len(seeds) * len(targets)), 5.2), layout="constrained")
+    ax = fig.subplots()
+    top = float(per["planted"].max())
+    for j, t in enumerate(targets):
+        color = _color(j, len(targets))
+        g = per[per["target"] == t].set_index("seed")
+        xs = [i - 0.4 + width * (j + 0.5) for i, s in enumerate(seeds) if s in g.index]
+        rows = [g.loc[s] for s in seeds if s in g.index]
+        before = [float(r["before_hooks"]) for r in rows]
+        after = [float(r["recovered"]) for r in rows]
+        ax.bar(
+            xs,
+            before,
+            width * 0.9,
+            facecolor="white",
+            edgecolor=color,
+            hatch="//",
+            lw=1.2,
+            label=f"{t}: before output hooks",
+        )
+        ax.bar(xs, after, width * 0.6, color=color, label=f"{t}: in the answers")
+        for x, b, a, r in zip(xs, before, after, rows):
+            ax.annotate(
+                f"{b:.0f} → {a:.0f}\nof {float(r['planted']):.0f}",
+                (x, max(a, b)),
+                textcoords="offset points",
+                xytext=(0, 3),
+                ha="center",
+                fontsize=7,
+            )
+    ax.set_xticks(range(len(seeds)))
+    ax.set_xticklabels([f"seed {s}" for s in seeds])
+    ax.set_ylim(0, top * 1.15 if top else 1)
+    ax.set_ylabel("canaries recovered (exact e-mail address)")
+    ax.grid(True, axis="y", lw=0.4, alpha=0.5)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=7)
+    _suptitle(fig, title, fig.get_figwidth())
     _save_atomic(fig, out_png)

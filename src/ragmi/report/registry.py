@@ -54,12 +54,17 @@ from .comparison import (
 from .tables import markdown_table
 
 
-def _plot_query_budget(*args, **kwargs):
-    """ragmi.report.plots.plot_query_budget, imported when a figure is drawn: matplotlib and the metrics
-    it pulls in cost the Snakefile, which imports this registry, about 0.7 s at every start."""
-    from .plots import plot_query_budget
+def _plot(name: str) -> Callable[[pd.DataFrame, str, str], None]:
+    """ragmi.report.plots.<name>, imported when a figure is drawn: matplotlib and the metrics it pulls in
+    cost the Snakefile, which imports this registry, about 0.7 s at every start."""
 
-    return plot_query_budget(*args, **kwargs)
+    def draw(frame: pd.DataFrame, out_png: str, title: str) -> None:
+        from . import plots
+
+        getattr(plots, name)(frame, out_png, title)
+
+    draw.__name__ = draw.__qualname__ = name
+    return draw
 
 
 # Published numbers of the papers (see the file's header), read by tables with published=True.
@@ -276,6 +281,9 @@ _TABLES = [
         ),
         inputs=MetricsOf(frozenset({"dcmi"})),
         build=_dcmi_ablation,
+        figures=(
+            Figure("dcmi_sweep", "results/figures/dcmi_sweep.png", "report/dcmi_sweep.rst", _plot("plot_dcmi_sweep")),
+        ),
     ),
     Table(
         name="query_budget",
@@ -286,7 +294,9 @@ _TABLES = [
         ),
         inputs=MetricsOf(frozenset({"ia", "menta"})),
         build=_query_budget,
-        figures=(Figure("query_budget", "results/figures/query_budget.png", "report/budget.rst", _plot_query_budget),),
+        figures=(
+            Figure("query_budget", "results/figures/query_budget.png", "report/budget.rst", _plot("plot_query_budget")),
+        ),
     ),
     Table(
         name="framework_comparison",
@@ -485,8 +495,10 @@ _TABLES += [
             "extraction prompt over every candidate; an entity already in the attacker's query is not counted. "
             "Brackets: 95% run-level bootstrap interval (the run is the resampling unit; runs with identical "
             "outputs counted once), to read descriptively.",
-            "change: signed reduction against the undefended target with the same retriever, generator, k and "
-            "template (positive = less leakage); on a pooled row, against the undefended runs of the same cells "
+            "Δ e-mails/run, Δ names/run (Email change, Name change in the CSV): the change of the mean count per run, "
+            "defended − undefended, with the relative change, signed as it goes: '−23 e-mails/run (−100%)' is 23 "
+            "fewer e-mail addresses per run, all of them (a minus sign = less leakage); against the undefended "
+            "target with the same retriever, generator, k and template; on a pooled row, against the undefended runs of the same cells "
             "(each defended run's dataset and extraction prompt on its target's undefended counterpart; "
             "'over m matched runs' where only m of the pool's runs have one); n/a (scorer-entangled) where the target's defenses write strings "
             "NELstrict can only score as placeholders or ambiguous (LPRAG's fixed one-word names and example.* "
@@ -497,6 +509,8 @@ _TABLES += [
             "substring ≥ 50 characters or ROUGE-L recall ≥ 0.5), averaged over runs.",
             "MI AUC: the headline variant of audit.mi_attack on the same target (evaluation set, stratified "
             "bootstrap CI); a pooled row gives the range over its targets' AUCs, which are not pooled.",
+            "published (under All columns): Mind the Hook's own cells, in the paper's convention, where a reduction "
+            "is positive ('email +100.0%' is every e-mail removed), the opposite sign of the Δ columns.",
         ),
         inputs=lambda cfg: {
             "leakage": audit_plan.leakage_files(cfg),
@@ -504,7 +518,7 @@ _TABLES += [
             "metrics": audit_plan.mi_metrics_files(cfg),
         },
         build=_leakage_dashboard,
-        markdown=audit_tables.plain_table,
+        markdown=audit_tables.dashboard_markdown,
         published=True,
         config_keys=("targets", "defenses", "audit.n_boot", "seed"),
     ),
@@ -528,6 +542,7 @@ _TABLES += [
         build=_canaries,
         markdown=audit_tables.plain_table,
         published=True,
+        figures=(Figure("canaries", "results/figures/canaries.png", "report/canaries.rst", _plot("plot_canaries")),),
         config_keys=("targets", "defenses"),
     ),
     Table(
@@ -551,6 +566,14 @@ _TABLES += [
         build=_defense_effect,
         extra_columns=("defenses", "channels", "effect", "verdict", "published"),
         published=True,
+        figures=(
+            Figure(
+                "defense_effect",
+                "results/figures/defense_effect.png",
+                "report/defense_effect.rst",
+                _plot("plot_defense_effect"),
+            ),
+        ),
         config_keys=("targets", "defenses", "metrics.n_boot", "seed"),
     ),
 ]

@@ -1,7 +1,11 @@
 """Metric tables: a full-precision CSV and a human-readable Markdown table.
 
-The Markdown table has one row per (``dataset``, ``target``, ``attack``, ``variant``) — whichever of
-these grouping columns the metrics frame has, in that order — and cells such as
+The Markdown has one row per (``dataset``, ``target``, ``attack``, ``variant``) — whichever of these
+grouping columns the metrics frame has, in that order — in two tables (:func:`split_markdown`): a core
+table a person reads on one screen (the row's name, its verdict, n, AUC, the two headline TPRs, the
+decision rule's accuracy: at most about ten columns), and under ``## All columns`` every other column for
+the same rows; a column with one value in every row is said once, in a caption line under the title
+(``Same in every row: dataset synthetic; n eval (m/nm) 20/20; …``).  Cells such as
 ``0.81 [0.75, 0.86]`` (point estimate and 95% CI, 2 decimals: ragmi.metrics).  "Accuracy (decision
 rule)" and "Rule TPR / FPR" are those of the variant's own decision rule (the papers' accuracy);
 "Best-threshold acc. (ragmi)" is the accuracy of ragmi's reference-set threshold on the score, labelled
@@ -19,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -167,15 +171,160 @@ def not_estimable_note(n_ref_values: Iterable, keys: Sequence[str]) -> str | Non
 
 
 # --------------------------------------------------------------------------------------------
+# A readable core table and the rest below it
+# --------------------------------------------------------------------------------------------
+APPENDIX_HEADING = "## All columns"
+APPENDIX_LEAD = (
+    "The columns the table above leaves out, for the same rows (the CSV has every column, at full precision)."
+)
+_EMPTY = ("", DASH)
+
+
+def grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines; cells and header are given escaped."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def constant_caption(cells: Mapping[str, Sequence[str]], n_rows: int) -> tuple[dict, list[str]]:
+    """``({column: value}, caption lines)`` of the columns with one value in every row (two rows or more):
+    ``Same in every row: dataset synthetic; n eval (m/nm) 20/20.`` and, for the columns that are empty
+    or "–" throughout, ``No value in any row: published, note.``"""
+    if n_rows < 2:
+        return {}, []
+    const = {c: v[0] for c, v in cells.items() if len(set(v)) == 1}
+    same = [f"{c} {v}" for c, v in const.items() if v not in _EMPTY]
+    empty = [c for c, v in const.items() if v in _EMPTY]
+    caption = []
+    if same:
+        caption.append(f"Same in every row: {'; '.join(same)}.")
+    if empty:
+        caption.append(f"No value in any row: {', '.join(empty)}.")
+    return const, caption
+
+
+def split_markdown(
+    title: str,
+    cells: Mapping[str, Sequence[str]],
+    core: Sequence[str],
+    key: Sequence[str],
+    notes: Sequence[str] = (),
+    caption: Sequence[str] = (),
+    keep: Sequence[str] = (),
+) -> str:
+    """A table people read: the ``core`` columns of ``cells`` ({header: escaped cell per row}, in column
+    order) in a first table, the columns with one value in every row (but those in ``keep``, the numbers
+    the table is read for) moved to a caption line under the title, the notes as bullets, then under
+    :data:`APPENDIX_HEADING` the remaining columns with the ``key`` columns that name each row (left out when
+    nothing remains)."""
+    n = len(next(iter(cells.values()), ()))
+    const, const_caption = constant_caption({c: v for c, v in cells.items() if c not in keep}, n)
+    shown = [c for c in core if c in cells and c not in const] or [c for c in core if c in cells][:1]
+    keys = [c for c in key if c in cells and c not in const]
+    rest = [c for c in cells if c not in core and c not in const and c not in keys]
+    lines = [f"# {title}", ""]
+    for text in [*caption, *const_caption]:
+        lines += [text, ""]
+    lines += grid(shown, [[cells[c][i] for c in shown] for i in range(n)])
+    lines += ["", *(f"- {note}" for note in notes)]
+    if rest:
+        head = keys or ["#"]
+        rows = [([cells[c][i] for c in keys] or [str(i + 1)]) + [cells[c][i] for c in rest] for i in range(n)]
+        lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid([*head, *rest], rows)]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
+CONTROL_FLAG = "control AUC ["  # what ragmi.report.comparison.attach_controls writes in a failing row's note
+
+
+def verdict_cell(row) -> str:
+    """The summary's verdict of a metrics row, from its own numbers: ``not computed`` (a skipped variant,
+    no AUC interval), ``uninformative`` (constant scores, no answer read), ``control failed`` (the row's
+    note flags a negative control of this table whose AUC interval excludes 0.5), else ``leaks`` /
+    ``inverted`` / ``no evidence at this n`` (the AUC interval above / below / around 0.5)."""
+    from .comparison import is_informative
+    from .summary import auc_verdict
+
+    skipped = row.get("skipped")
+    lo, hi = row.get("auc_lo"), row.get("auc_hi")
+    if isinstance(skipped, str) and skipped or _missing(lo) or _missing(hi):
+        return "not computed"
+    if not is_informative(row):
+        return "uninformative"
+    if CONTROL_FLAG in str(row.get("note") or ""):
+        return "control failed"
+    return auc_verdict(float(lo), float(hi))
+
+
+def _level(level: float) -> str:
+    return f"{round(100 * float(level), 6):g}%"
+
+
+def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str], str, list[str]]:
+    """The two headline TPR columns of the core table, one level per row (the summary's): the evaluation
+    ROC's TPR at the lowest level its non-members resolve, and the TPR at the reference threshold of the
+    lowest level the reference set resolves, with the FPR that threshold realised on the evaluation set."""
+    from .summary import _lowest_tpr, _roc_tpr
+
+    roc, ref, roc_levels, ref_levels = [], [], set(), set()
+    for _, r in df.iterrows():
+        if _missing(r.get("auc")):  # a skipped variant: no number at all
+            roc.append((float("nan"), DASH))
+            ref.append((float("nan"), DASH))
+            continue
+        level, tpr, lo, hi = _roc_tpr(r, keys)
+        roc.append((level, NOT_ESTIMABLE if _missing(tpr) else format_ci(tpr, lo, hi)))
+        if not _missing(level):
+            roc_levels.add(level)
+        level, tpr, lo, hi, _ = _lowest_tpr(r, keys)
+        cell = DASH
+        if not _missing(tpr):
+            fpr = r.get(f"fpr_realized_{round(100 * level, 6):g}")
+            cell = format_ci(tpr, lo, hi) + ("" if _missing(fpr) else f" (eval FPR {float(fpr):.2f})")
+        ref.append((level, cell))
+        if not _missing(level):
+            ref_levels.add(level)
+    one_roc = len(roc_levels) == 1
+    one_ref = len(ref_levels) == 1
+    roc_head = f"TPR@{_level(next(iter(roc_levels)))}FPR (eval ROC)" if one_roc else "TPR at low FPR (eval ROC)"
+    ref_head = (
+        f"TPR at ref. threshold for {_level(next(iter(ref_levels)))} FPR (eval FPR)"
+        if one_ref
+        else "TPR at ref. threshold for low FPR (eval FPR)"
+    )
+    roc_cells = [
+        c if one_roc or _missing(lv) or c in (NOT_ESTIMABLE, DASH) else f"{c} at {_level(lv)}" for lv, c in roc
+    ]
+    ref_cells = [c if one_ref or _missing(lv) or c == DASH else f"{c} at {_level(lv)}" for lv, c in ref]
+    return roc_head, roc_cells, ref_head, ref_cells
+
+
+def _target_cells(df: pd.DataFrame) -> list[str]:
+    """``pad (pad, rerank)``: the target with its defenses where the frame names them."""
+    if "defenses" not in df.columns:
+        return [_escape(t) for t in df["target"]]
+    return [
+        _escape(t if str(d) in ("", "none", "nan") or _missing(d) else f"{t} ({d})")
+        for t, d in zip(df["target"], df["defenses"])
+    ]
+
+
 def markdown_table(
     metrics_df: pd.DataFrame,
     title: str,
     extra_columns: Sequence[str] | None = None,
     notes: Sequence[str] | None = None,
 ) -> str:
-    """The Markdown text that :func:`write_tables` writes."""
+    """The Markdown text that :func:`write_tables` writes: a core table a person reads — the row's name
+    (dataset, target with its defenses, variant: those that vary), its verdict, ΔAUC where the frame has
+    one, n, AUC, the two headline TPRs (one level per row) and the decision rule's accuracy — then the
+    footnotes, and under :data:`APPENDIX_HEADING` every other column: n ref, the TPR at every FPR level,
+    TPR | retrieved, the rule's rates, ragmi's best-threshold accuracy, the cost columns, then
+    ``extra_columns``.  A column with one value in every row is said once, in a caption line."""
     if metrics_df.empty:
         raise ValueError("metrics table is empty")
     extra = list(extra_columns or [])
@@ -188,56 +337,92 @@ def markdown_table(
     has_thr = "threshold_accuracy" in metrics_df.columns
     has_retr = "n_retrieved_members" in metrics_df.columns
     df = metrics_df.sort_values(groups, kind="stable") if groups else metrics_df
+    df = df.reset_index(drop=True)
+    rows = [r for _, r in df.iterrows()]
 
-    header = list(groups) + ["n eval (m/nm)", "n ref (m/nm)", "AUC", "Accuracy (decision rule)"]
+    def col(fn) -> list[str]:
+        return [fn(r) for r in rows]
+
+    cells: dict[str, list[str]] = {}
+    for c in groups:
+        cells[c] = _target_cells(df) if c == "target" else [_escape(x) for x in df[c]]
+    # the attack is the variant's first part: its own column only where a variant does not say it
+    if "attack" in cells and "variant" in cells:
+        implied = all(str(v) == str(a) or str(v).startswith(f"{a}/") for a, v in zip(df["attack"], df["variant"]))
+        if implied:
+            del cells["attack"]
+    own_verdict = "verdict" in extra
+    cells["verdict"] = [_escape(v) for v in df["verdict"]] if own_verdict else col(verdict_cell)
+    has_delta = "delta_auc" in df.columns
+    if has_delta:
+        cells["ΔAUC [95% CI]"] = col(_delta_cell)
+    cells["n eval (m/nm)"] = col(lambda r: format_n(r.get("n_members"), r.get("n_nonmembers")))
+    cells["AUC"] = col(lambda r: format_ci(r.get("auc"), r.get("auc_lo"), r.get("auc_hi")))
+    roc_head, roc_cells, ref_head, ref_cells = _headline_tprs(df, keys)
+    cells[roc_head], cells[ref_head] = roc_cells, ref_cells
+    cells["Accuracy (decision rule)"] = col(
+        lambda r: format_ci(r.get("accuracy"), r.get("accuracy_lo"), r.get("accuracy_hi"))
+    )
+    # a table of ΔAUC (defense_effect) reads the change: the decision rule's accuracy goes below
+    core = [c for c in cells if not (has_delta and c == "Accuracy (decision rule)")]
+    cells["n ref (m/nm)"] = col(lambda r: format_n(r.get("n_ref_members"), r.get("n_ref_nonmembers")))
     roc_keys = [k for k in keys if float(k) > 0 and f"tpr_roc_{k}" in metrics_df.columns]
-    header += [f"TPR@{k}%FPR (eval ROC)" for k in roc_keys]
-    header += [f"TPR at ref. threshold for {k}% FPR" for k in keys]
+    for k in roc_keys:
+        cells.setdefault(f"TPR@{k}%FPR (eval ROC)", col(lambda r, k=k: roc_tpr_cell(r, k)))
+    for k in keys:
+        cells[f"TPR at ref. threshold for {k}% FPR"] = col(lambda r, k=k: tpr_cell(r, k))
     if has_retr:
-        header += ["TPR \\| retrieved"]
+        cells["TPR \\| retrieved"] = col(retrieved_cell)
     if has_bb:
-        header += ["Rule TPR", "Rule FPR"]
+        cells["Rule TPR"] = col(lambda r: format_ci(r.get("bb_tpr"), r.get("bb_tpr_lo"), r.get("bb_tpr_hi")))
+        cells["Rule FPR"] = col(lambda r: format_ci(r.get("bb_fpr"), r.get("bb_fpr_lo"), r.get("bb_fpr_hi")))
     if has_thr:
-        header += ["Best-threshold acc. (ragmi)"]
-    header += [COST_LABELS.get(c, c) for c in extra]  # other extra columns keep their names
+        cells["Best-threshold acc. (ragmi)"] = col(
+            lambda r: format_ci(
+                r.get("threshold_accuracy"), r.get("threshold_accuracy_lo"), r.get("threshold_accuracy_hi")
+            )
+        )
+    folded = {"verdict"} | ({"defenses"} if "target" in groups else set())  # already in the core's cells
+    for c in extra:
+        if c not in folded:
+            cells[COST_LABELS.get(c, c)] = col(lambda r, c=c: _escape(format_extra(c, r[c])))  # others keep their names
 
-    lines = [f"# {title}", "", "| " + " | ".join(header) + " |"]
-    lines.append("|" + "|".join("---" for _ in header) + "|")
-    for _, r in df.iterrows():
-        g = r.get
-        cells = [_escape(r[c]) for c in groups]
-        cells.append(format_n(g("n_members"), g("n_nonmembers")))
-        cells.append(format_n(g("n_ref_members"), g("n_ref_nonmembers")))
-        cells.append(format_ci(g("auc"), g("auc_lo"), g("auc_hi")))
-        cells.append(format_ci(g("accuracy"), g("accuracy_lo"), g("accuracy_hi")))
-        cells += [roc_tpr_cell(r, k) for k in roc_keys]
-        cells += [tpr_cell(r, k) for k in keys]
-        if has_retr:
-            cells.append(retrieved_cell(r))
-        if has_bb:
-            cells.append(format_ci(g("bb_tpr"), g("bb_tpr_lo"), g("bb_tpr_hi")))
-            cells.append(format_ci(g("bb_fpr"), g("bb_fpr_lo"), g("bb_fpr_hi")))
-        if has_thr:
-            cells.append(format_ci(g("threshold_accuracy"), g("threshold_accuracy_lo"), g("threshold_accuracy_hi")))
-        cells += [_escape(format_extra(c, r[c])) for c in extra]
-        lines.append("| " + " | ".join(cells) + " |")
-
-    lines += [
-        "",
-        "- Thresholds are chosen on the reference set and applied unchanged to the evaluation set; "
+    footnotes = [
+        "Core table: the row's name, its verdict"
+        + (" and ΔAUC" if has_delta else "")
+        + ", n, AUC, the two headline TPRs (each at the lowest non-zero FPR level its sets resolve, as in the "
+        "summary table)"
+        + ("" if has_delta else " and the decision rule's accuracy")
+        + f"; every other column is under '{APPENDIX_HEADING[3:]}' below, and in the CSV at full precision.",
+    ]
+    if not own_verdict:
+        footnotes.append(
+            "verdict (the summary's, from this row alone): leaks = the AUC interval lies above 0.5; inverted = "
+            "below 0.5; no evidence at this n = it contains 0.5; uninformative = every evaluation candidate got the "
+            "same score or no answer was read; control failed = a negative control of this row (its columns in "
+            "this table) has an AUC interval excluding 0.5; not computed = a skipped variant."
+        )
+    if has_delta:
+        footnotes.append(
+            "ΔAUC [95% CI]: AUC(defended) − AUC(undefended) over the evaluation candidates both scored, with its "
+            "paired bootstrap interval (the effect column below adds ΔTPR); printed for information beside "
+            "verdict indirect."
+        )
+    footnotes += [
+        "Thresholds are chosen on the reference set and applied unchanged to the evaluation set; "
         "no number is fitted on the data it is scored on. AUC is computed on the evaluation set.",
-        "- Brackets: 95% confidence intervals: for the AUC the score interval of the Mann–Whitney statistic "
+        "Brackets: 95% confidence intervals: for the AUC the score interval of the Mann–Whitney statistic "
         "(ragmi.metrics.auc_ci: it keeps its width at 0.5 and 1), for every rate (TPR, FPR, accuracy) the "
         "exact Clopper–Pearson interval; reference thresholds held fixed.",
-        "- n: members/non-members, for the evaluation set (n eval) and the reference set (n ref).",
-        "- TPR@x%FPR (eval ROC): the true-positive rate read from the evaluation ROC at false-positive rate "
+        "n: members/non-members, for the evaluation set (n eval) and the reference set (n ref).",
+        "TPR@x%FPR (eval ROC): the true-positive rate read from the evaluation ROC at false-positive rate "
         "x (TPR at low FPR, Carlini et al. 2022, as LiRA and MIMIR report it; the threshold is chosen on the "
         "evaluation set, so it is optimistic), printed when the evaluation non-members resolve x (x·n ≥ 1), "
         "else n/e.",
-        "- TPR at ref. threshold for x% FPR: the operational rate, at the threshold whose false-positive rate "
+        "TPR at ref. threshold for x% FPR: the operational rate, at the threshold whose false-positive rate "
         "on the reference non-members is at most x%, with the false-positive rate that threshold actually "
-        "realised on the evaluation non-members ('at eval FPR').",
-        "- Accuracy (decision rule): the accuracy of the variant's own decision rule on the evaluation set "
+        "realised on the evaluation non-members ('eval FPR' in the core table, 'at eval FPR' with its interval below).",
+        "Accuracy (decision rule): the accuracy of the variant's own decision rule on the evaluation set "
         "(RAG-MIA's Yes/No, DCMI's C > γ, MBA's γ, S2MIA's T, an attack model's predicted class), the "
         f"accuracy the papers report; {DASH} for a variant without a rule. Best-threshold acc. (ragmi): the "
         "evaluation accuracy of the score threshold that maximises accuracy on the reference set; it is "
@@ -246,17 +431,35 @@ def markdown_table(
     if "n_ref_nonmembers" in metrics_df.columns:
         ne = not_estimable_note(metrics_df["n_ref_nonmembers"], keys)
         if ne:
-            lines.append(f"- {ne}")
+            footnotes.append(ne)
     if has_bb:
-        lines.append(
-            "- Rule TPR / Rule FPR (bb_tpr / bb_fpr in the CSV): true- and false-positive rates of the "
+        footnotes.append(
+            "Rule TPR / Rule FPR (bb_tpr / bb_fpr in the CSV): true- and false-positive rates of the "
             "variant's decision rule on the evaluation set (for RAG-MIA's black box, the paper's "
             f"'Black-Box TPR / FPR'); {DASH} for variants without a rule."
         )
     if has_retr:
-        lines.append(f"- {_escape(RETRIEVED_NOTE)}")
-    lines += [f"- {note}" for note in (notes or [])]
-    return "\n".join(lines) + "\n"
+        footnotes.append(_escape(RETRIEVED_NOTE))
+    key = [c for c in ("dataset", "target", "attack", "variant") if c in cells]
+    keep = ["verdict", "ΔAUC [95% CI]", "AUC"]
+    return split_markdown(title, cells, core, key, notes=[*footnotes, *(notes or [])], keep=keep)
+
+
+def _delta_cell(r) -> str:
+    """``−0.35 [−0.52, −0.18]``; ``baseline`` or the reason where there is no ΔAUC."""
+    d = r.get("delta_auc")
+    if _missing(d):  # a baseline row (its verdict says so) or no paired scores
+        return DASH
+    cell = signed(float(d))
+    lo, hi = r.get("delta_auc_lo"), r.get("delta_auc_hi")
+    if not (_missing(lo) or _missing(hi)):
+        cell += f" [{signed(float(lo))}, {signed(float(hi))}]"
+    return cell
+
+
+def signed(x: float, digits: int = 2) -> str:
+    """``+0.12`` / ``−0.21``: a true minus sign."""
+    return f"{x:+.{digits}f}".replace("-", "−")
 
 
 def write_tables(

@@ -76,6 +76,19 @@ LEAKAGE_COLUMNS = [
     "delta_nel_per_run",
 ]
 
+# The response channels an attack variant reads (ragmi.attacks.attack_channels), in two groups: the variants
+# that read the answer text (S2MIA's T and M read the log-probabilities too), and those that read only the
+# log-probabilities.  A defense that rewrites the text (an output hook keeping the log-probabilities) can
+# change only the first; a defense acting before generation, both.
+CHANNEL_GROUPS = {
+    "text": lambda reads: "text" in reads,
+    "logprobs": lambda reads: bool(reads) and "text" not in reads,
+}
+CHANNEL_LABELS = {"text": "answer text", "logprobs": "log-probabilities only"}
+# Per channel group, the headline variant reading it with the largest |ΔAUC| on the defended target: the
+# leakage a defense acting on that channel changes (columns appended after the others).
+CHANNEL_COLUMNS = [f"{g}_{c}" for g in CHANNEL_GROUPS for c in ("variant", "delta_auc", "delta_auc_lo", "delta_auc_hi")]
+
 PRIVACY_UTILITY_COLUMNS = [
     *[c for c in UTILITY_COLUMNS if c != "note"],
     *LEAKAGE_COLUMNS,
@@ -83,6 +96,7 @@ PRIVACY_UTILITY_COLUMNS = [
     "dominated_by",
     "headline_metric",
     "note",
+    *CHANNEL_COLUMNS,
 ]
 
 NO_CHANGE = "no detectable change"
@@ -292,6 +306,52 @@ def _leakage_cells(
     return cells
 
 
+def channel_cells(
+    dataset: str,
+    target: str,
+    base: str | None,
+    metrics: pd.DataFrame,
+    scores: Mapping,
+    n_boot: int,
+    seed: int,
+    channels_of=None,
+) -> dict:
+    """The :data:`CHANNEL_COLUMNS` of a defended target: per channel group, of the headline variants that
+    read it and that both the target and its undefended counterpart scored, the one with the largest
+    |ΔAUC| (ties: the name), with its paired interval (the generator of defense_effect's cell for the same
+    target and variant: the same numbers).  Empty for an undefended target or without paired scores."""
+    if channels_of is None:
+        from ..attacks import attack_channels as channels_of
+    cells: dict = {c: float("nan") for c in CHANNEL_COLUMNS}
+    cells.update({f"{g}_variant": "" for g in CHANNEL_GROUPS})
+    if not base or base == target or metrics is None or metrics.empty:
+        return cells
+    m = metrics[(metrics["dataset"] == dataset) & (metrics["target"] == target)]
+    found: dict = {g: [] for g in CHANNEL_GROUPS}
+    for variant, attack in sorted(
+        {(str(v), str(a)) for v, a in zip(m["variant"], m["attack"]) if is_main_variant(str(v))}
+    ):
+        a, b = scores.get((dataset, target, attack)), scores.get((dataset, base, attack))
+        pair = paired_eval_scores(a, b, variant) if a is not None and b is not None else None
+        if pair is None:
+            continue
+        labels, sa, sb = pair
+        d, lo, hi = metrics_mod.paired_auc_difference(
+            labels, sa, sb, n_boot, metrics_mod.paired_rng(target, variant, seed)
+        )
+        reads = set(channels_of(attack, variant))
+        for g, member in CHANNEL_GROUPS.items():
+            if member(reads):
+                found[g].append((-abs(d), variant, d, lo, hi))
+    for g, hits in found.items():
+        if hits:
+            _, variant, d, lo, hi = min(hits)
+            cells.update(
+                {f"{g}_variant": variant, f"{g}_delta_auc": d, f"{g}_delta_auc_lo": lo, f"{g}_delta_auc_hi": hi}
+            )
+    return cells
+
+
 def mark_pareto(df: pd.DataFrame) -> pd.DataFrame:
     """``pareto`` (True / False; empty where the row has no utility or no AUC) and ``dominated_by``
     per (dataset, base_target, utility_metric): a target is on the front when no other target of the
@@ -325,10 +385,13 @@ def privacy_utility_frame(
     headline_metric: str,
     n_boot: int,
     seed: int,
+    channels_of=None,
 ) -> pd.DataFrame:
     """The ``privacy_utility`` rows (:data:`PRIVACY_UTILITY_COLUMNS`): each ``utility`` row with the
     leakage cells of its target (the headline variant of its dataset and undefended target,
-    :func:`headline_variants`) and the Pareto marks (:func:`mark_pareto`)."""
+    :func:`headline_variants`), the Pareto marks (:func:`mark_pareto`) and, per response channel, the
+    variant whose AUC the defense changed most (:func:`channel_cells`; ``channels_of(attack, variant)``,
+    by default :func:`ragmi.attacks.attack_channels`)."""
     metrics = metrics if metrics is not None else pd.DataFrame(columns=["dataset", "target", "variant"])
     # a target without an undefended counterpart is its own reference for the headline variant
     groups = sorted({(r.dataset, r.base_target or r.target) for r in utility.itertuples()})
@@ -350,6 +413,9 @@ def privacy_utility_frame(
                 leakage,
                 n_boot,
                 seed,
+            )
+            cache[key].update(
+                channel_cells(u["dataset"], u["target"], base, metrics, scores, n_boot, seed, channels_of)
             )
         rows.append({**u.to_dict(), **cache[key], "headline_metric": u["utility_metric"] == headline_metric})
     df = pd.DataFrame(rows, columns=[c for c in PRIVACY_UTILITY_COLUMNS if c not in ("pareto", "dominated_by")])
@@ -435,49 +501,178 @@ def _nel_cell(r) -> str:
     return cell
 
 
+def _ci_only(d, lo, hi) -> str:
+    if pd.isna(d):
+        return DASH
+    return f"{_signed(d)} [{_signed(lo)}, {_signed(hi)}]"
+
+
+def _nel_short(r) -> str:
+    if pd.isna(r["nel_per_run"]):
+        return DASH
+    cell = f"{r['nel_per_run']:.1f}"
+    return cell if pd.isna(r["delta_nel_per_run"]) else f"{cell} (Δ {_signed(r['delta_nel_per_run'])})"
+
+
+def _one(values) -> str | None:
+    """The single non-empty value of ``values``, or None when there are none or several."""
+    vals = {str(v) for v in values if isinstance(v, str) and v}
+    return next(iter(vals)) if len(vals) == 1 else None
+
+
 def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
-    header = [
-        "dataset",
-        "target",
-        "defenses",
-        "measure",
-        "utility [95% CI] (n)",
-        "Δ utility [95% CI]",
-        "headline attack: AUC [95% CI]; TPR",
-        "Δ leakage [95% CI]",
-        "canaries",
-        "NEL/run",
-        "Pareto",
-    ]
-    cells = []
+    """Two core tables: the leakage of each target once (the headline attack's AUC and ΔAUC, the ΔAUC of the
+    answer-text and of the log-probability variant the defense changed most, canaries, NEL/run), then its
+    utility per measure (with Δ and the Pareto mark); the notes; under ``## All columns`` the rest (TPR,
+    the Δ leakage verdict with its n, the number of NEL runs).  What every row shares is said once."""
+    from .tables import APPENDIX_HEADING, APPENDIX_LEAD, grid
+
+    def esc(x) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    first = df.drop_duplicates(["dataset", "target"]).reset_index(drop=True)
+    several = first["dataset"].nunique() > 1
+    caption = [] if several else [f"Dataset: {first['dataset'].iloc[0]}."] if len(first) else []
+    headline = _one(first["variant"])
+    if headline:
+        caption.append(f"Headline attack (AUC, ΔAUC, Pareto): {headline}.")
+    defended = first[first["target"] != first["base_target"]]
+    chan_names = {g: _one(defended[f"{g}_variant"]) for g in CHANNEL_GROUPS}
+
+    def target_cell(r) -> str:
+        return r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
+
+    lead = ["dataset"] if several else []
+    head = [*lead, "target", "headline AUC [95% CI]" if headline else "headline attack: AUC [95% CI]", "headline ΔAUC"]
+    for g in CHANNEL_GROUPS:
+        name = chan_names[g]
+        head.append(f"ΔAUC, {CHANNEL_LABELS[g]}" + (f" ({name})" if name else ""))
+    head += ["canaries (p)", "NEL/run (Δ)"]
+    body = []
+    for _, r in first.iterrows():
+        auc = format_ci(r["auc"], r["auc_lo"], r["auc_hi"])
+        if not headline and r["variant"]:
+            auc = f"{r['variant']}: {auc}"
+        base = r["target"] == r["base_target"]
+        row = [
+            *([r["dataset"]] if several else []),
+            target_cell(r),
+            auc if not pd.isna(r["auc"]) else (r["leakage_change"] or DASH),
+        ]
+        row.append("baseline" if base else _ci_only(r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]))
+        for g in CHANNEL_GROUPS:
+            cell = "baseline" if base else _ci_only(r[f"{g}_delta_auc"], r[f"{g}_delta_auc_lo"], r[f"{g}_delta_auc_hi"])
+            if not base and not chan_names[g] and r[f"{g}_variant"]:
+                cell = f"{r[f'{g}_variant']}: {cell}"
+            row.append(cell)
+        row += [_canary_cell(r), _nel_short(r)]
+        body.append([esc(c) for c in row])
+
+    u_head = [*lead, "target", "measure", "utility [95% CI] (n)", "Δ utility [95% CI]", "Pareto"]
+    u_body = []
     for _, r in df.iterrows():
         pareto = DASH if pd.isna(r["pareto"]) else ("front" if r["pareto"] else f"dominated by {r['dominated_by']}")
-        cells.append(
+        u_body.append(
             [
-                r["dataset"],
-                r["target"],
-                r["defenses"] or "none",
-                METRIC_LABELS[r["utility_metric"]],
-                _cell_n(r["utility"], r["utility_lo"], r["utility_hi"], r["n"]) if r["n"] else (r["note"] or DASH),
-                "baseline" if r["target"] == r["base_target"] else _delta_cell(r),
-                _leak_cell(r),
-                _dleak_cell(r),
-                _canary_cell(r),
-                _nel_cell(r),
-                pareto,
+                esc(c)
+                for c in [
+                    *([r["dataset"]] if several else []),
+                    r["target"],
+                    METRIC_LABELS[r["utility_metric"]],
+                    _cell_n(r["utility"], r["utility_lo"], r["utility_hi"], r["n"]) if r["n"] else (r["note"] or DASH),
+                    "baseline" if r["target"] == r["base_target"] else _delta_cell(r),
+                    pareto,
+                ]
             ]
         )
-    return _table(title, header, cells, notes)
+    rest = {
+        "headline attack: AUC [95% CI]; TPR": [esc(_leak_cell(r)) for _, r in first.iterrows()],
+        "Δ leakage [95% CI]": [esc(_dleak_cell(r)) for _, r in first.iterrows()],
+        "NEL/run": [esc(_nel_cell(r)) for _, r in first.iterrows()],
+    }
+    lines = [f"# {title}", ""]
+    for text in caption:
+        lines += [text, ""]
+    lines += ["## Leakage, per target", "", *grid(head, body), ""]
+    lines += ["## Utility, per target and measure", "", *grid(u_head, u_body), ""]
+    lines += [
+        "- Leakage table: headline ΔAUC and the two channel columns are defended − undefended over the same "
+        "evaluation candidates (paired bootstrap 95% interval); a channel column is the headline variant reading "
+        "that response channel (ragmi.attacks: the answer text, or the log-probabilities) whose AUC changed most "
+        "on that target — a defense that rewrites the answer text can only change the first; canaries (p): "
+        "recovered/planted with the one-sided Fisher p against the undefended target; NEL/run (Δ): NELstrict "
+        "entities per extraction run, with the difference from the undefended target.",
+        *(f"- {n}" for n in notes),
+    ]
+    if rest:
+        keys = [*lead, "target"]
+        rows = [[esc(r[k]) for k in keys] + [rest[c][i] for c in rest] for i, (_, r) in enumerate(first.iterrows())]
+        lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid([*keys, *rest], rows)]
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
 # Figure
 # --------------------------------------------------------------------------------------------
+def _leak_panels(d: pd.DataFrame) -> list[tuple]:
+    """The leakage measures of the privacy–utility figure that some defended row has: (key, y label, y of a
+    row, interval of a row or None, point label of a row)."""
+
+    def ci(lo, hi):
+        return lambda r: (float(r[lo]), float(r[hi]))
+
+    panels = []
+    for g in CHANNEL_GROUPS:
+        panels.append(
+            (
+                f"{g}_delta_auc",
+                f"ΔAUC, attack reading the {CHANNEL_LABELS[g]}\n(the variant changed most; 95% CI)",
+                lambda r, g=g: float(r[f"{g}_delta_auc"]),
+                ci(f"{g}_delta_auc_lo", f"{g}_delta_auc_hi"),
+                lambda r, g=g: str(r[f"{g}_variant"]),
+            )
+        )
+
+    def canary_delta(r):
+        k, n = float(r["canaries_recovered"]), float(r["canaries_planted"])
+        kb, nb = r["_base_canaries"]
+        return 100 * (k / n - kb / nb) if n and nb else float("nan")
+
+    panels.append(
+        (
+            "canaries",
+            "Δ canaries recovered\n(percentage points of those planted)",
+            canary_delta,
+            None,
+            lambda r: (
+                f"{r['_base_canaries'][0]:.0f} → {float(r['canaries_recovered']):.0f} of {float(r['canaries_planted']):.0f}"
+                + ("" if pd.isna(r["canary_fisher_p"]) else f" (p = {float(r['canary_fisher_p']):.2g})")
+            ),
+        )
+    )
+    panels.append(
+        (
+            "nel",
+            "Δ NELstrict entities per extraction run\n(e-mail addresses and person names)",
+            lambda r: float(r["delta_nel_per_run"]),
+            None,
+            lambda r: (
+                f"{float(r['nel_per_run']) - float(r['delta_nel_per_run']):.0f} → {float(r['nel_per_run']):.0f} per run"
+            ),
+        )
+    )
+    return panels
+
+
 def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
-    """Δ utility (the headline measure) on x against ΔAUC of the headline attack on y, one panel per
-    (dataset, undefended target), 95% intervals as error bars; the undefended target at (0, 0);
-    targets on the Pareto front filled and joined by a line, dominated ones hollow.  Lower right is
-    better: more utility, less leakage."""
+    """What each defense saves in leakage against what it costs in utility, one row of panels per
+    (dataset, undefended target) and one panel per leakage measure the run has: the ΔAUC of the attack
+    reading the answer text and of the attack reading only the log-probabilities (each the headline
+    variant the defense changed most, :func:`channel_cells`: a defense that rewrites the text shows in the
+    first, and cannot in the second), the change in canaries recovered and in NELstrict entities per
+    extraction run.  x: Δ of the headline utility measure (paired bootstrap 95% interval); y: the
+    leakage change, with its interval where it has one; the undefended target at (0, 0).  Lower right
+    is better: more utility, less leakage."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -485,55 +680,100 @@ def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
 
     from .plots import _color, _save_atomic
 
-    d = df[df["headline_metric"].astype(bool) & (df["base_target"] != "")]
-    panels = sorted({(r.dataset, r.base_target) for r in d.itertuples()})
-    if not panels:
+    d = df[df["headline_metric"].astype(bool) & (df["base_target"] != "")].copy()
+    groups = sorted({(r.dataset, r.base_target) for r in d.itertuples()})
+    if not groups:
         raise ValueError("no row of the headline utility measure has an undefended target to compare with")
-    fig = Figure(figsize=(max(6.4, 5.6 * len(panels)), 5.0))
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (dataset, base) in zip(axes, panels):
+    base_can = {
+        (r.dataset, r.target): (float(r.canaries_recovered), float(r.canaries_planted))
+        for r in d.itertuples()
+        if r.target == r.base_target and not pd.isna(r.canaries_planted)
+    }
+    d["_base_canaries"] = [
+        base_can.get((r.dataset, r.base_target), (float("nan"), float("nan"))) for r in d.itertuples()
+    ]
+    defended = d[d["target"] != d["base_target"]]
+    panels = []
+    for key, ylabel, y_of, ci_of, label_of in _leak_panels(d):
+        ys = []
+        for _, r in defended.iterrows():
+            try:
+                ys.append(y_of(r))
+            except (TypeError, ValueError, KeyError):
+                ys.append(float("nan"))
+        if any(not math.isnan(y) for y in ys):
+            panels.append((key, ylabel, y_of, ci_of, label_of))
+    if not panels:
+        raise ValueError("no leakage measure of a defended target to plot")
+    ncols = min(2, len(panels))  # per group, the panels two by two
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(4.6 * ncols + 2.6, (3.9 * nrows) * len(groups) + 0.8), layout="constrained")
+    grid = fig.subplots(nrows * len(groups), ncols, squeeze=False)
+    handles: dict = {}
+    metric = METRIC_LABELS[str(d["utility_metric"].iloc[0])]
+    for k, (dataset, base) in enumerate(groups):
+        row_axes = grid[k * nrows : (k + 1) * nrows].ravel()
+        for ax in row_axes[len(panels) :]:
+            ax.set_visible(False)
         g = d[(d["dataset"] == dataset) & (d["base_target"] == base)].reset_index(drop=True)
-        pts, labels = [], {}
-        for i, r in g.iterrows():
-            if r["target"] == base:
-                x, y, xerr, yerr = 0.0, 0.0, None, None
-            else:
-                x, y = float(r["delta_utility"]), float(r["delta_auc"])
+        for ax, (key, ylabel, y_of, ci_of, label_of) in zip(row_axes, panels):
+            h = ax.plot([0], [0], marker="*", ms=14, color="black", ls="none", zorder=3)[0]
+            handles.setdefault(f"undefended ({base}): the origin", h)
+            for i, r in g.iterrows():
+                if r["target"] == base:
+                    continue
+                x = float(r["delta_utility"])
+                try:
+                    y = y_of(r)
+                except (TypeError, ValueError, KeyError):
+                    continue
                 if math.isnan(x) or math.isnan(y):
                     continue
                 xerr = [[x - float(r["delta_utility_lo"])], [float(r["delta_utility_hi"]) - x]]
-                yerr = [[y - float(r["delta_auc_lo"])], [float(r["delta_auc_hi"]) - y]]
-            front = bool(r["pareto"]) if not pd.isna(r["pareto"]) else False
-            color = _color(i, len(g))
-            ax.errorbar(
-                [x],
-                [y],
-                xerr=xerr,
-                yerr=yerr,
-                fmt="*" if front else "o",
-                ms=13 if front else 8,
-                mfc=color if front else "white",
-                mec=color,
-                ecolor=color,
-                capsize=3,
-                label=f"{r['target']} ({r['defenses'] or 'undefended'})" + (" — Pareto front" if front else ""),
+                yerr = None
+                if ci_of is not None:
+                    lo, hi = ci_of(r)
+                    if not (math.isnan(lo) or math.isnan(hi)):
+                        yerr = [[y - lo], [hi - y]]
+                color = _color(i, len(g))
+                h = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", ms=8, color=color, capsize=3, lw=1.3)
+                handles.setdefault(f"{r['target']} ({r['defenses']})", h)
+                ax.annotate(label_of(r), (x, y), textcoords="offset points", xytext=(7, 5), fontsize=7, color=color)
+            ax.axhline(0, color="grey", lw=0.8, ls=":")
+            ax.axvline(0, color="grey", lw=0.8, ls=":")
+            if key.endswith("delta_auc"):
+                ax.set_ylim(-1.05, 1.05)
+            else:
+                lim = max([1.0] + [abs(y_of(r)) for _, r in g.iterrows() if r["target"] != base and not _nan(y_of, r)])
+                ax.set_ylim(-lim * 1.25, lim * 1.25)
+            xlim = max(
+                [0.05]
+                + [
+                    abs(float(r[c]))
+                    for _, r in g.iterrows()
+                    for c in ("delta_utility_lo", "delta_utility_hi")
+                    if not pd.isna(r[c])
+                ]
             )
-            labels.setdefault((round(x, 6), round(y, 6)), []).append(str(r["target"]))
-            if front:
-                pts.append((x, y))
-        for (x, y), names in labels.items():  # targets at the same point share one label
-            ax.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
-        if len(pts) > 1:
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color="0.3", lw=1, ls="--", zorder=0)
-        ax.axhline(0, color="grey", lw=0.8, ls=":")
-        ax.axvline(0, color="grey", lw=0.8, ls=":")
-        metric = METRIC_LABELS[str(g["utility_metric"].iloc[0])]
-        variant = next((v for v in g["variant"] if v), "headline attack")
-        ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)")
-        ax.set_ylabel(f"Δ AUC of {variant} (95% CI)")
-        ax.set_title(f"{dataset} / against {base}\nlower right = more utility, less leakage", fontsize=9)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(textwrap.fill(title, 70 * len(panels)), fontsize=10)
-    fig.tight_layout()
+            ax.set_xlim(-xlim * 1.3, xlim * 1.3)
+            ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_title(f"{dataset} / against {base}", fontsize=9)
+            ax.grid(True, lw=0.4, alpha=0.4)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside right upper",
+        fontsize=7,
+        title="lower right = more utility, less leakage",
+        title_fontsize=7,
+    )
+    fig.suptitle(textwrap.fill(title, 70 * ncols), fontsize=10)
     _save_atomic(fig, out_png)
+
+
+def _nan(y_of, r) -> bool:
+    try:
+        return math.isnan(y_of(r))
+    except (TypeError, ValueError, KeyError):
+        return True
