@@ -13,15 +13,24 @@ install:
 lock:
 	@bash tools/install.sh --update-lock
 
-# eta.py prints roughly how long the run takes on this CPU and where the results go.
+# eta.py prints how long the run takes on this machine (its work times this machine's measured speed)
+# and where the results go; after a failure, the failed steps' logs (--failed-since).
 # check_configfiles.py names the file and line of a YAML error (Snakemake says neither). A run killed
 # hard leaves Snakemake's lock behind; clear_stale_lock.py removes it (with a message) when no Snakemake
 # process is running in that directory, so "rerun the same command" just works.
+# QUIET keeps Snakemake's per-job blocks (rule, input, output, reason, resources) off the console: the
+# steps' own lines stay (each model job's answers as they come), and Snakemake's "N of M steps". Snakemake 9
+# applies it to its log under .snakemake/log/ too, and to a failed job's "Error in rule" block, hence the
+# failed steps' logs named after a failure. `make run QUIET=` shows everything. (Here, not in
+# profiles/default, which every run reads, the tests' too, nor in profiles/local, which has no such pointer.)
+QUIET ?= --quiet rules
 run: install
-	@.venv/bin/python tools/eta.py --cores $(CORES) $(SNAKEMAKE_ARGS)
+	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
-	.venv/bin/snakemake --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
+	@t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml $(SNAKEMAKE_ARGS)"; \
+	.venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml $(SNAKEMAKE_ARGS) \
+	|| { rc=$$?; .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
 
 # The default beside the same pipeline on a real corpus (config/real_corpus.yaml: 200 Debian changelog
 # entries of this machine's installed packages, built by tools/make_real_corpus.py): both datasets' rows
@@ -31,9 +40,12 @@ real-corpus: install
 	@test -s $(REAL_CORPUS) || .venv/bin/python tools/make_real_corpus.py --out $(REAL_CORPUS)
 
 run-real: real-corpus
+	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
-	.venv/bin/snakemake --cores $(CORES) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
+	@t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)"; \
+	.venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS) \
+	|| { rc=$$?; .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
 
 lint: install
 	.venv/bin/ruff check .

@@ -42,7 +42,7 @@ CONFIG = ROOT / "tests" / "slurm_tiny.yaml"
 SHARD_LOG = "logs/generate/tiny/t/rag_mia/{shard}.log"
 CACHE = "results/cache/responses"  # generation.cache_dir (its schema default)
 SHARD = 12  # queries per shard (tests/slurm_tiny.yaml)
-CANCEL_AFTER = 8  # answers of shard 00000 before its job is cancelled
+CANCEL_AFTER = 6  # answers of shard 00000 before its job is cancelled
 TABLES = ["rag_mia.csv", "rag_mia.md", "attack_comparison.csv", "attack_comparison.md"]
 TARGETS = ["results/tables/rag_mia.md", "results/tables/attack_comparison.md"]  # the tables, no figures
 

@@ -23,7 +23,9 @@ attack reads to find where the answer says Yes or No; ``first_token_logprobs`` i
 answer to ``requests[i]`` exists (the OpenAI backend as each request finishes, the transformers backend
 after each batch), before it returns the whole list.  :class:`CachedGenerator` stores each answer in
 the cache right there, so a job killed midway (``kill -9``, out of memory, a pre-empted cluster job)
-loses only the requests in flight: its rerun finds every earlier answer cached.
+loses only the requests in flight: its rerun finds every earlier answer cached.  Both backends log
+their progress through :class:`ragmi.progress.Progress` (answers received of those sent, answer
+tokens per second, the time left; throttled, and a waiting line while the server reads the prompts).
 
 Settings come from a validated ``generators`` entry (``ragmi.rag.factory``); no defaults here.
 """
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
 from ..models import load_error
+from ..progress import Progress
 
 
 def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
@@ -228,25 +231,34 @@ class OpenAIGenerator:
             "latency_s": latency,
         }
 
-    async def _run(self, requests, on_result=None):
+    async def _heartbeat(self, progress: Progress):
+        """While answers are awaited: the waiting line (ragmi.progress), with the server's counters
+        when it has them (read in a thread: the event loop keeps receiving answers)."""
+        from . import serving_metrics as sm
+
+        while True:
+            await asyncio.sleep(1.0)
+            if progress.heartbeat_due():
+                server = await asyncio.to_thread(sm.scrape, self.metrics_url, 2.0) if self.metrics_url else None
+                progress.heartbeat(server)
+
+    async def _run(self, requests, on_result=None, server_before=None):
         sem = asyncio.Semaphore(self.concurrency or len(requests))
         self.log(f"  {min(self.concurrency or len(requests), len(requests))} requests in flight at most")
-        done = 0
+        progress = Progress(len(requests), self.log, server_before=server_before)
         results = [None] * len(requests)
         async with ChatClient(
             base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
         ) as client:
 
             async def run(i, req):
-                nonlocal done
                 results[i] = await self._one(client, sem, req)
                 if on_result is not None:
                     on_result(i, results[i])
-                done += 1
-                if done % max(1, len(requests) // 10) == 0 or done == len(requests):
-                    self.log(f"  generated {done}/{len(requests)}")
+                progress.add(1, results[i]["completion_tokens"])
 
             order = prefix_order(requests) if self.order_by_prefix else range(len(requests))
+            beat = asyncio.ensure_future(self._heartbeat(progress)) if progress.interactive else None
             try:
                 # tasks start, and take the semaphore, in this order: the server receives them so
                 await asyncio.gather(*(run(i, requests[i]) for i in order))
@@ -258,6 +270,10 @@ class OpenAIGenerator:
                 raise EndpointError(
                     f"the generator endpoint {self.base_url} answered HTTP {e.status_code}: {e.message}"
                 ) from None
+            finally:
+                if beat is not None:
+                    beat.cancel()
+                    await asyncio.gather(beat, return_exceptions=True)
         return results
 
     def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
@@ -267,7 +283,7 @@ class OpenAIGenerator:
 
         before = sm.scrape(self.metrics_url) if self.metrics_url else None
         t0 = time.perf_counter()
-        results = asyncio.run(self._run(requests, on_result))
+        results = asyncio.run(self._run(requests, on_result, before))
         wall = time.perf_counter() - t0
         prompt = sum(r["prompt_tokens"] for r in results)
         after = sm.settle(self.metrics_url, before, prompt) if before is not None else None
@@ -370,13 +386,15 @@ class TransformersGenerator:
             range(len(requests)), key=lambda i: (requests[i]["max_tokens"], -len(str(requests[i]["messages"])))
         )
         results = [None] * len(requests)
+        progress = Progress(len(requests), self.log)
         for b in range(0, len(order), self.batch_size):
             idx = order[b : b + self.batch_size]
-            for i, res in zip(idx, self._batch([requests[i] for i in idx])):
+            batch = self._batch([requests[i] for i in idx])
+            for i, res in zip(idx, batch):
                 results[i] = res
                 if on_result is not None:
                     on_result(i, res)
-            self.log(f"  generated {min(b + self.batch_size, len(order))}/{len(order)}")
+            progress.add(len(idx), sum(r["completion_tokens"] for r in batch))
         return results
 
     def close(self):
