@@ -276,3 +276,13 @@ def test_attach_controls_flags_both_control_kinds():
 def test_summary_of_no_rows_has_the_columns(n):
     df = summary_frame(metrics().iloc[n:0], TARGETS)
     assert df.empty and "verdict" in df.columns
+
+
+def test_summary_markdown_keeps_eight_columns_with_two_datasets():
+    m = pd.concat([metrics(), metrics().assign(dataset="e")], ignore_index=True)
+    md = summary_markdown(summary_frame(m, TARGETS), "S")
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    assert all(line.count(" | ") + 1 == 8 for line in table)
+    assert table[0].startswith("| dataset/target | attack/variant |")
+    assert any(line.startswith("| e/pad (pad) | a/leaky |") for line in table)
+    assert "Dataset:" not in md

@@ -486,17 +486,17 @@ CACHED_JOB_S = 1.0  # a model job whose every answer is in the response cache
 MIN_JOBS = 3  # generate jobs a measurement needs
 
 # Measured on the machines the README names, for the embedded default's model; used until this machine
-# has measured its own.  Keys: cpu_kind().  The lead engineer replaces these with uncontended runs
-# (tools/eta.py --remeasure --show-measured after `make run` on an idle machine).
+# has measured its own.  Keys: cpu_kind().  Each from an uncontended run (tools/eta.py --remeasure
+# --show-measured after `make run` on an idle machine).
 DEFAULT_MODEL = "vllm|local|qwen2.5-coder-0.5b-instruct|auto"
-_ZEN4 = {"prompt_tokens_per_s": 641.0, "s_per_answer_token": 1.31, "job_overhead_s": 3.3, "server_start_s": 35.0}
+_ZEN4 = {"prompt_tokens_per_s": 487.1, "s_per_answer_token": 0.94, "job_overhead_s": 1.8, "server_start_s": 33.7}
 DEFAULTS = {
     "avx512": {
         **_ZEN4,
         "range": [0.8, 1.5],
         "source": (
-            "the embedded default on a 2-core AMD EPYC Zen 4 (AVX-512, no AMX), fitted to a run of 2026-12-04 "
-            "that other processes slowed down (26 min 51 s), scaled to the 16 min 55 s a user's run took there"
+            "the embedded default on a 2-core AMD EPYC Zen 4 (AVX-512, no AMX), fitted to a fresh run of "
+            "2026-12-04 on an otherwise idle machine (15 min 0 s)"
         ),
     },
     "amx": {

@@ -15,8 +15,7 @@ version -> identical frame.  Three lengths:
 * ``short``: 35-55 words (~280 characters): name, age, city, two symptoms, one trigger and one contact
   detail from the patient; diagnosis, one drug with dose and frequency and the doctor's name in the
   answer.  Same clusters, same PII types, so every attack, defense and leakage scorer has what it
-  reads; it exists to halve every prompt of the embedded default on a 2-core CPU (README, "Measured
-  here");
+  reads; it exists to halve every prompt of the embedded default on a 2-core CPU;
 * ``compact``: ``short`` with one symptom and no trigger (25-45 words, ~230 characters, ~72 instead
   of ~86 SmolLM2 tokens): every PII type and the cluster's symptom, diagnosis and drug stay.  The
   embedded default uses it: its prompts hold each document up to four times (RAG-MIA's question

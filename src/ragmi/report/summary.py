@@ -379,9 +379,9 @@ def controls_note(df: pd.DataFrame) -> str | None:
 
 
 def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
-    """At most 8 columns: target, attack/variant, n eval, AUC, the evaluation ROC's TPR at x% FPR, the TPR
-    at the reference threshold with its realised FPR, queries/tokens per candidate, verdict (a dataset
-    column only when the table has several); then the footnotes, the constant columns in the caption."""
+    """At most 8 columns: target (``dataset/target`` when the table has several datasets), attack/variant,
+    n eval, AUC, the evaluation ROC's TPR at x% FPR, the TPR at the reference threshold with its realised
+    FPR, queries/tokens per candidate, verdict; then the footnotes, a single dataset in the caption."""
     datasets = sorted(df["dataset"].astype(str).unique()) if len(df) else []
     roc_levels = sorted({float(x) for x in df["roc_tpr_fpr"].dropna()}) if len(df) else []
     ref_levels = sorted({float(x) for x in df["tpr_fpr"].dropna()}) if len(df) else []
@@ -391,8 +391,8 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
         if len(ref_levels) == 1
         else "TPR at ref. threshold, at realised eval FPR"
     )
-    header = (["dataset"] if len(datasets) > 1 else []) + [
-        "target",
+    header = [
+        "dataset/target" if len(datasets) > 1 else "target",
         "attack/variant",
         "n eval",
         "AUC [95% CI]",
@@ -411,7 +411,9 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
             verdict = f"{verdict} ({r['verdict_detail']})"
         variant = str(r["variant"])
         target = r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
-        cells = ([r["dataset"]] if len(datasets) > 1 else []) + [
+        if len(datasets) > 1:
+            target = f"{r['dataset']}/{target}"
+        cells = [
             target,
             variant if variant.startswith(f"{r['attack']}/") or variant == r["attack"] else f"{r['attack']}: {variant}",
             format_n(r["n_members"], r["n_nonmembers"]),
