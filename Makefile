@@ -18,19 +18,26 @@ lock:
 # check_configfiles.py names the file and line of a YAML error (Snakemake says neither). A run killed
 # hard leaves Snakemake's lock behind; clear_stale_lock.py removes it (with a message) when no Snakemake
 # process is running in that directory, so "rerun the same command" just works.
-# QUIET keeps Snakemake's per-job blocks (rule, input, output, reason, resources) off the console: the
-# steps' own lines stay (each model job's answers as they come), and Snakemake's "N of M steps". Snakemake 9
-# applies it to its log under .snakemake/log/ too, and to a failed job's "Error in rule" block, hence the
-# failed steps' logs named after a failure. `make run QUIET=` shows everything. (Here, not in
-# profiles/default, which every run reads, the tests' too, nor in profiles/local, which has no such pointer.)
-QUIET ?= --quiet rules
+# QUIET keeps Snakemake's per-job blocks (rule, input, output, reason, resources) off the console
+# (tools/console_filter.py); Snakemake's own log under .snakemake/log/ keeps every line. The steps' own
+# lines stay (each model job's answers as they come; RAGMI_CONSOLE=tty keeps them at a terminal's pace
+# through the filter's pipe), so do Snakemake's "N of M steps", warnings and errors; after a failure the
+# failed steps' logs are named. `make run QUIET=` shows everything.
+QUIET ?= 1
+CONSOLE = $(if $(QUIET),| .venv/bin/python -u tools/console_filter.py,)
+define SNAKEMAKE_RUN
+t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) --configfile $(1) $(SNAKEMAKE_ARGS)"; \
+if [ -t 1 ]; then RAGMI_CONSOLE=tty; export RAGMI_CONSOLE; fi; \
+rcf=$$(mktemp); { .venv/bin/snakemake --cores $(CORES) --configfile $(1) $(SNAKEMAKE_ARGS) 2>&1; echo $$? > $$rcf; } $(CONSOLE); \
+rc=$$(cat $$rcf); rm -f $$rcf; \
+[ "$$rc" = 0 ] || { .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
+endef
+
 run: install
 	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
-	@t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml $(SNAKEMAKE_ARGS)"; \
-	.venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml $(SNAKEMAKE_ARGS) \
-	|| { rc=$$?; .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
+	@$(call SNAKEMAKE_RUN,config/config.yaml)
 
 # The default beside the same pipeline on a real corpus (config/real_corpus.yaml: 200 Debian changelog
 # entries of this machine's installed packages, built by tools/make_real_corpus.py): both datasets' rows
@@ -43,9 +50,7 @@ run-real: real-corpus
 	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
-	@t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)"; \
-	.venv/bin/snakemake --cores $(CORES) $(QUIET) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS) \
-	|| { rc=$$?; .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
+	@$(call SNAKEMAKE_RUN,config/config.yaml config/real_corpus.yaml)
 
 lint: install
 	.venv/bin/ruff check .

@@ -939,7 +939,9 @@ def failure_lines(root: Path, since: float) -> list[str]:
         out += [f"ragmi:   {path}: {what}" for path, what in found]
     else:
         out.append("ragmi: the run stopped with an error (see above).")
-    out.append("ragmi: Snakemake's job details are off the console here; `make run QUIET=` (or run-real) shows them.")
+    out.append(
+        "ragmi: Snakemake's job details are off the console here (all of them in .snakemake/log/); `make run QUIET=` (or run-real) shows them."
+    )
     return out
 
 
