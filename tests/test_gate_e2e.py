@@ -2,7 +2,9 @@
 
 One pipeline run serves both outcomes: the run's own limits (rule gate) are breached, so the command
 that reads the rule's gate.json exits 1 and its SARIF names the target and the attack; a second config
-with limits the same tables pass is evaluated by the command on the same results and exits 0.
+with limits the same tables pass is evaluated by the command on the same results and exits 0. The
+tiny model answers every black-box question "No.": that cell is uninformative, so no limit is decided
+on it (never a pass); the clean config says so with fail_on_no_evidence: false.
 """
 
 import json
@@ -48,7 +50,7 @@ def gated_run(tmp_path_factory, smollm2_dir):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     proc = run_snakemake(work, "--configfile", str(work / "config.yaml"))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    clean = dict(cfg, gate={"enabled": True, "limits": CLEAN})
+    clean = dict(cfg, gate={"enabled": True, "limits": CLEAN, "fail_on_no_evidence": False})
     (work / "clean.yaml").write_text(yaml.safe_dump(clean))
     return work
 
@@ -65,7 +67,7 @@ def test_a_breach_fails_the_gate_but_not_the_run(gated_run):
     assert any("NO EVIDENCE canaries:" in ln and "was not built" in ln for ln in proc.stderr.splitlines())
     doc = json.loads((work / "results/gate/gate.sarif").read_text())
     assert_valid_sarif(doc)
-    found = [r for r in doc["runs"][0]["results"] if r["ruleId"] == "leak"]
+    found = [r for r in doc["runs"][0]["results"] if r["ruleId"] == "leak" and r["properties"]["status"] == "breach"]
     assert found and all(r["level"] == "error" and r["properties"]["target"] == "t" for r in found)
     assert {r["properties"]["attack"] for r in found} == {"rag_mia"}
     assert all(
@@ -81,9 +83,14 @@ def test_clean_limits_on_the_same_tables_pass(gated_run):
     proc = gate_cmd(work, "--configfile", "clean.yaml", "--out", "clean_gate")
     assert proc.returncode == 0, proc.stderr
     verdict = json.loads((work / "clean_gate/gate.json").read_text())
-    assert verdict["verdict"] == "pass" and verdict["counts"]["breach"] == verdict["counts"]["no evidence"] == 0
+    assert verdict["verdict"] == "pass" and verdict["counts"]["breach"] == 0
     assert verdict["counts"]["pass"] >= 2
+    # the uninformative black-box cell is no evidence, named as such, not a pass
+    unread = [c for c in verdict["cells"] if c["status"] == "no evidence"]
+    assert len(unread) == verdict["counts"]["no evidence"]
+    assert all(c["variant"] == "rag_mia/black/t2" and "not informative" in c["message"] for c in unread)
+    assert sum(ln.startswith("ragmi gate: no evidence (not failing)") for ln in proc.stderr.splitlines()) == len(unread)
     doc = json.loads((work / "clean_gate/gate.sarif").read_text())
     assert_valid_sarif(doc)
-    assert doc["runs"][0]["results"] == []
+    assert all(r["level"] == "none" for r in doc["runs"][0]["results"])
     assert_valid_junit((work / "clean_gate/junit.xml").read_bytes())
