@@ -33,7 +33,6 @@ rule metrics:
         dataset_source=lambda wc: config["datasets"][wc.dataset]["source"],
         generator_model=target_model,
         n_boot=config["metrics"]["n_boot"],
-        seed=SEED,
     log:
         "logs/metrics/{dataset}/{target}/{attack}.log",
     benchmark:

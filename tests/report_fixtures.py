@@ -129,7 +129,7 @@ def attack_metrics(scores: pd.DataFrame, target: str, attack: str) -> pd.DataFra
     costs["candidate_retrieved_rate"] = 0.0 if target in (NULL_DB, NO_RETR) else 0.925
     costs["no_answer_rate"] = 0.05 if attack == "rag_mia" else np.nan
     per_variant = {v: dict(costs) for v in df["variant"].unique()}
-    out = evaluate(df, fprs=[0.0, 0.005, 0.01, 0.05], n_boot=1000, seed=1234, costs=per_variant)
+    out = evaluate(df, fprs=[0.0, 0.005, 0.01, 0.05], n_boot=1000, costs=per_variant)
     ev = df[(df["role"] == "eval") & (df["label"] == 1)]
     retrieved = None if target == NO_RETR else {d: i % 10 != 0 for i, d in enumerate(ev["doc_id"].unique())}
     flags = dict.fromkeys(out["variant"], retrieved)

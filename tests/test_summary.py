@@ -214,7 +214,7 @@ def scores_csv(path, target, variant, shift, n=20, seed=0, **extra):
                 }
             )
         )
-    m = evaluate(pd.concat(parts), n_boot=50, seed=1, costs={variant: {"queries_per_candidate": 1.0, **extra}})
+    m = evaluate(pd.concat(parts), n_boot=50, costs={variant: {"queries_per_candidate": 1.0, **extra}})
     for i, (col, val) in enumerate([("dataset", "d"), ("target", target), ("attack", variant.split("/")[0])]):
         m.insert(i, col, val)
     m.to_csv(path, index=False)

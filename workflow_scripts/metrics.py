@@ -22,7 +22,7 @@ def main(smk, log):
     labels = dict(zip(candidates["doc_id"], candidates["label"], strict=True))
     df = scores.merge(candidates[["doc_id", "label", "role"]], on="doc_id", how="left", validate="many_to_one")
     costs = costs_by_variant(df, queries, responses, materials, labels)
-    out = evaluate(df, fprs=list(p.fprs), n_boot=int(p.n_boot), seed=int(p.seed), costs=costs)
+    out = evaluate(df, fprs=list(p.fprs), n_boot=int(p.n_boot), costs=costs)
     flags = query_retrieval(queries, responses)
     atomic_write_parquet(flags, smk.output.retrieval)
     out = pd.concat([out, retrieved_tpr(df, out, retrieved_by_variant(df, queries, flags), list(p.fprs))], axis=1)

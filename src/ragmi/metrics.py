@@ -43,8 +43,8 @@ Protocol (the project's standards)
     Biometrika 26:404-413) on the count and its n (:func:`clopper_pearson`); an accuracy is k
     correct of the n eval rows.
 
-  None of them is random: ``n_boot`` and ``seed`` no longer change a number of :func:`evaluate`
-  (``n_boot`` is still recorded; the paired comparisons, :func:`paired_auc_difference`, bootstrap).
+  None of them is random: ``n_boot`` changes no number of :func:`evaluate` (it is still recorded;
+  the paired comparisons, :func:`paired_auc_difference`, bootstrap).
 
 TPR at low FPR is the headline number for membership inference (Carlini et al. 2022, "Membership
 Inference Attacks From First Principles"), as used in RAG-MIA §5: an attack is only dangerous if it
@@ -360,12 +360,6 @@ def _split(df: pd.DataFrame, variant: str):
 # --------------------------------------------------------------------------------------------
 # Bootstrap
 # --------------------------------------------------------------------------------------------
-def variant_rng(variant: str, seed: int = 0) -> np.random.Generator:
-    """A generator for one variant, seeded from ``seed`` and the CRC-32 of its name (the former
-    bootstrap of :func:`evaluate_variant`, which no longer draws random numbers; kept for callers)."""
-    return np.random.default_rng([int(seed), zlib.crc32(str(variant).encode("utf-8"))])
-
-
 def paired_rng(target: str, variant: str, seed: int = 0) -> np.random.Generator:
     """The generator of the paired bootstrap of one (defended target, variant): seeded from ``seed``
     and the CRC-32 of each name, so a pair's interval depends neither on the other pairs nor on the
@@ -692,7 +686,6 @@ def evaluate_variant(
     df_one_variant: pd.DataFrame,
     fprs: Sequence[float] = DEFAULT_FPRS,
     n_boot: int = 1000,
-    seed: int = 0,
 ) -> dict:
     """All metrics of one variant; see the module docstring for the protocol.
 
@@ -705,7 +698,7 @@ def evaluate_variant(
     level the reference set cannot resolve (fewer than 1/fpr reference non-members,
     :func:`fpr_estimable`).  ``tpr_roc_{k}`` is the TPR read from the eval ROC curve at eval FPR
     <= k% (NaN unless :func:`roc_estimable`).  The AUC interval is :func:`auc_ci`, every rate's
-    :func:`clopper_pearson`; ``n_boot`` and ``seed`` change no number (``n_boot`` is recorded).
+    :func:`clopper_pearson`; ``n_boot`` changes no number (it is recorded).
     ``informative`` / ``uninformative_reason``: :func:`informative_flags`; ``n_no_answer``: the eval
     rows with ``no_answer`` True (NaN when the frame has no ``no_answer`` column, or it is NA on
     every eval row of the variant).
@@ -803,7 +796,6 @@ def evaluate(
     scores_df: pd.DataFrame,
     fprs: Sequence[float] = DEFAULT_FPRS,
     n_boot: int = 1000,
-    seed: int = 0,
     costs: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
     """One row of :func:`evaluate_variant` per variant, sorted by variant.
@@ -816,7 +808,7 @@ def evaluate(
     if df.empty:
         raise ValueError("scores frame is empty")
     variants = sorted(df["variant"].unique())
-    rows = [evaluate_variant(df[df["variant"] == v], fprs=fprs, n_boot=n_boot, seed=seed) for v in variants]
+    rows = [evaluate_variant(df[df["variant"] == v], fprs=fprs, n_boot=n_boot) for v in variants]
     cols = metric_columns(fprs)
     out = pd.DataFrame(rows).reindex(columns=cols)
     if costs:
