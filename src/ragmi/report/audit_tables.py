@@ -617,7 +617,7 @@ def baseline_targets(targets: dict) -> dict:
 
     def setting(t):
         # a remote target has no retriever or generator of ragmi's: never the baseline of a defended one
-        return (t.get("retriever"), t.get("generator"), t["k"], t["template"], t["database"])
+        return tuple(t.get(k) for k in ("retriever", "generator", "k", "template", "database"))
 
     out = {}
     for name, t in sorted(targets.items()):

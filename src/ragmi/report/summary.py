@@ -39,9 +39,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..config import is_plain
 from ..costs import OUTPUT_TOKENS, PROMPT_TOKENS, QUERIES
 from ..metrics import fpr_estimable, min_detectable_auc, min_detectable_auc_power, roc_estimable
+from .audit_tables import baseline_targets
 from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_informative, is_main_variant
 from .tables import DASH, NOT_ESTIMABLE, _fpr_keys, format_ci, format_extra, format_n
 
@@ -152,24 +152,6 @@ def _lowest_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float,
     )
 
 
-def _baselines(targets: Mapping) -> dict:
-    """{target: the target whose controls it reads}: itself when it is undefended (its own controls), the
-    undefended counterpart (same retriever, generator, k, template and database) of a defended one, None
-    when it has none."""
-
-    def setting(t):
-        return (t.get("retriever"), t.get("generator"), t.get("k"), t.get("template"), t.get("database"))
-
-    out = {}
-    for name, t in targets.items():
-        if not t.get("defenses"):
-            out[name] = name
-            continue
-        same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
-        out[name] = same[0] if same else None
-    return out
-
-
 def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     """The summary rows (columns :data:`COLUMNS`) from the concatenated metrics CSVs of every run
     (controls included: their AUCs decide ``control failed``) and the validated ``targets`` section."""
@@ -177,7 +159,7 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     def control(t):
         return targets[t]["control"] if t in targets else "none"
 
-    base_of = _baselines(targets)
+    base_of = baseline_targets(targets)  # a defended target reads its undefended counterpart's controls
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
     keys = _fpr_keys(metrics.columns)
