@@ -8,9 +8,11 @@ import sys
 
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
-from ragmi.config import control_base, dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender, validate_config
+from ragmi.config import validate_config
+from ragmi.plan import control_base, dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender
 from ragmi.errors import ConfigError
-from ragmi.gate import GATE_FILES, built_tables
+from ragmi.gate.cli import built_tables
+from ragmi.gate.writers import GATE_FILES
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
@@ -160,7 +162,7 @@ def generate_inputs(wc):
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         **target_files(wc),
         **store_insert_files(wc),  # rules/stores.smk: the members are in the target's store
-        # a negative control answers only the evaluation candidates (ragmi.config.control_base)
+        # a negative control answers only the evaluation candidates (ragmi.plan.control_base)
         **(
             {"control_candidates": f"results/split/{wc.dataset}/candidates.parquet"}
             if wc.attack in ATTACKS and control_base(config, wc.target)
@@ -226,7 +228,7 @@ def score_inputs(wc):
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         "responses": response_shards(wc),
         "candidates": f"results/split/{wc.dataset}/candidates.parquet",
-        # a negative control applies its base target's fitted attack (ragmi.config.control_base)
+        # a negative control applies its base target's fitted attack (ragmi.plan.control_base)
         **({"fit_responses": response_shards(wc, base)} if base else {}),
         **materials_input(wc),
         **store_cleanup_files(wc),  # rules/stores.smk: the store is as it was before the game
@@ -253,16 +255,11 @@ def local_backend(gen):
     return 1 if gen is not None and gen["backend"] in ("vllm", "transformers") else 0
 
 
-def score_attack_params(wc):
-    """The attack's config entry; for a remote target that returns no log-probabilities it also says so
-    (ragmi.attacks.base.NO_LOGPROBS_KEY: the attack skips its gray-box variants with a note)."""
-    params = config["attacks"][wc.attack]
+def target_returns_logprobs(wc):
+    """False for a remote or python target with ``logprobs: false``: the attack skips its gray-box
+    variants with a note (ragmi.attacks.base.Attack's ``logprobs``)."""
     t = target_cfg(wc)
-    if is_external(t) and not t[t["kind"]]["logprobs"]:
-        from ragmi.attacks.base import NO_LOGPROBS_KEY
-
-        params = {**params, NO_LOGPROBS_KEY: True}
-    return params
+    return not (is_external(t) and not t[t["kind"]]["logprobs"])
 
 
 def final_outputs(page=True):

@@ -7,8 +7,9 @@ rule score:
     output:
         scores="results/scores/{dataset}/{target}/{attack}.parquet",
     params:
-        attack=score_attack_params,
+        attack=lambda wc: config["attacks"][wc.attack],
         seed=SEED,
+        logprobs=target_returns_logprobs,
     # one thread: scoring is mostly pandas and small models, so two score/metrics jobs share the cores
     threads: 1
     log:

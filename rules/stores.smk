@@ -7,7 +7,7 @@
 from types import SimpleNamespace as Namespace
 
 from ragmi.audit.plan import canary_dataset, store_canary_seed
-from ragmi.config import store_target_of
+from ragmi.plan import store_target_of
 
 STORES = sorted(config["stores"])
 

@@ -122,7 +122,7 @@ def register_in_process(monkeypatch, plugin: Plugin) -> None:
     import importlib.util
     import sys
 
-    from ragmi import config
+    from ragmi import schema as schemas
 
     package = importlib.import_module(f"ragmi.{plugin.package}")
     name = f"ragmi.{plugin.package}.{plugin.module}"
@@ -132,10 +132,10 @@ def register_in_process(monkeypatch, plugin: Plugin) -> None:
     exec(compile(plugin.source, str(PLUGINS / f"{plugin.module}.py"), "exec"), module.__dict__)
     monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setitem(package.REGISTRY, plugin.name, (plugin.module, plugin.cls))
-    schema = config.load_schema()
+    schema = schemas.load_schema()
     if plugin.package == "attacks":
         schema["properties"]["attacks"]["properties"][plugin.name] = plugin.schema
     else:
         schema["$defs"]["defenses"][plugin.name] = plugin.schema
-    path = config.SCHEMA_PATH.resolve()
-    monkeypatch.setitem(config._SCHEMAS, (str(path), path.stat().st_mtime_ns), schema)
+    path = schemas.SCHEMA_PATH.resolve()
+    monkeypatch.setitem(schemas._SCHEMAS, (str(path), path.stat().st_mtime_ns), schema)

@@ -10,8 +10,8 @@ import pytest
 
 from ragmi.attacks import REGISTRY, attack_class, get_attack
 from ragmi.attacks.dcmi import DCMI
-from ragmi.config import load_schema
 from ragmi.errors import ConfigError
+from ragmi.schema import load_schema
 
 ATTACKS_DIR = Path(__file__).resolve().parents[1] / "src" / "ragmi" / "attacks"
 
@@ -37,12 +37,25 @@ def test_dcmi_defaults_and_given_values():
     assert given.params["top_logprobs"] == 20  # the rest still defaulted
 
 
-def test_seed_is_popped_not_validated():
-    attack = DCMI({"seed": 41, "max_chars": 50})
+def test_seed_is_an_argument_not_a_parameter():
+    attack = DCMI({"max_chars": 50}, seed=41)
     assert attack.seed == 41 and "seed" not in attack.params and attack.params["max_chars"] == 50
-    params = {"seed": 3}
+    with pytest.raises(ConfigError, match="seed"):  # slipped into the parameters, it is an unknown key
+        DCMI({"seed": 41})
+    params = {"max_chars": 50}
     DCMI(params)
-    assert params == {"seed": 3}  # the caller's dict is not changed
+    assert params == {"max_chars": 50}  # the caller's dict is not changed
+
+
+def test_validated_parameters_are_trusted():
+    """The workflow passes a validated config's entry: used as given, not validated (or filled) again."""
+    full = DCMI({"max_chars": 50}).params  # validated: every default filled
+    assert full["max_chars"] == 50 and full["max_tokens"] is not None
+    assert DCMI(full, validated=True).params == full
+    out_of_range = {**full, "max_chars": -1}  # a value the schema rejects ...
+    with pytest.raises(ConfigError, match="max_chars"):
+        DCMI(out_of_range)
+    assert DCMI(out_of_range, validated=True).params["max_chars"] == -1  # ... taken as given: not checked twice
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from ragmi.metrics import roc_auc
+from ragmi.plan import baseline_targets
 from ragmi.report.audit_tables import (
-    baseline_targets,
     canaries_frame,
     defense_effect_frame,
     hook_inventory_frame,
@@ -107,15 +107,15 @@ def test_leakage_dashboard_changes_and_collapsed_runs():
 
 
 def test_change_cells_are_signed_as_they_go_with_their_unit():
-    from ragmi.report.audit_tables import _change
+    from ragmi.report.audit_tables import format_change
 
-    assert _change(23.0, 0.0, "e-mails/run") == "−23 e-mails/run (−100%)"
-    assert _change(4.0, 2.5, "e-mails/run") == "−1.5 e-mails/run (−38%)"
-    assert _change(2.0, 3.0, "names/run") == "+1 names/run (+50%)"
-    assert _change(0.25, 0.5, "names/run") == "+0.25 names/run (+100%)"
-    assert _change(9.0, 9.0, "names/run") == "±0 names/run (0%)"
-    assert _change(0.0, 2.0, "e-mails/run") == "+2 e-mails/run (undefended 0)"
-    assert _change(None, 2.0, "e-mails/run") == "–"
+    assert format_change(23.0, 0.0, "e-mails/run") == "−23 e-mails/run (−100%)"
+    assert format_change(4.0, 2.5, "e-mails/run") == "−1.5 e-mails/run (−38%)"
+    assert format_change(2.0, 3.0, "names/run") == "+1 names/run (+50%)"
+    assert format_change(0.25, 0.5, "names/run") == "+0.25 names/run (+100%)"
+    assert format_change(9.0, 9.0, "names/run") == "±0 names/run (0%)"
+    assert format_change(0.0, 2.0, "e-mails/run") == "+2 e-mails/run (undefended 0)"
+    assert format_change(None, 2.0, "e-mails/run") == "–"
 
 
 def eval_scores(scores_by_variant, n=30, role="eval"):
@@ -301,7 +301,7 @@ def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     PERSON_NAME_AMBIGUOUS / PLACEHOLDER_NAME and EMAIL_PLACEHOLDER: both change cells are n/a."""
     from ragmi.defenses import build_defense
     from ragmi.nel import entangled_columns
-    from ragmi.report.registry import scorer_entanglement
+    from ragmi.report.audit_registry import scorer_entanglement
 
     lprag = build_defense("lprag", {"kind": "lprag"})
     assert set(entangled_columns(lprag.vocabulary)) == {"EMAIL_REAL", "PERSON_NAME"}
@@ -445,7 +445,7 @@ def test_pooled_rows_keep_scorer_entangled_cells():
 def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
     """Through the registry: MtH Table II pools per defense, so its values compare with the pooled
     rows, never with a per-ε row."""
-    from ragmi.report.registry import _leakage_dashboard, table_config
+    from ragmi.report.registry import TABLES, table_config
 
     defenses, targets, runs = pooled_inputs()
     runs.to_csv(tmp_path / "leakage.csv", index=False)
@@ -471,7 +471,8 @@ def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
         "published": ["config/published.yaml"],
     }
     cfg = {"defenses": defenses, "targets": targets, "audit": {"n_boot": 50}, "seed": 0}
-    df = _leakage_dashboard(files, table_config("leakage_dashboard", cfg))  # the keys it declares suffice
+    # the keys it declares suffice
+    df = TABLES["leakage_dashboard"].build(files, table_config("leakage_dashboard", cfg))
     pooled = df[df["block"] == "pooled"].set_index("pool")
     assert "email +8.1%" in pooled.loc["dp_retrieval", "published"]
     assert "2.25/run" in pooled.loc["none", "published"] and "-42.9%" in pooled.loc["pad", "published"]

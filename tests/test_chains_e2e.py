@@ -52,8 +52,8 @@ def vllm_url(smollm2_dir, tmp_path_factory):
     """The session's shared vLLM server for SmolLM2 (started here if no test started it yet)."""
     import conftest
 
-    from ragmi.config import section_params
     from ragmi.rag.factory import shared_server
+    from ragmi.schema import section_params
 
     work = tmp_path_factory.mktemp("chains-server")
     gen = section_params("generators", {"backend": "vllm", "model": SERVED_MODEL, "server_idle_s": 30})

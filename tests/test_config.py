@@ -79,7 +79,7 @@ def test_reference_set_smaller_than_the_cv_folds_is_refused_before_any_job():
 
 
 def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset():
-    from ragmi.config import min_reference
+    from ragmi.plan import min_reference
 
     cfg = copy.deepcopy(DEFAULT)
     cfg["attacks"]["rag_mia"]["cv_folds"] = 4
@@ -99,6 +99,6 @@ def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset
 def test_the_schema_parses_to_the_same_mapping_with_libyaml():
     from pathlib import Path
 
-    from ragmi.config import SCHEMA_PATH, load_schema
+    from ragmi.schema import SCHEMA_PATH, load_schema
 
     assert load_schema() == yaml.safe_load(Path(SCHEMA_PATH).read_text())

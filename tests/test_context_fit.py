@@ -192,10 +192,10 @@ def test_a_generator_endpoints_refusal_names_the_target(tmp_path):
     one line naming the server's message, the target and its generator."""
     from stand_in import StandIn
 
-    from ragmi.config import section_params
     from ragmi.errors import EndpointError
     from ragmi.rag.factory import TargetSpec, rag_system
     from ragmi.rag.index import RetrieverSpec, build_index
+    from ragmi.schema import section_params
 
     msg = "This model's maximum context length is 2048 tokens. However, you requested 70213 tokens."
     s = StandIn(lambda n, p, b, h: (400, {"object": "error", "message": msg, "type": "BadRequestError"}, None))

@@ -73,7 +73,7 @@ def test_attach_controls_moves_control_aucs_beside_their_base_and_flags():
 
 
 def test_control_base_names_the_target_a_derived_control_applies():
-    from ragmi.config import control_base
+    from ragmi.plan import control_base
 
     v = validate_config(copy.deepcopy(BASE))
     assert control_base(v, "qwen-rag--null-db") == "qwen-rag"

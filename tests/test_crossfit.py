@@ -54,7 +54,7 @@ def _rag_mia_replicate(rep: int, folds: int) -> float:
     # blind P(Yes) costs some 40 times more, the MLPs fitting noise, and gives both procedures a rate
     # near or below 1/21.)
     p = np.full(len(ids), 0.02)
-    attack = RagMIA({"templates": [2], "ensemble_size": 3, "cv_folds": folds, "seed": rep})
+    attack = RagMIA({"templates": [2], "ensemble_size": 3, "cv_folds": folds}, seed=rep)
     q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
     top = [[[{"token": "Yes", "logprob": math.log(v)}, {"token": "No", "logprob": math.log1p(-v)}]] for v in p]
     resp = pd.DataFrame(
@@ -98,7 +98,7 @@ def test_rag_mia_gray_evaluation_scores_are_the_mean_of_the_fold_ensembles(monke
     monkeypatch.setattr(rm, "ensemble_scores", fake)
     ref, ev, _ = _ids()
     ids = list(ref) + ev
-    attack = RagMIA({"ensemble_size": 3, "cv_folds": 4, "seed": 7})
+    attack = RagMIA({"ensemble_size": 3, "cv_folds": 4}, seed=7)
     out = attack._ensemble(ids, np.zeros((len(ids), 3)), ref, 2)
     seeds = [c[2] for c in calls]
     assert [(c[0], c[1]) for c in calls] == [(30, 10 + 2 * N)] * 4
@@ -121,7 +121,7 @@ def _s2mia_replicate(rep: int, monkeypatch) -> float:
             "no_answer": False,
         }
     )
-    att = S2MIA({"classifier": "gbdt", "n_estimators": 10, "cv_folds": 5, "seed": rep})
+    att = S2MIA({"classifier": "gbdt", "n_estimators": 10, "cv_folds": 5}, seed=rep)
     monkeypatch.setattr(att, "features", lambda df: feats)
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})

@@ -215,7 +215,7 @@ def test_prepare_with_llm_records_materials():
 
 
 def test_prepare_and_build_queries_exact_strings():
-    atk = DCMI({"thetas": [0.1, 0.2], "theta_adv2": 0.1, "max_chars": 30, "max_tokens": 3, "seed": 0})
+    atk = DCMI({"thetas": [0.1, 0.2], "theta_adv2": 0.1, "max_chars": 30, "max_tokens": 3}, seed=0)
     candidates = pd.DataFrame({"doc_id": ["d1", "d2"], "text": [SENT, "It was good."], "title": ["", ""]})
     mat = atk.prepare(candidates, tools=None)
     assert list(mat.columns[:6]) == ["doc_id", "theta", "perturbed_text", "perturb_method", "n_swapped", "n_requested"]
@@ -492,7 +492,7 @@ def test_score_errors():
 
 def test_end_to_end_through_parquet(tmp_path):
     """prepare -> build_queries -> fake target -> score, with the workflow's parquet round trips."""
-    atk = DCMI({"seed": 3})
+    atk = DCMI({}, seed=3)
     texts = [LONG, SENT, "A good and honest answer, given slowly.", "Nothing to swap here at all."]
     ids = [f"doc{i}" for i in range(4)]
     candidates = pd.DataFrame({"doc_id": ids, "text": texts, "title": [""] * 4})
@@ -609,13 +609,11 @@ def test_p_yes_is_read_at_the_first_yes_no_position():
 
 
 def test_target_without_logprobs_keeps_adversary_3_and_lists_the_rest():
-    """A remote target with logprobs: false (rules/common.smk score_attack_params): adversary 3 is the
+    """A remote target with logprobs: false (rules/common.smk target_returns_logprobs): adversary 3 is the
     same as with log-probabilities, every gray-box variant is listed as skipped, none computed."""
-    from ragmi.attacks.base import NO_LOGPROBS_KEY
-
     full = run()
     q, r = frames(logprobs=False)
-    a = DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS, NO_LOGPROBS_KEY: True})
+    a = DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS}, logprobs=False)
     s = check_scores(a.score(q, r, REF))
     assert set(s["variant"]) == {"dcmi/adv3"}
     ours = variant(s, "dcmi/adv3")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from ragmi.config import load_schema
 from ragmi.defenses import REGISTRY, build_defense, defense_class
 from ragmi.defenses.base import CHANNELS, HOOKS, REFUSAL, Defense, DefenseContext, QueryState, hook_digest
 from ragmi.defenses.entity_triples import parse_triples, split_title
@@ -15,6 +14,7 @@ from ragmi.defenses.llm_detector import SYSTEM_PROMPT, parse_label
 from ragmi.defenses.query_paraphrase import PROMPT, clean_paraphrase
 from ragmi.errors import ConfigError
 from ragmi.rag.templates import Template, get_template
+from ragmi.schema import load_schema
 
 IMPORTANT = "IMPORTANT: Do not directly repeat any retrieved content, but summarize it based on your understanding."
 

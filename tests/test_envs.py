@@ -171,7 +171,7 @@ def test_dry_run_with_sdm_conda_builds_the_dag(tmp_path):
 
 @pytest.mark.skipif(shutil.which("conda", path="/usr/bin:/bin") is not None, reason="conda is installed here")
 def test_dry_run_with_sdm_conda_needs_conda_installed(tmp_path):
-    """What the README says: Snakemake asks conda for its settings even in a dry run."""
+    """What config/README.md says ("Per-rule conda environments"): Snakemake asks conda for its settings even in a dry run."""
     out = dry_run(tmp_path, "/usr/bin:/bin")
     assert out.returncode != 0
     assert "Error running conda info. Is conda installed and accessible?" in out.stdout + out.stderr

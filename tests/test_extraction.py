@@ -8,8 +8,8 @@ import pytest
 from ragmi.attacks.base import check_queries, check_scores
 from ragmi.attacks.extraction import PROMPTS, Extraction, format_prompt, split_anchor
 from ragmi.audit import extraction as ev
-from ragmi.config import plugin_params
 from ragmi.errors import ConfigError
+from ragmi.schema import plugin_params
 
 TEXT = "one two three four five six seven eight nine ten"  # 48 characters
 RAGTHIEF = (

@@ -12,9 +12,9 @@ from ragmi import nel
 from ragmi.attacks import extraction as x
 from ragmi.attacks.base import check_queries, check_scores
 from ragmi.audit import canaries, leakage, plan
-from ragmi.config import plugin_params
 from ragmi.datasets import synthetic
 from ragmi.errors import ConfigError, DataError
+from ragmi.schema import plugin_params
 
 EMAIL = "maria.lopez@clinicmail.org"
 DOC = (
@@ -25,7 +25,7 @@ OTHER = "Quarterly revenue grew by three percent while costs stayed flat across 
 
 
 def attack(seed=0, **params):
-    return x.Extraction({"seed": seed, **params})
+    return x.Extraction(params, seed=seed)
 
 
 def responses_for(queries, texts, retrieved=None):

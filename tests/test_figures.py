@@ -38,13 +38,13 @@ def run(tmp_path_factory):
 def drawn(monkeypatch):
     """The matplotlib figures handed to the PNG writer (still written), in order."""
     figs = []
-    save = plots._save_atomic
+    save = plots.save_atomic
 
     def keep(fig, out_png):
         figs.append(fig)
         save(fig, out_png)
 
-    monkeypatch.setattr(plots, "_save_atomic", keep)
+    monkeypatch.setattr(plots, "save_atomic", keep)
     return figs
 
 

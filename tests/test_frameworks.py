@@ -44,7 +44,7 @@ def base_config(**target):
 
 
 def test_every_registered_framework_has_a_schema_entry_and_standard_is_the_default():
-    from ragmi.config import load_schema
+    from ragmi.schema import load_schema
 
     assert set(REGISTRY) == set(load_schema()["$defs"]["frameworks"])
     cfg = validate_config(base_config())
@@ -450,8 +450,8 @@ def test_spring_without_its_embeddings_is_one_clear_error(tmp_path, monkeypatch)
 
 
 def test_framework_comparison_table_puts_the_paper_beside_ours():
-    from ragmi.report.comparison import framework_frame
-    from ragmi.report.registry import PUBLISHED, TABLES, built, load_published
+    from ragmi.report.comparison import framework_frame, load_published
+    from ragmi.report.registry import PUBLISHED, TABLES, built
 
     cfg = validate_config(
         {

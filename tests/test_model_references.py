@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragmi.config import section_params, validate_config
+from ragmi.config import validate_config
 from ragmi.errors import ConfigError
 from ragmi.models import check_model_reference, is_hub_id
+from ragmi.schema import section_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config/config.yaml").read_text())

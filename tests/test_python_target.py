@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from stand_in import StandIn, logprobs_content, openai_body
 
-from ragmi.config import section_params, validate_config
+from ragmi.config import validate_config
 from ragmi.errors import ConfigError, EndpointError
 from ragmi.rag.factory import TargetSpec
 from ragmi.rag.python_target import call_options, load_reference, model_id, normalise_result, python_target
+from ragmi.schema import section_params
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = str(ROOT / "examples")

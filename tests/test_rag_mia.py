@@ -49,7 +49,7 @@ def _responses(n_ref, n_eval, rng):
 def test_score_black_and_gray_box():
     rows, ref_labels = _responses(20, 10, np.random.default_rng(0))
     candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
-    attack = RagMIA({"templates": [2], "ensemble_size": 5, "cv_folds": 3, "seed": 1})
+    attack = RagMIA({"templates": [2], "ensemble_size": 5, "cv_folds": 3}, seed=1)
     q = attack.build_queries(candidates)
     resp = pd.DataFrame(
         {
@@ -96,7 +96,7 @@ def test_score_black_and_gray_box():
 def test_gray_box_never_sees_evaluation_labels():
     rows, ref_labels = _responses(15, 10, np.random.default_rng(1))
     candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
-    attack = RagMIA({"templates": [2], "ensemble_size": 4, "cv_folds": 3, "seed": 2})
+    attack = RagMIA({"templates": [2], "ensemble_size": 4, "cv_folds": 3}, seed=2)
     q = attack.build_queries(candidates)
     resp = pd.DataFrame(
         {
@@ -171,7 +171,7 @@ def test_gray_box_reads_p_yes_where_the_answer_says_yes_or_no():
         "n2": ("No", [_pos(("No", 0.6), ("Yes", 0.4))]),
     }
     ids = list(answers)
-    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2, "seed": 0})
+    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2}, seed=0)
     q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
     resp = pd.DataFrame(
         {
@@ -212,7 +212,7 @@ def test_the_first_topk_reading_is_kept_as_a_named_variant():
     generated "Yes" (DCMI's code), the named variant ``reading=first-topk`` at the opener."""
     top = [_pos(("Sure", 0.9), ("No", 0.05), ("Yes", 0.05)), _pos((" yes", 0.95), (" no", 0.05))]
     ids = ["m0", "m1", "n0", "n1"]
-    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2, "seed": 0})
+    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 2}, seed=0)
     q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
     resp = pd.DataFrame(
         {

@@ -4,11 +4,11 @@ registry line and one schema entry, and neither side can drift."""
 from ragmi.attacks import REGISTRY as ATTACKS
 from ragmi.attacks.menta import SCORERS
 from ragmi.attacks.perturb import PERTURBERS
-from ragmi.config import load_schema
 from ragmi.datasets import REGISTRY as DATASETS
 from ragmi.defenses import REGISTRY as DEFENSES
 from ragmi.rag.templates import TEMPLATES
 from ragmi.report.registry import TABLES
+from ragmi.schema import load_schema
 
 SCHEMA = load_schema()
 P = SCHEMA["properties"]

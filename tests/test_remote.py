@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 from stand_in import StandIn, openai_body
 
-from ragmi.config import section_params, validate_config
+from ragmi.config import validate_config
 from ragmi.errors import ConfigError, DataError, EndpointError
 from ragmi.rag.factory import TargetSpec
 from ragmi.rag.remote import RemoteClient, RequestBudget, fill_body, json_path, remote_target
+from ragmi.schema import section_params
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -421,7 +422,7 @@ def test_remote_target_config_defaults_and_pairing():
         )
         | {"controls": {"null_database": True}}
     )
-    from ragmi.config import runs
+    from ragmi.plan import runs
 
     r = cfg["targets"]["r"]["remote"]
     assert (r["api"], r["logprobs"], r["concurrency"], r["max_requests"], r["on_empty_answer"]) == (

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from stand_in import SSE_HEADERS, MaxKB, StandIn, openai_body, openai_chunks, sse
 
-from ragmi.config import apply_remote_preset, section_params, validate_config
+from ragmi.config import apply_remote_preset, validate_config
 from ragmi.errors import ConfigError, EndpointError
 from ragmi.rag.factory import TargetSpec
 from ragmi.rag.remote import (
@@ -24,6 +24,7 @@ from ragmi.rag.remote import (
     sources_at,
     sse_events,
 )
+from ragmi.schema import section_params
 
 SECRET = "app-test-SECRET-42"
 

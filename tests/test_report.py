@@ -12,8 +12,9 @@ import pytest
 from report_fixtures import md_tables
 
 from ragmi.metrics import evaluate, metric_columns
+from ragmi.report.cells import format_extra
 from ragmi.report.plots import plot_roc, plot_score_distributions
-from ragmi.report.tables import format_extra, write_tables
+from ragmi.report.tables import write_tables
 
 
 def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra):

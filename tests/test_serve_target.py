@@ -16,13 +16,14 @@ import urllib.request
 import pandas as pd
 import pytest
 
-from ragmi.attacks.base import NO_LOGPROBS_KEY, RESPONSE_COLUMNS, attack_candidates, split_skipped, with_skipped
+from ragmi.attacks.base import RESPONSE_COLUMNS, attack_candidates, split_skipped, with_skipped
 from ragmi.attacks.rag_mia import RagMIA
 from ragmi.attacks.s2mia import S2MIA
-from ragmi.config import section_params, validate_config
+from ragmi.config import validate_config
 from ragmi.errors import ConfigError
 from ragmi.rag.factory import TargetSpec, rag_system
 from ragmi.rag.remote import remote_target
+from ragmi.schema import section_params
 from ragmi.serve_target import main as serve_main
 from ragmi.serve_target import make_server, served_spec
 
@@ -94,8 +95,7 @@ def answer_all(system, queries):
 
 
 def scores_of(attack_cls, name, queries, responses, candidates, logprobs=True):
-    params = dict(ATTACK_PARAMS[name], seed=3, **({} if logprobs else {NO_LOGPROBS_KEY: True}))
-    attack = attack_cls(params)
+    attack = attack_cls(ATTACK_PARAMS[name], seed=3, logprobs=logprobs)
     ref = candidates[candidates["role"] == "reference"]
     scores = attack.score(queries, responses[RESPONSE_COLUMNS], dict(zip(ref["doc_id"], ref["label"])))
     return with_skipped(scores, attack.skipped_variants)
@@ -111,7 +111,7 @@ def test_served_target_scores_equal_in_process_scores(workdir, monkeypatch):
     monkeypatch.chdir(work)
     cand = attack_candidates(candidates)
     attacks = [(RagMIA, "rag_mia"), (S2MIA, "s2mia")]
-    queries = {n: cls(dict(ATTACK_PARAMS[n], seed=3)).build_queries(cand) for cls, n in attacks}
+    queries = {n: cls(ATTACK_PARAMS[n], seed=3).build_queries(cand) for cls, n in attacks}
     log = []
 
     spec, members_path = served_spec(cfg, "t", "d", cache_dir=str(work / "cache-in-process"))
@@ -153,7 +153,11 @@ def test_served_target_scores_equal_in_process_scores(workdir, monkeypatch):
     assert set(scored["variant"]) == {"rag_mia/black/t2"}
     pd.testing.assert_frame_equal(black_rows, scored[black_rows.columns], check_dtype=False)
     skipped = b[b["skipped"].notna()]
-    assert sorted(skipped["variant"]) == ["rag_mia/gray-pyes/t2", "rag_mia/gray/t2"]
+    assert sorted(skipped["variant"]) == [
+        "rag_mia/gray-pyes/t2",
+        "rag_mia/gray-pyes/t2/reading=first-topk",
+        "rag_mia/gray/t2",
+    ]
     assert skipped["skipped"].str.contains("no log-probabilities").all()
     s = scores_of(S2MIA, "s2mia", queries["s2mia"], black["s2mia"], candidates, logprobs=False)
     assert sorted(s.loc[s["skipped"].notna(), "variant"]) == ["s2mia/M", "s2mia/T"]

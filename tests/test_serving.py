@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from ragmi.cache import ResponseCache
-from ragmi.config import section_params
 from ragmi.rag import serving_metrics as sm
 from ragmi.rag.generators import CachedGenerator, OpenAIGenerator, make_request, prefix_order
 from ragmi.rag.templates import TEMPLATES, get_template
 from ragmi.rag.vllm_server import VLLMServer
+from ragmi.schema import section_params
 
 FIXTURE = Path(__file__).parent / "data" / "vllm_metrics.txt"
 

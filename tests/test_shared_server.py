@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ragmi.config import section_params
 from ragmi.errors import EndpointError
 from ragmi.rag.vllm_server import SharedVLLMServer, VLLMServer, _alive
+from ragmi.schema import section_params
 
 FAKE = r"""
 import http.server, json, sys
@@ -240,7 +240,8 @@ def test_server_started_early_is_the_one_model_jobs_reuse(tmp_path, monkeypatch)
 
 
 def test_install_time_model_inspection_is_copied_into_an_empty_vllm_cache(tmp_path, monkeypatch):
-    from ragmi.rag.vllm_server import modelinfo_seed_dir, seed_modelinfo_cache
+    from ragmi.models import modelinfo_seed_dir
+    from ragmi.rag.vllm_server import seed_modelinfo_cache
 
     monkeypatch.setenv("RAGMI_MODEL_CACHE", str(tmp_path / "share" / "models"))
     seed = modelinfo_seed_dir()

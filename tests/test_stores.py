@@ -227,7 +227,7 @@ def test_sigkill_then_store_cleanup_command(server, tmp_path):
 
 
 def test_registry_matches_the_schema():
-    from ragmi.config import load_schema
+    from ragmi.schema import load_schema
 
     kinds = load_schema()["properties"]["stores"]["additionalProperties"]["properties"]["kind"]["enum"]
     assert sorted(kinds) == sorted(REGISTRY)

@@ -10,8 +10,9 @@ import pytest
 
 from ragmi.metrics import evaluate, metric_columns, min_detectable_auc, min_detectable_auc_power
 from ragmi.report.comparison import attach_controls
+from ragmi.report.metric_rows import auc_verdict
 from ragmi.report.registry import TABLES, write_table
-from ragmi.report.summary import auc_verdict, summary_frame, summary_markdown
+from ragmi.report.summary import summary_frame, summary_markdown
 
 TARGETS = {
     "t": {"defenses": [], "control": "none"},

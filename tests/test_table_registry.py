@@ -59,6 +59,60 @@ def test_every_entry_is_complete():
         TABLES["rag_mia"].figure("query_budget")
 
 
+def test_the_families_declare_every_table_once_in_the_registry_order():
+    """The rules and outputs() follow TABLES' order: the tables over attack metrics (summary first), the
+    audit's, the utility tables, then the inference tables, each declared once, in its family's module."""
+    from ragmi.report import attack_registry, audit_registry, inference_registry, utility_registry
+
+    assert list(TABLES) == [
+        "summary",
+        "attack_comparison",
+        "rag_mia",
+        "dcmi_ablation",
+        "query_budget",
+        "framework_comparison",
+        "hook_inventory",
+        "leakage_dashboard",
+        "canaries",
+        "defense_effect",
+        "detection",
+        "utility",
+        "privacy_utility",
+        "dataset_inference",
+        "epsilon_audit",
+    ]
+    families = (attack_registry, audit_registry, utility_registry, inference_registry)
+    declared = [t for family in families for t in family.TABLES]
+    assert [t.name for t in declared] == list(TABLES)
+    assert all(TABLES[t.name] is t for t in declared)
+
+
+def test_the_report_modules_import_each_other_in_layers():
+    """No import cycle inside ragmi.report (imports inside functions included): the cells at the bottom,
+    then what a metrics row says, the table renderers and frames, the declarations, the families, and the
+    registry on top."""
+    import ast
+
+    package = ROOT / "src/ragmi/report"
+    graph = {}
+    for path in package.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                deps.update(n.split(".")[0] for n in names if (package / f"{n.split('.')[0]}.py").is_file())
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragmi.report."):
+                deps.add(node.module.split(".")[2])
+        graph[path.stem] = deps - {path.stem}
+    assert graph["cells"] == set() and graph["metric_rows"] == {"cells"}
+    assert not graph["declare"] & {"registry", "attack_registry", "audit_registry", "utility_registry"}
+    done: set = set()
+    while len(done) < len(graph):  # peel the modules whose imports are all peeled: a cycle never peels
+        ready = {m for m, d in graph.items() if m not in done and d <= done}
+        assert ready, f"import cycle among {sorted(set(graph) - done)}"
+        done |= ready
+
+
 def test_outputs_follow_the_configured_attacks():
     only_rag_mia = outputs(config("rag_mia"))
     # the headline summary first: every configuration with an attack builds it
@@ -138,7 +192,7 @@ def test_defense_effect_reads_the_scores_of_the_defended_targets_and_their_basel
 
 def test_read_scores_drops_skipped_rows_and_takes_labels_from_the_candidates(tmp_path):
     from ragmi.attacks.base import with_skipped
-    from ragmi.report.registry import read_scores
+    from ragmi.report.declare import read_scores
 
     scores = pd.DataFrame({"doc_id": ["x", "y"], "variant": "v/a", "score": [0.2, 0.9], "decision": pd.NA})
     path = tmp_path / "results/scores/ds/pad/att.parquet"
@@ -298,12 +352,19 @@ def test_each_table_is_given_only_the_config_keys_it_declares():
     assert changed(lambda c: c.update(generation={"shard_size": 7}, datasets={})) == []
     assert changed(lambda c: c["audit"].update(n_boot=17)) == ["leakage_dashboard"]
     assert changed(lambda c: c["metrics"].update(n_boot=17)) == ["defense_effect", "privacy_utility", "utility"]
-    assert changed(lambda c: c.update(seed=1)) == ["defense_effect", "leakage_dashboard", "privacy_utility"]
+    assert changed(lambda c: c.update(seed=1)) == [
+        "dataset_inference",
+        "defense_effect",
+        "epsilon_audit",
+        "leakage_dashboard",
+        "privacy_utility",
+    ]
     assert changed(lambda c: c["utility"].update(headline_metric="em")) == ["privacy_utility"]
     assert changed(lambda c: c["defenses"]["pad"].update(epsilon=9.0)) == [
         "attack_comparison",
         "canaries",
         "defense_effect",
+        "epsilon_audit",
         "leakage_dashboard",
         "rag_mia",
     ]
@@ -457,7 +518,8 @@ def test_defense_effect_table_from_score_files(tmp_path):
 
 def test_an_attack_parameter_reruns_only_the_tables_over_that_attack(tmp_path):
     """Snakemake proper: every output of the DAG present with its recorded params (--touch), then a changed
-    MBA parameter reruns MBA's jobs and the tables over every attack, not the RAG-MIA table nor the others."""
+    MBA parameter reruns MBA's jobs and the tables over every attack (dataset inference combines every
+    attack's scores), not the RAG-MIA table nor the others."""
     cfg = RAG_MIA_ONLY.replace(
         "attacks: {rag_mia: {templates: [2]}}", "attacks: {rag_mia: {templates: [2]}, mba: {n_masks: 4}}"
     )
@@ -479,4 +541,8 @@ def test_an_attack_parameter_reruns_only_the_tables_over_that_attack(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr
     assert "Params have changed since last execution" in text  # MBA's own jobs
-    assert sorted(set(re.findall(r"table=(\w+)", text))) == ["attack_comparison", "summary"]  # not rag_mia
+    assert sorted(set(re.findall(r"table=(\w+)", text))) == [  # not rag_mia
+        "attack_comparison",
+        "dataset_inference",
+        "summary",
+    ]

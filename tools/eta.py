@@ -25,8 +25,10 @@ every generate job writes (``workflow_scripts/generate.py``), plus the per-job o
 job's requests together, so an answer token costs one decode step of the whole batch: the job's
 time is prompt tokens / (prompt tokens/s) + its mean answer length x (s per answer token).  Measured
 once, from the first run's records, into :data:`THROUGHPUT_FILE` (``--remeasure`` replaces it, e.g.
-after a run on an otherwise idle machine; ``--show-measured`` prints it); until then, from
-:data:`DEFAULTS`, measured on the machines the README names.
+after a run on an otherwise idle machine; ``--show-measured`` prints it).  Until then the figures are
+those measured on the one machine the embedded default was timed on (:data:`REFERENCE_FIGURES`): on a
+machine of that kind an estimate with a range, on an AVX2-only CPU a range derived from the measured
+AVX2 runs (:data:`AVX2_RANGE`), on any other CPU the reference machine's time, said to be that.
 """
 
 from __future__ import annotations
@@ -72,6 +74,27 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, set[str]]:
     return name, flags
 
 
+def cpu_identity(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int, int] | None:
+    """(vendor, family, model) of the first CPU listed, as ``lscpu`` reports them, or None off Linux."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if not key:
+            if fields:
+                break
+            continue
+        fields.setdefault(key, value.strip())
+    try:
+        return fields["vendor_id"], int(fields["cpu family"]), int(fields["model"])
+    except (KeyError, ValueError):
+        return None
+
+
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -101,19 +124,11 @@ def snakemake_args(args: list[str]) -> SnakemakeArgs:
     return SnakemakeArgs(list(known.configfile), list(known.config or []), known.directory)
 
 
-def update_config(config: dict, overwrite: dict) -> dict:
-    """Snakemake's ``snakemake.utils.update_config``: nested mappings merged, anything else replaced."""
-    for key, value in overwrite.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
-            update_config(config[key], value)
-        else:
-            config[key] = value
-    return config
-
-
 def config_overrides(entries: list[str]) -> dict:
     """``--config KEY=VALUE`` entries, each value read as YAML (Snakemake tries int, float, bool, YAML)."""
     import yaml
+
+    from ragmi.config import merge_config
 
     out: dict = {}
     for entry in entries:
@@ -124,18 +139,17 @@ def config_overrides(entries: list[str]) -> dict:
             parsed = yaml.safe_load(value) if value != "" else None
         except yaml.YAMLError:
             parsed = value
-        update_config(out, {key: parsed})
+        merge_config(out, {key: parsed})
     return out
 
 
 def load_config(sm: SnakemakeArgs, root: Path = ROOT) -> dict:
-    """The validated config a Snakemake run with these arguments would use (rules/common.smk)."""
-    from ragmi.config import read_config_file, validate_config
+    """The validated config a Snakemake run with these arguments would use (rules/common.smk): the
+    config files merged in order as Snakemake merges them, the ``--config`` overrides on top."""
+    from ragmi.config import merge_config, read_config_files, validate_config
 
-    cfg: dict = {}
-    for f in sm.configfiles or [str(root / "config" / "config.yaml")]:
-        update_config(cfg, read_config_file(f) or {})
-    update_config(cfg, config_overrides(sm.config))
+    cfg = read_config_files(sm.configfiles or [str(root / "config" / "config.yaml")])
+    merge_config(cfg, config_overrides(sm.config))
     return validate_config(cfg)
 
 
@@ -334,7 +348,7 @@ class Work:
     dataset: str
     target: str
     attack: str
-    model: str  # the generator's cache identity (ragmi.rag.factory.generator_model_id)
+    model: str  # the generator's cache identity (ragmi.rag.generators.generator_model_id)
     jobs: int
     requests: float  # requests sent to the model (none when reused or done)
     asked: float  # requests asked (before reuse)
@@ -351,8 +365,8 @@ class Work:
 def _gen_key(cfg: dict, dataset: str, target: str, what: str) -> tuple | None:
     """What decides a target's requests to its model: two targets with the same key send the same
     requests (its output-only defenses act after the response cache).  None: never shared."""
-    from ragmi.config import is_external
     from ragmi.defenses import defense_class
+    from ragmi.plan import is_external
 
     t = cfg["targets"][target]
     if is_external(t):
@@ -380,7 +394,7 @@ def _shards_done(root: Path, dataset: str, target: str, query_set: str) -> bool:
 
 
 def _model(cfg: dict, gen_name: str) -> tuple[str, bool]:
-    from ragmi.rag.factory import generator_model_id
+    from ragmi.rag.generators import generator_model_id
 
     g = cfg["generators"][gen_name]
     return generator_model_id(g), g["backend"] in ("vllm", "transformers")
@@ -389,7 +403,7 @@ def _model(cfg: dict, gen_name: str) -> tuple[str, bool]:
 def plan(cfg: dict, root: Path = ROOT) -> list[Work]:
     """Every model job kind of the run, with its requests and tokens (module docstring)."""
     from ragmi.audit.plan import audited, canary_dataset, canary_seeds, canary_targets
-    from ragmi.config import control_base, is_external, runs
+    from ragmi.plan import control_base, is_external, runs
 
     n_ref, n_eval = int(cfg["split"]["n_reference"]), int(cfg["split"]["n_eval"])
     n_candidates = 2 * n_ref + 2 * n_eval
@@ -485,40 +499,31 @@ BATCH = 128
 CACHED_JOB_S = 1.0  # a model job whose every answer is in the response cache
 MIN_JOBS = 3  # generate jobs a measurement needs
 
-# Measured on the machines the README names, for the embedded default's model; used until this machine
-# has measured its own.  Keys: cpu_kind().  Each from an uncontended run (tools/eta.py --remeasure
-# --show-measured after `make run` on an idle machine).
 DEFAULT_MODEL = "vllm|local|qwen2.5-coder-0.5b-instruct|auto"
-_ZEN4 = {"prompt_tokens_per_s": 487.1, "s_per_answer_token": 0.94, "job_overhead_s": 1.8, "server_start_s": 33.7}
-DEFAULTS = {
-    "avx512": {
-        **_ZEN4,
-        "range": [0.8, 1.5],
-        "source": (
-            "the embedded default on a 2-core AMD EPYC Zen 4 (AVX-512, no AMX), fitted to a fresh run of "
-            "2026-12-04 on an otherwise idle machine (15 min 0 s)"
-        ),
-    },
-    "amx": {
-        **_ZEN4,
-        "range": [0.6, 1.5],
-        "source": (
-            "not yet measured with this default on an Intel Xeon with AMX: the AMD EPYC Zen 4 figures "
-            "(earlier defaults took about as long on both)"
-        ),
-    },
-    "avx2": {
-        "prompt_tokens_per_s": _ZEN4["prompt_tokens_per_s"] / 2,
-        "s_per_answer_token": _ZEN4["s_per_answer_token"] * 2,
-        "job_overhead_s": 6.0,
-        "server_start_s": 45.0,
-        "range": [0.65, 1.75],
-        "source": (
-            "estimated: the AMD EPYC Zen 4 figures x 2 (vLLM with AVX2 code paths was 1.3x slower, a real "
-            "AVX2-only CPU up to 3.5x: benchmarks/README.md)"
-        ),
-    },
+
+# The one machine the embedded default was timed on, and its figures for the default's model, fitted
+# (`tools/eta.py --remeasure --show-measured`) to the generate jobs' records of a fresh run of the
+# default there on 2026-12-04, the machine otherwise idle: 15 min 0 s (benchmarks/README.md, "Pipeline
+# and test-suite timings").  Used until this machine has measured its own.
+REFERENCE_MACHINE = "a 2-core AMD EPYC Zen 4"
+REFERENCE_LSCPU = "family 25, model 17; AVX-512, no AMX"
+REFERENCE_CPU = ("AuthenticAMD", 25, 17)  # cpu_identity() of that machine
+REFERENCE_CORES = 2
+REFERENCE_RUN = "a fresh run of the embedded default on 2026-12-04, otherwise idle: 15 min 0 s"
+REFERENCE_FIGURES = {
+    "prompt_tokens_per_s": 487.1,
+    "s_per_answer_token": 0.94,
+    "job_overhead_s": 1.8,
+    "server_start_s": 33.7,
 }
+REFERENCE_RANGE = [0.8, 1.5]  # a machine of that kind: other processes slow a 2-core machine down
+# An AVX2-only CPU was never timed with this default.  Two measured runs of an earlier default
+# (SmolLM2-135M, benchmarks/README.md) bound it: the reference kind of CPU with AVX2 code paths only
+# (benchmarks/avx2/run.sh) took 7 min 14 s against 5 min 40 s natively, 1.28 times as long, a lower
+# bound; a real 2-core AVX2-only AMD EPYC Zen 3 took about 39 minutes against about 11 on the
+# reference kind, 3.5 times as long.  An AVX2-only CPU gets the reference machine's time times this
+# range, printed as a range only.
+AVX2_RANGE = [1.28, 3.5]
 MEASURED_RANGE = [0.85, 1.3]  # this machine's own figures: other processes slow a 2-core machine down
 
 
@@ -610,7 +615,7 @@ def measure(records: list[dict], model: str, root: Path, fallback: dict | None =
         "prompt_tokens_per_s": round(1.0 / a, 1),
         "s_per_answer_token": round(b, 3),
         "job_overhead_s": round(max(0.0, sum(over) / len(over)), 1),
-        "server_start_s": round(start if start is not None else (fallback or DEFAULTS["avx512"])["server_start_s"], 1),
+        "server_start_s": round(start if start is not None else (fallback or REFERENCE_FIGURES)["server_start_s"], 1),
         "jobs": len(recs),
         "requests": sum(int(r["generated"]) for r in recs),
         "prompt_tokens": sum(int(r["prompt_tokens_sent"]) for r in recs),
@@ -648,19 +653,46 @@ def model_params_b(model_id: str) -> float | None:
 class Speed:
     figures: dict
     basis: str  # one line: where the figures come from
-    rng: list[float]
+    rng: list[float] | None  # the time's range as factors of the estimate; None: a CPU nobody measured
     scale: float = 1.0  # a model other than the one measured: by parameter count
+    range_only: bool = False  # the estimate itself is no measurement here: print the range alone
 
 
-def speed_for(model: str, machine: str, kind: str, path: Path, root: Path, remeasure: bool = False) -> Speed | None:
+def is_reference(cpu: tuple[str, int, int] | None, cores: int) -> bool:
+    """Whether this machine is of the kind the embedded default was timed on (:data:`REFERENCE_CPU`,
+    :data:`REFERENCE_CORES`)."""
+    return cpu == REFERENCE_CPU and cores == REFERENCE_CORES
+
+
+def reference_speed(kind: str, reference: bool) -> Speed | None:
+    """The embedded default's model on a machine that has measured nothing yet: the reference
+    machine's figures, with a range on that kind of machine, the AVX2 range on an AVX2-only CPU,
+    none on any other CPU (its speed is unknown until its first run); None without AVX2."""
+    where = f"measured on {REFERENCE_MACHINE} ({REFERENCE_LSCPU}), {REFERENCE_RUN} (benchmarks/README.md)"
+    if reference:
+        return Speed(REFERENCE_FIGURES, f"{where}, a machine of this kind", list(REFERENCE_RANGE))
+    if kind == "avx2":
+        basis = (
+            f"{where}; this CPU has no AVX-512: with an earlier default, AVX2 code paths on that CPU took "
+            f"{AVX2_RANGE[0]:g} times as long and a real AVX2-only AMD EPYC Zen 3 {AVX2_RANGE[1]:g} times"
+        )
+        return Speed(REFERENCE_FIGURES, basis, list(AVX2_RANGE), range_only=True)
+    if kind in ("avx512", "amx"):
+        return Speed(REFERENCE_FIGURES, f"{where}; this CPU is not measured yet: its first run measures it", None)
+    return None
+
+
+def speed_for(
+    model: str, machine: str, kind: str, path: Path, root: Path, remeasure: bool = False, reference: bool = False
+) -> Speed | None:
     """This machine's figures for ``model``: from the throughput file, else measured now from the logs
-    (and saved), else the default for this kind of CPU (scaled by parameter count for another model)."""
+    (and saved), else the reference machine's (:func:`reference_speed`; scaled by parameter count for
+    another model).  ``reference``: this machine is of the reference kind (:func:`is_reference`)."""
     data = read_throughput(path)
     entry = (data.get(machine) or {}).get(model)
-    fallback = DEFAULTS.get(kind)
     note = ""
     if entry is None or remeasure:
-        fresh = measure(serving_records(root), model, root, fallback)
+        fresh = measure(serving_records(root), model, root, REFERENCE_FIGURES)
         if fresh is not None:
             data.setdefault(machine, {})[model] = fresh
             try:
@@ -677,19 +709,19 @@ def speed_for(model: str, machine: str, kind: str, path: Path, root: Path, remea
             f"({_show(path, root)}{note}; `tools/eta.py --remeasure` after a run on an otherwise idle machine)"
         )
         return Speed(entry, basis, list(MEASURED_RANGE))
-    if fallback is None:
-        return None
-    if model == DEFAULT_MODEL:
-        return Speed(fallback, f"the default for this kind of CPU: {fallback['source']}", list(fallback["range"]))
+    base = reference_speed(kind, reference)
+    if base is None or model == DEFAULT_MODEL:
+        return base
     mine, ref = model_params_b(model), model_params_b(DEFAULT_MODEL)
     scale = mine / ref if mine and ref else 1.0
-    rng = [fallback["range"][0] * 0.7, fallback["range"][1] * (1.5 if mine else 3.0)]
+    rng = None if base.rng is None else [base.rng[0] * 0.7, base.rng[1] * (1.5 if mine else 3.0)]
     how = f"x {scale:g} by parameter count" if mine and ref else "its size unknown"
     return Speed(
-        fallback,
-        f"no measurement of {model} here: the default model's figures for this kind of CPU, {how} (rough)",
+        base.figures,
+        f"no measurement of {model} here: the default model's figures ({base.basis}), {how} (rough)",
         rng,
         scale,
+        base.range_only,
     )
 
 
@@ -739,8 +771,8 @@ def estimate(
     cached_unaccounted: int,
 ) -> Estimate | None:
     """The run's time: every local model's jobs at its figures, its server's start-up (the servers
-    start early, side by side), the light steps; the range from each figure's own (``Speed.rng``), its
-    low end crediting the cached responses no finished step accounts for."""
+    start early, side by side), the light steps; the range from each figure's own (``Speed.rng``; none:
+    both ends the estimate), its low end crediting the cached responses no finished step accounts for."""
     known = {m: s for m, s in speeds.items() if s is not None}
     if not known:
         return None
@@ -751,7 +783,8 @@ def estimate(
         mine = [w for w in works if w.local and w.model == model]
         g = sum(work_seconds(w, speed.figures, speed.scale) for w in mine)
         sends = sum(w.requests for w in mine)
-        gen, gen_low, gen_high = gen + g, gen_low + g * speed.rng[0], gen_high + g * speed.rng[1]
+        lo, hi = speed.rng or (1.0, 1.0)
+        gen, gen_low, gen_high = gen + g, gen_low + g * lo, gen_high + g * hi
         to_send += sends
         if sends:
             start = max(start, float(speed.figures["server_start_s"]))
@@ -759,7 +792,7 @@ def estimate(
     fixed += LIGHT_S_PER_RUN * n_runs_left + (LIGHT_S_TABLES if (n_runs_left or to_send) else 0.0)
     # cached responses that no finished step accounts for: at best they are this run's requests
     share = min(1.0, cached_unaccounted / to_send) if to_send else 0.0
-    rng = next(iter(known.values())).rng
+    rng = next(iter(known.values())).rng or (1.0, 1.0)
     return Estimate(
         gen + fixed,
         gen_low * (1 - share) + fixed * rng[0],
@@ -802,7 +835,7 @@ def count_cached(cache_dir: Path) -> int:
 
 
 def runs_left(cfg: dict, root: Path) -> int:
-    from ragmi.config import runs
+    from ragmi.plan import runs
 
     return sum(1 for d, t, a in runs(cfg) if not (root / "results" / "metrics" / d / t / f"{a}.csv").is_file())
 
@@ -845,15 +878,25 @@ def summary_lines(
     reused = [f"{a} and {b} send the same requests" for a, b in sorted(pairs)]
     done = sum(w.asked for w in works if w.done or w.reused_from == "done")
     out = []
+    parts = "" if est is None else f"model jobs {minutes(est.generation_s)}, the rest {minutes(est.fixed_s)}"
     if est is None or speed is None:
-        out.append(f"ragmi: no time estimate for this machine ({machine}): no measurement and no default for its CPU.")
+        out.append(
+            f"ragmi: no time estimate for this machine ({machine}): no measurement here, and its CPU has no AVX2."
+        )
     elif not sent and not any(w.requests for w in works):
         out.append(f"ragmi: no model answer left to generate: this run takes {about(est.seconds)} here.")
-    else:
+    elif speed.range_only:
         out.append(
-            f"ragmi: this run takes {about(est.seconds)} here ({span(est.low, est.high)}; "
-            f"model jobs {minutes(est.generation_s)}, the rest {minutes(est.fixed_s)})."
+            f"ragmi: this run takes {span(est.low, est.high)} here: {AVX2_RANGE[0]:g} to {AVX2_RANGE[1]:g} times "
+            f"its {minutes(est.seconds)} on {REFERENCE_MACHINE} ({parts} there), see the speed line."
         )
+    elif speed.rng is None:
+        out.append(
+            f"ragmi: this run takes {about(est.seconds)} on {REFERENCE_MACHINE} ({parts}); "
+            "how long here is unknown until a first run on this CPU measures it."
+        )
+    else:
+        out.append(f"ragmi: this run takes {about(est.seconds)} here ({span(est.low, est.high)}; {parts}).")
     same = f"; {', '.join(reused)} (an output-only defense), answered once" if reused else ""
     if sent or any(w.requests for w in works):
         out.append(
@@ -976,13 +1019,15 @@ def _main(argv: list[str]) -> int:
     cores = available if known.cores in ("all", "") else max(1, min(int(known.cores), available))
     name, flags = cpu_flags()
     kind = cpu_kind(flags)
+    cpu = cpu_identity()
     machine = machine_key(name, available)
     path = Path(known.throughput_file)
     if known.show_measured:
         print(json.dumps({machine: read_throughput(path).get(machine, {})}, indent=1, sort_keys=True))
         return 0
     label = {"amx": "AVX-512 and AMX", "avx512": "AVX-512", "avx2": "AVX2, no AVX-512", "other": "no AVX2"}[kind]
-    lines = [f"ragmi: {cores} core(s) of {available}, {name} ({label})."]
+    family = f"family {cpu[1]}, model {cpu[2]}; " if cpu else ""
+    lines = [f"ragmi: {cores} core(s) of {available}, {name} ({family}{label})."]
     try:
         cfg = load_config(sm, ROOT)
     except Exception as e:  # noqa: BLE001 - the config check that follows says what is wrong
@@ -993,7 +1038,8 @@ def _main(argv: list[str]) -> int:
         return 0
     works = plan(cfg, root)
     models = sorted({w.model for w in works if w.local and w.requests}) or [DEFAULT_MODEL]
-    speeds = {m: speed_for(m, machine, kind, path, root, known.remeasure) for m in models}
+    reference = is_reference(cpu, available)
+    speeds = {m: speed_for(m, machine, kind, path, root, known.remeasure, reference) for m in models}
     cached = count_cached(root / cfg["generation"]["cache_dir"])  # an absolute cache_dir stays itself
     accounted = sum(w.own for w in works if w.done or w.reused_from == "done")
     unaccounted = max(0, cached - int(accounted))
@@ -1017,7 +1063,8 @@ def _combined(speeds: dict[str, Speed | None]) -> Speed | None:
     if not known:
         return None
     first = known[0]
-    return Speed(first.figures, first.basis + f" (and {len(known) - 1} other model(s))", first.rng, first.scale)
+    basis = first.basis + f" (and {len(known) - 1} other model(s))"
+    return Speed(first.figures, basis, first.rng, first.scale, first.range_only)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         ap.error(f"dataset {name!r} is not in {args.config} (datasets: {', '.join(cfg['datasets'])})")
     seed = int(cfg["seed"] if args.seed is None else args.seed)
     dcmi_params = dict((cfg.get("attacks") or {}).get("dcmi") or {})
-    attack = DCMI({**dcmi_params, "seed": seed})  # the schema's defaults fill what the config leaves out
+    attack = DCMI(dcmi_params, seed=seed)  # the schema's defaults fill what the config leaves out
     thetas = sorted(set(args.thetas)) if args.thetas else attack.all_thetas()
     df, _ = load_corpus(name, cfg["datasets"][name], seed)
     samples = dict(zip(df["doc_id"], (attack.sample(t) for t in DCMI.candidate_texts(df))))

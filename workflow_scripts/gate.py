@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from ragmi.gate import evaluate, summary_lines, write_outputs
+from ragmi.gate.evaluation import evaluate
+from ragmi.gate.writers import summary_lines, write_outputs
 from ragmi.workflow import run_step
 
 

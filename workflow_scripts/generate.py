@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragmi.config import is_python, is_remote
 from ragmi.defenses.ca_dp import set_attack_turns
 from ragmi.io import atomic_write_parquet, atomic_write_text
+from ragmi.plan import is_python, is_remote
 from ragmi.rag.factory import rag_system
 from ragmi.rag.python_target import python_target
 from ragmi.rag.remote import remote_target

@@ -12,7 +12,7 @@ from ragmi.workflow import run_step
 def main(smk, log):
     p = smk.params
     candidates = attack_candidates(pd.read_parquet(smk.input.candidates))  # labels stay hidden
-    attack = get_attack(smk.wildcards.attack, dict(p.attack, seed=p.seed))
+    attack = get_attack(smk.wildcards.attack, p.attack, seed=p.seed, validated=True)
     model_dir = smk.input.model if "model" in smk.input.keys() else None
     with attacker_tools(
         dict(p.generator), model_dir, p.cache_dir, smk.threads, p.server_log, int(p.seed), log

@@ -12,7 +12,7 @@ from ragmi.workflow import run_step
 
 def main(smk, log):
     candidates = attack_candidates(pd.read_parquet(smk.input.candidates))  # labels stay hidden
-    attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
+    attack = get_attack(smk.wildcards.attack, smk.params.attack, seed=smk.params.seed, validated=True)
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     queries = check_queries(attack.build_queries(candidates, materials))
     atomic_write_parquet(queries, smk.output.queries)

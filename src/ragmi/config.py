@@ -1,5 +1,7 @@
 """Load, default-fill and validate a ragmi configuration against ``config/schema.yaml``.
 
+This module only validates: the schema and its defaults are :mod:`ragmi.schema` (below the plug-ins,
+which validation builds), the questions asked of a validated configuration are :mod:`ragmi.plan`.
 A bad value raises :class:`~ragmi.errors.ConfigError` with one sentence naming the key and what is
 allowed, e.g. ``config key targets.smollm2-rag.k: 0 is less than the minimum of 1``.
 """
@@ -7,46 +9,22 @@ allowed, e.g. ``config key targets.smollm2-rag.k: 0 is less than the minimum of 
 from __future__ import annotations
 
 import copy
-import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import yaml
-from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
 from .errors import ConfigError
-from .io import read_project_yaml
-
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
-
-
-def _with_defaults(cls):
-    validate_props = cls.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for key, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub and key not in instance:
-                    instance[key] = copy.deepcopy(sub["default"])
-        yield from validate_props(validator, properties, instance, schema)
-
-    return validators.extend(cls, {"properties": set_defaults})
-
-
-_DefaultingValidator = _with_defaults(Draft202012Validator)
-
-
-_SCHEMAS: dict[tuple[str, int], dict] = {}
-
-
-def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    """The parsed schema (a fresh copy; parsed once per file version: validation reads it for every
-    plug-in, and parsing YAML is what made validating a config take seconds)."""
-    p = Path(path).resolve()
-    key = (str(p), p.stat().st_mtime_ns)
-    if key not in _SCHEMAS:
-        _SCHEMAS[key] = read_project_yaml(p)
-    return copy.deepcopy(_SCHEMAS[key])
+from .plan import (
+    CONTROLS,
+    default_generator,
+    fold_requirements,
+    is_external,
+    is_python,
+    is_remote,
+)
+from .schema import DefaultingValidator, load_schema
 
 
 def validate_config(config: dict, schema: dict | None = None) -> dict:
@@ -56,7 +34,7 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     apply_remote_presets(cfg, schema)
     # Two passes: defaults for nested objects are filled once their parent default exists.
     for _ in range(2):
-        error = best_match(_DefaultingValidator(schema).iter_errors(cfg))
+        error = best_match(DefaultingValidator(schema).iter_errors(cfg))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ConfigError(f"config key {where}: {error.message}")
@@ -93,37 +71,6 @@ def apply_remote_presets(cfg: dict, schema: dict) -> None:
             t["remote"] = apply_remote_preset(t["remote"], f"targets.{name}.remote", schema)
 
 
-def is_remote(target: dict) -> bool:
-    """A validated target of ``kind: remote`` (an HTTP RAG service; ``rag``, the schema's default, runs
-    in process)."""
-    return target["kind"] == "remote"
-
-
-def is_python(target: dict) -> bool:
-    """A validated target of ``kind: python`` (a user's RAG chain called in process)."""
-    return target["kind"] == "python"
-
-
-def is_external(target: dict) -> bool:
-    """A target whose retrieval and generation are not ragmi's (kind remote or python): no index, no
-    database of ragmi's, no defenses, controls, frameworks or canaries."""
-    return target["kind"] in ("remote", "python")
-
-
-def is_plain(target: dict) -> bool:
-    """A validated target that is undefended and not a negative control: the attacks' baseline."""
-    return not target["defenses"] and target["control"] == "none"
-
-
-def default_generator(cfg: dict) -> str:
-    """The generator of the first in-process target (the attacker's and defender's default); with
-    only remote targets, the first configured generator."""
-    local = [t for t in sorted(cfg["targets"]) if not is_external(cfg["targets"][t])]
-    if local:
-        return cfg["targets"][local[0]]["generator"]
-    return sorted(cfg.get("generators", {}))[0] if cfg.get("generators") else ""
-
-
 def _check_references(cfg: dict) -> None:
     """Every name the config uses is defined, and each section's keys fit the others (in this order:
     the first problem found is the one reported)."""
@@ -140,6 +87,7 @@ def _check_references(cfg: dict) -> None:
     _check_audit(cfg)
     _check_gate(cfg)
     _check_utility(cfg)
+    _check_dataset_inference(cfg)
     _check_defender(cfg, needs_llm)
     _check_defense_vocabularies(cfg, built)
     _check_models(cfg)
@@ -180,36 +128,6 @@ def _check_generator_endpoints(cfg: dict) -> None:
             )
 
 
-def fold_requirements(cfg: dict, dataset: str | None = None) -> list[tuple[str, int]]:
-    """(attack, cv_folds) of every run attack that scores its reference candidates out of fold (its
-    class's ``out_of_fold``: RAG-MIA's gray-box ensemble, S²MIA's classifier), on ``dataset`` or on
-    any dataset: each needs at least ``cv_folds`` reference members and non-members."""
-    from .attacks import attack_class
-
-    used = {
-        a
-        for t in cfg["targets"]
-        if dataset is None or dataset in target_datasets(cfg, t)
-        for a in target_attacks(cfg, t)
-    }
-    return [
-        (attack, int(cfg["attacks"][attack]["cv_folds"]))
-        for attack in sorted(used)
-        if attack in cfg["attacks"] and attack_class(attack).out_of_fold  # an unconfigured one: _check_target_attacks
-    ]
-
-
-def min_reference(cfg: dict, dataset: str) -> tuple[int, str]:
-    """The fewest reference candidates per class that ``dataset``'s split may have (its attacks'
-    largest ``cv_folds``; 0 when none needs folds) and the config key that asks for it, for
-    ``split.allow_shrink`` and for candidates files whose roles are given."""
-    needs = fold_requirements(cfg, dataset)
-    if not needs:
-        return 0, ""
-    attack, folds = max(needs, key=lambda n: n[1])
-    return folds, f"attacks.{attack}.cv_folds"
-
-
 def _check_folds(cfg: dict) -> None:
     """An attack that scores its reference candidates out of fold needs at least ``cv_folds``
     reference members and non-members: say so before any model runs, not in the score job at the
@@ -229,22 +147,20 @@ def _check_folds(cfg: dict) -> None:
 def _check_remote(cfg: dict) -> None:
     """Remote targets: the keys their API needs, nothing that only an in-process target has, and the
     datasets each target names; the file of every dataset of source 'candidates'."""
+    # here, not at the top: attack code imports this module and must not import ragmi.rag (test_registries)
+    from .rag.remote.keys import check_remote_target
+
     _check_candidates_files(cfg)
     for name, t in cfg["targets"].items():
         _check_target_datasets(cfg, name, t)
         if is_remote(t):
-            _check_remote_target(name, t)
+            check_remote_target(name, t)
         elif "remote" in t:
             raise ConfigError(f"config key targets.{name}.remote: only used with kind 'remote'")
         if is_python(t):
             _check_python_target(name, t)
         elif "python" in t:
             raise ConfigError(f"config key targets.{name}.python: only used with kind 'python'")
-
-
-def store_target_of(cfg: dict, target: str) -> str | None:
-    """The store a target plays the membership game in (``targets.<t>.store``), or None."""
-    return cfg["targets"][target].get("store")
 
 
 # Keys of stores.<s> besides the common ones (kind, collection, host, port, embedder, id_prefix,
@@ -344,90 +260,6 @@ def _check_target_datasets(cfg: dict, name: str, t: dict) -> None:
             )
 
 
-def _check_remote_target(name: str, t: dict) -> None:
-    """A remote target has none of an in-process target's keys (retriever, generator, defenses)."""
-    where = f"config key targets.{name}"
-    for key in ("retriever", "generator"):
-        if key in t:
-            raise ConfigError(f"{where}.{key}: a remote target does its own retrieval and generation; remove the key")
-    if t["defenses"]:
-        raise ConfigError(
-            f"{where}.defenses: a remote target's defenses are the service's own; ragmi cannot add hooks to "
-            "it (serve a defended ragmi target with `ragmi serve-target` instead)"
-        )
-    _check_remote_api(f"{where}.remote", t["remote"])
-
-
-def _check_remote_api(where: str, r: dict) -> None:
-    """The ``remote`` block: the keys its ``api`` needs and none that only the other api reads."""
-    if r["api"] == "json":
-        for key in ("body", "answer_path"):
-            if key not in r:
-                raise ConfigError(f"{where}.{key}: required for api 'json'")
-        if r["logprobs"] and not ("token_logprobs_path" in r or "top_logprobs_path" in r):
-            raise ConfigError(f"{where}.logprobs: true needs token_logprobs_path or top_logprobs_path for api 'json'")
-    else:
-        for key in ("body", "answer_path", "token_logprobs_path", "top_logprobs_path", *STREAM_JSON_KEYS):
-            if key in r:
-                raise ConfigError(f"{where}.{key}: only used with api 'json' (api is 'openai')")
-        if r["path"]:
-            raise ConfigError(f"{where}.path: only used with api 'json' (api openai posts to <url>/chat/completions)")
-    if r["api"] == "json" and r["stream"]:
-        if "stream_path" not in r:
-            raise ConfigError(f"{where}.stream_path: required for a streamed answer of api 'json' (stream: true)")
-        if r["logprobs"]:
-            raise ConfigError(
-                f"{where}.logprobs: a streamed answer of api 'json' is read without log-probabilities; "
-                "set stream: false or logprobs: false"
-            )
-    elif r["api"] == "json":
-        for key in STREAM_JSON_KEYS:
-            if key in r:
-                raise ConfigError(f"{where}.{key}: only used with stream: true")
-    _check_session(where, r)
-    if "sources_path" in r and r["sources_path"].count("*") > 1:
-        raise ConfigError(f"{where}.sources_path: at most one '*' (the list of sources), got {r['sources_path']!r}")
-    if r.get("api_key_env") is not None and not r["api_key_env"].strip():
-        raise ConfigError(f"{where}.api_key_env: must name an environment variable")
-
-
-STREAM_JSON_KEYS = (
-    "stream_path",
-    "stream_event_path",
-    "stream_text_events",
-    "stream_end_event",
-    "stream_error_event",
-    "stream_replace_event",
-)
-SESSION_KEYS = ("session_open_path", "session_id_path", "session", "session_id")
-
-
-def _check_session(where: str, r: dict) -> None:
-    """The session keys (``ragmi.rag.remote.Sessions``): api json only; an opened session needs the
-    path of its id and a place for it; a fixed ``session_id`` opens none."""
-    used = [k for k in SESSION_KEYS if k in r]
-    if not used:
-        return
-    if r["api"] != "json":
-        raise ConfigError(f"{where}.{used[0]}: only used with api 'json' (api is 'openai')")
-    if "session_id" in r and "session_open_path" in r:
-        raise ConfigError(
-            f"{where}.session_id: a fixed session opens none; remove session_open_path (or session_id to "
-            "open a session per query)"
-        )
-    if "session_open_path" not in r and "session_id" not in r:
-        raise ConfigError(f"{where}.{used[0]}: only used with session_open_path (or a fixed session_id)")
-    if "session_open_path" in r and "session_id_path" not in r:
-        raise ConfigError(f"{where}.session_id_path: required with session_open_path (where its answer holds the id)")
-    if "session_id" in r and ("session_id_path" in r or "session" in r):
-        key = "session_id_path" if "session_id_path" in r else "session"
-        raise ConfigError(f"{where}.{key}: only used with session_open_path (a fixed session_id opens none)")
-    if "{session_id}" not in r["path"] and "{session_id}" not in json.dumps(r.get("body"), ensure_ascii=False):
-        raise ConfigError(
-            f"{where}.path: a session is used but neither path nor body says where its id goes ({{session_id}})"
-        )
-
-
 def _check_python_target(name: str, t: dict) -> None:
     """A python target has none of an in-process ragmi target's keys, exactly one of callable and
     factory, and its module can be found (``ragmi.rag.python_target.check_reference``)."""
@@ -445,29 +277,6 @@ def _check_python_target(name: str, t: dict) -> None:
     if ("callable" in p) == ("factory" in p):
         raise ConfigError(f"{where}.python: give exactly one of callable (called per query) and factory")
     check_reference(p, f"targets.{name}.python")
-
-
-CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
-    ("null_database", "--null-db", {"database": "null_control", "control": "null_database"}),
-    ("no_retrieval", "--no-retrieval", {"k": 0, "control": "no_retrieval"}),
-)
-
-
-def control_base(cfg: dict, name: str) -> str | None:
-    """The target whose fitted attack a derived negative control ``name`` applies (``<base>--null-db``,
-    ``<base>--no-retrieval``), None for any other target.  Such a control answers only the evaluation
-    candidates' queries; its scores read the base target's answers for the reference candidates, so every
-    fitted part of the attack (θ, γ, thresholds, ensembles, classifiers) is the base target's and is
-    applied, never refitted, to the control's answers (docs/attacks.md, "Negative controls")."""
-    t = cfg["targets"].get(name)
-    if t is None or t["control"] == "none":
-        return None
-    for _flag, suffix, change in CONTROLS:
-        if name.endswith(suffix) and t["control"] == change["control"]:
-            base = name[: -len(suffix)]
-            if base in cfg["targets"] and cfg["targets"][base]["control"] == "none":
-                return base
-    return None
 
 
 def _derive_controls(cfg: dict) -> None:
@@ -624,7 +433,8 @@ def _check_audit(cfg: dict) -> None:
 def _check_gate(cfg: dict) -> None:
     """Every gate limit has one bound, names configured datasets, targets and attacks (or ``*``), uses
     only the selectors its metric's table has, and has an id of its own (ragmi.gate)."""
-    from .gate import METRICS, limit_id
+    from .gate.limits import limit_id
+    from .gate.metrics import METRICS
 
     sections = {"dataset": "datasets", "target": "targets", "attack": "attacks"}
     seen: dict = {}
@@ -668,6 +478,22 @@ def _check_utility(cfg: dict) -> None:
             )
 
 
+def _check_dataset_inference(cfg: dict) -> None:
+    """The dataset-inference targets are defined; a data owner's suspect and known-outside files come
+    together and exist (their ids are checked against the candidates when the table is built)."""
+    di = cfg["dataset_inference"]
+    for i, t in enumerate(di["targets"] or []):
+        if t not in cfg["targets"]:
+            raise ConfigError(f"config key dataset_inference.targets.{i}: {t!r} is not defined under 'targets'")
+    given = [k for k in ("suspect", "known_outside") if di[k] is not None]
+    if len(given) == 1:
+        other = "known_outside" if given[0] == "suspect" else "suspect"
+        raise ConfigError(f"config key dataset_inference.{other}: required when dataset_inference.{given[0]} is set")
+    for k in given:
+        if not Path(di[k]).is_file():
+            raise ConfigError(f"config key dataset_inference.{k}: file {di[k]} does not exist")
+
+
 def _check_defender(cfg: dict, needs_llm: bool) -> None:
     """The defender's generator (default: the first in-process target's) is defined when a used
     defense needs it."""
@@ -684,86 +510,6 @@ def _check_defense_vocabularies(cfg: dict, built: dict) -> None:
         from .audit.canaries import check_outside_vocabulary
 
         check_outside_vocabulary({n: built[n].vocabulary for n in built})
-
-
-def _defaults_and_check(schema_part: dict, params: dict, where: str, root: dict) -> dict:
-    """Fill ``schema_part``'s defaults into a copy of ``params`` and validate it (errors name ``where``)."""
-    sub = {**schema_part, "$defs": root.get("$defs", {})}
-    out = copy.deepcopy(dict(params or {}))
-    for _ in range(2):
-        error = best_match(_DefaultingValidator(sub).iter_errors(out))
-    if error is not None:
-        path = ".".join([where] + [str(p) for p in error.absolute_path])
-        raise ConfigError(f"config key {path}: {error.message}")
-    return out
-
-
-def plugin_schema(kind: str, name: str, schema: dict | None = None) -> dict:
-    """The schema entry of one plug-in: ``kind`` is ``attacks`` or ``defenses``."""
-    schema = schema or load_schema()
-    entries = schema["properties"]["attacks"]["properties"] if kind == "attacks" else schema["$defs"][kind]
-    if name not in entries:
-        raise ConfigError(f"unknown {kind[:-1]} {name!r}; known: {', '.join(sorted(entries))}")
-    return entries[name]
-
-
-def plugin_params(kind: str, name: str, params: dict | None = None, where: str | None = None) -> dict:
-    """``params`` of one attack or defense with the schema's defaults filled in, validated.
-
-    The schema is the only place where a plug-in's defaults live; modules read the returned dict
-    with plain indexing (``p["key"]``), never ``p.get(key, default)``.
-    """
-    schema = load_schema()
-    return _defaults_and_check(plugin_schema(kind, name, schema), params or {}, where or f"{kind}.{name}", schema)
-
-
-def section_params(section: str, params: dict | None = None, where: str | None = None) -> dict:
-    """One entry of a map section (``generators``, ``retrievers``, ``targets``) with defaults filled."""
-    schema = load_schema()
-    part = schema["properties"][section]["additionalProperties"]
-    return _defaults_and_check(part, params or {}, where or section, schema)
-
-
-def target_attacks(cfg: dict, target: str) -> list[str]:
-    """The attacks run against ``target``: its ``attacks`` list, or every configured attack."""
-    chosen = cfg["targets"][target].get("attacks")
-    return sorted(cfg["attacks"]) if chosen is None else sorted(chosen)
-
-
-def target_needs_defender(cfg: dict, target: str) -> bool:
-    from .defenses import defense_class
-
-    return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
-
-
-def dataset_contexts(cfg: dict, dataset: str) -> list[list]:
-    """``[[generator, max_model_len], ...]`` of the in-process targets whose prompts
-    ``targets.<t>.context_fit`` fits and that retrieve from ``dataset`` (the corpus job's warning)."""
-    out = set()
-    for name, t in cfg["targets"].items():
-        if is_remote(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
-            continue
-        g = cfg["generators"][t["generator"]]
-        if g["backend"] != "openai":
-            out.add((t["generator"], int(g["max_model_len"])))
-    return [list(x) for x in sorted(out)]
-
-
-def target_datasets(cfg: dict, target: str) -> list[str]:
-    """The datasets ``target`` is attacked on: its ``datasets`` list, or every dataset."""
-    chosen = cfg["targets"][target].get("datasets")
-    return sorted(cfg["datasets"]) if chosen is None else sorted(chosen)
-
-
-def runs(cfg: dict) -> list[tuple[str, str, str]]:
-    """Every (dataset, target, attack) the configuration runs, sorted."""
-    return [
-        (d, t, a)
-        for d in sorted(cfg["datasets"])
-        for t in sorted(cfg["targets"])
-        if d in target_datasets(cfg, t)
-        for a in target_attacks(cfg, t)
-    ]
 
 
 def yaml_error_text(e: yaml.YAMLError) -> str:
@@ -799,6 +545,27 @@ def read_config_file(path: str | Path) -> dict:
             f"config file {p} must hold config keys (a mapping) at the top level, not a {type(raw).__name__}"
         )
     return raw
+
+
+def merge_config(base: dict, update: Mapping) -> dict:
+    """``update`` merged into ``base`` as Snakemake merges config files: later keys win, a mapping
+    merged into a mapping key by key (recursively; the nested mapping of ``base`` is copied, not
+    changed). ``base`` itself is updated and returned."""
+    for k, v in update.items():
+        base[k] = merge_config(dict(base[k]), v) if isinstance(v, Mapping) and isinstance(base.get(k), Mapping) else v
+    return base
+
+
+def read_config_files(paths: Iterable[str | Path]) -> dict:
+    """The config files merged in order as Snakemake merges several ``--configfile``
+    (:func:`merge_config`), each read by :func:`read_config_file`."""
+    cfg: dict = {}
+    for p in paths:
+        doc = read_config_file(p)
+        if not isinstance(doc, Mapping):
+            raise ConfigError(f"config file {p} does not hold a mapping")
+        cfg = merge_config(cfg, doc)
+    return cfg
 
 
 def load_config(path: str | Path) -> dict:

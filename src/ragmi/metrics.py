@@ -569,6 +569,18 @@ def auc_ci(auc, n_members: int, n_nonmembers: int, z: float = Z95):
     return lo.reshape(a.shape), hi.reshape(a.shape)
 
 
+def clopper_pearson_lower(k: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper-Pearson lower bound on a proportion with ``k`` successes out of ``n``:
+    the ``1 - confidence`` quantile of Beta(k, n - k + 1); 0 when k = 0."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    if k == 0:
+        return 0.0
+    from scipy import stats
+
+    return float(stats.beta.ppf(1.0 - confidence, k, n - k + 1))
+
+
 def clopper_pearson(k, n, alpha: float = 0.05):
     """``(lo, hi)``: the exact (Clopper & Pearson 1934, "The use of confidence or fiducial limits
     illustrated in the case of the binomial", Biometrika 26:404-413) two-sided ``1 - alpha``

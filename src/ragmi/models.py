@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -321,12 +322,35 @@ def _convert(name: str, out: Path) -> Path:
     return out
 
 
+def modelinfo_seed_dir() -> Path:
+    """Where ``make install`` keeps vLLM's model-class inspections (beside the converted models of
+    :func:`conversion_cache_dir`; :mod:`ragmi.rag.vllm_server` copies them into each run's cache)."""
+    return conversion_cache_dir().parent / "vllm-cache" / "modelinfos"
+
+
+def warm_modelinfo_cache(architectures: list[str]) -> list[Path]:
+    """Let vLLM inspect ``architectures`` once, in a child process whose ``VLLM_CACHE_ROOT`` is the
+    seed folder's parent; the files written there (an empty list when vLLM is missing or fails)."""
+    seed = modelinfo_seed_dir()
+    code = (
+        "import sys\n"
+        "from vllm.model_executor.models.registry import ModelRegistry\n"
+        "for a in sys.argv[1:]:\n"
+        "    ModelRegistry.models[a].inspect_model_cls()\n"
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(seed.parent), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    r = subprocess.run(
+        [sys.executable, "-c", code, *architectures], env=env, capture_output=True, text=True, check=False
+    )
+    if r.returncode != 0:
+        return []
+    return sorted(seed.glob("*.json"))
+
+
 if __name__ == "__main__":  # python -m ragmi.models cache  (tools/install.sh)
     if sys.argv[1:] != ["cache"]:
         raise SystemExit("usage: python -m ragmi.models cache")
     import json
-
-    from .rag.vllm_server import warm_modelinfo_cache
 
     _archs = set()
     for _name in INSTALL_CONVERTS:

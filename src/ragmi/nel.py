@@ -555,7 +555,7 @@ def spot_check_sample(texts: Iterable[str], per_type: int = 10, seed: int = 0) -
 def spot_check_bounds(judged: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per type: ``k`` items judged correct out of ``n`` and the one-sided Clopper-Pearson lower bound
     on the precision (10/10 -> 0.741 at 95%).  ``judged`` has columns type and correct (bool)."""
-    from .audit.stats import clopper_pearson_lower  # the evaluator's statistics
+    from .metrics import clopper_pearson_lower  # the evaluator's statistics
 
     rows = []
     for t, g in judged.groupby("type", sort=True):

@@ -201,7 +201,7 @@ def target_files(cfg: dict, target: str, dataset: str) -> tuple[str, str]:
 def served_spec(cfg: dict, target: str, dataset: str, cache_dir: str | None = None):
     """The TargetSpec of ``target`` over ``dataset`` (what the generate rule gives it), checking that
     its files exist."""
-    from .config import is_external, target_needs_defender
+    from .plan import is_external, target_needs_defender
     from .rag.factory import TargetSpec, needs_model_dir
 
     if target not in cfg["targets"]:
@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None, ready: Callable | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     try:
-        from .config import load_config, target_datasets
+        from .config import load_config
+        from .plan import target_datasets
 
         if args.directory:
             os.chdir(args.directory)

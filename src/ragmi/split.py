@@ -84,7 +84,7 @@ def split_corpus(
     ("reference" / "eval"), in a seeded random order (never sorted by label or role).  Too few
     members or non-members for ``n_reference + n_eval`` is a DataError unless ``allow_shrink`` (then
     ``info["capped"]`` is true), never below ``floor[0]`` reference candidates per class (the
-    attacks' ``cv_folds``, named by the config key ``floor[1]``: :func:`ragmi.config.min_reference`).
+    attacks' ``cv_folds``, named by the config key ``floor[1]``: :func:`ragmi.plan.min_reference`).
     """
     lacking = [c for c in CORPUS_COLUMNS if c not in corpus.columns]
     if lacking:

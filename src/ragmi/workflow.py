@@ -78,7 +78,7 @@ def read_responses(files):
 
 
 def control_responses(base, own, queries, candidates):
-    """The responses a negative control's attack reads (ragmi.config.control_base): the base target's
+    """The responses a negative control's attack reads (ragmi.plan.control_base): the base target's
     answers to the reference candidates' queries (the attack's fitted parts come from them, as on the
     base target) and the control's own answers to the evaluation candidates' queries."""
     import pandas as pd

@@ -14,7 +14,7 @@ from .base import Attack, check_queries, merge_responses
 
 class ToyAttack(Attack):
     name = "toy"
-    out_of_fold = True  # reads params["cv_folds"]: ragmi.config.fold_requirements
+    out_of_fold = True  # reads params["cv_folds"]: ragmi.plan.fold_requirements
     audit_mi_rank = -1  # before every production attack: ragmi.audit.plan.mi_attack
 
     @classmethod

@@ -4,9 +4,7 @@ registering one here and giving it its parameters and their defaults in config/s
 
 from __future__ import annotations
 
-import importlib
-
-from ..errors import ConfigError
+from ..schema import Registry
 
 REGISTRY = {
     # config key: (module, class)
@@ -20,12 +18,11 @@ REGISTRY = {
 }
 
 
+_LOOKUP = Registry(__name__, REGISTRY, lambda name, known, _where: f"unknown attack {name!r}; known: {known}")
+
+
 def attack_class(name: str):
-    try:
-        module, cls = REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown attack {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return _LOOKUP.cls(name)
 
 
 def attack_channels(name: str, variant: str) -> tuple[str, ...]:
@@ -37,5 +34,7 @@ def needs_prepare(name: str) -> bool:
     return bool(attack_class(name).needs_prepare)
 
 
-def get_attack(name: str, params: dict):
-    return attack_class(name)(params)
+def get_attack(name: str, params: dict, **kwargs):
+    """Attack ``name`` built from its config entry; ``kwargs``: ``seed``, ``logprobs``, ``validated``
+    (:class:`ragmi.attacks.base.Attack`)."""
+    return attack_class(name)(params, **kwargs)

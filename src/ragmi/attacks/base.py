@@ -14,9 +14,10 @@ Threat model (enforced by the workflow, see ``workflow_scripts/``): an attack se
 
 Attack modules never import ``ragmi.rag`` (retriever, index, generator, defenses).
 
-Parameters: ``Attack(params)`` takes the attack's config entry plus ``seed``; every other key gets its
-default from ``config/schema.yaml`` (``attacks.<name>``) and is validated there, so attacks read
-``self.params["key"]`` and ``self.seed``.
+Parameters: ``Attack(params, seed=..., logprobs=...)`` takes the attack's config entry; every key gets its
+default from ``config/schema.yaml`` (``attacks.<name>``) and is validated there (once: the workflow passes
+the validated config's entry with ``validated=True``), so attacks read ``self.params["key"]`` and
+``self.seed``.
 
 Life cycle, each step a Snakemake rule with parquet in between:
 
@@ -52,7 +53,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from ..config import plugin_params
+from ..schema import plugin_params
 
 CANDIDATE_COLUMNS = ["doc_id", "text", "title", "human_turn"]  # what an attack sees of a candidate
 QUERY_COLUMNS = ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]
@@ -67,10 +68,6 @@ RESPONSE_COLUMNS = [
 ]
 SCORE_COLUMNS = ["doc_id", "variant", "score", "decision"]
 
-# Set in an attack's parameters by the workflow (rules/common.smk score_attack_params) when the target
-# returns no log-probabilities (a remote service with logprobs: false): the attack computes its
-# text-only variants and lists the others in ``skipped_variants``.
-NO_LOGPROBS_KEY = "_target_returns_no_logprobs"
 # A scores frame lists each skipped variant in one row: doc_id null, score NaN, this column = why.
 SKIPPED_COLUMN = "skipped"
 NO_LOGPROBS_NOTE = "skipped: the target returns no log-probabilities (gray-box variant)"
@@ -98,7 +95,7 @@ class Attack(ABC):
     channels = ("text",)  # what the attack reads of the target's responses (ragmi.audit.inventory)
     extraction = False  # its responses are also scored for generated-text leakage (ragmi.audit.leakage)
     # Scores its reference candidates out of fold (a classifier trained on the reference set): the split
-    # needs at least params["cv_folds"] reference members and non-members (ragmi.config.fold_requirements).
+    # needs at least params["cv_folds"] reference members and non-members (ragmi.plan.fold_requirements).
     out_of_fold = False
     # The leakage dashboard's membership attack when audit.mi_attack is unset: the configured attack with
     # the lowest rank (None: never chosen; ragmi.audit.plan.mi_attack).
@@ -125,13 +122,16 @@ class Attack(ABC):
         """The response channels one of the attack's variants reads."""
         return tuple(cls.channels)
 
-    def __init__(self, params: Mapping | None = None):
-        rest = dict(params or {})
-        self.seed = int(rest.pop("seed", 0))
-        # False: the target gives no log-probabilities; gray-box variants are skipped, not computed
-        self.logprobs = not bool(rest.pop(NO_LOGPROBS_KEY, False))
+    def __init__(self, params: Mapping | None = None, *, seed: int = 0, logprobs: bool = True, validated: bool = False):
+        """``params``: the attack's config entry (``attacks.<name>``); ``validated``: it comes from a
+        validated configuration (defaults filled, values checked), so it is used as given instead of
+        being validated again.  ``seed``: the run's seed.  ``logprobs`` False: the target returns no
+        log-probabilities (a remote or python target with ``logprobs: false``), so the gray-box variants
+        are listed as skipped, not computed."""
+        self.seed = int(seed)
+        self.logprobs = bool(logprobs)
         self.skipped_variants: list[str] = []
-        self.params = plugin_params("attacks", self.name, rest)
+        self.params = dict(params) if validated else plugin_params("attacks", self.name, dict(params or {}))
 
     def prepare(self, candidates: pd.DataFrame, tools: AttackerTools) -> pd.DataFrame:
         """Offline query generation; attacks with ``needs_prepare = True`` override it."""

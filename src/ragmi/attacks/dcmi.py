@@ -114,8 +114,8 @@ class DCMI(Attack):
         # log-probabilities of the generated positions (the channel first_token_logprobs)
         return ("text",) if variant == "dcmi/adv3" else ("first_token_logprobs",)
 
-    def __init__(self, params=None):
-        super().__init__(params)
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
         p = self.params
         self.thetas = [_key(t) for t in p["thetas"]]
         self.theta_adv2 = _key(p["theta_adv2"])
@@ -143,7 +143,7 @@ class DCMI(Attack):
     @staticmethod
     def candidate_texts(candidates: pd.DataFrame) -> list[str]:
         """What DCMI's query quotes of each candidate: ``title + " " + text`` as the authors' code
-        builds it (docs/provenance.md#titles), the text alone for a candidate without a title."""
+        builds it (docs/provenance.md#retrievers), the text alone for a candidate without a title."""
         titles = candidates["title"] if "title" in candidates.columns else [None] * len(candidates)
         out = []
         for title, text in zip(titles, candidates["text"]):

@@ -73,8 +73,8 @@ import numpy as np
 import pandas as pd
 
 from .. import nel
-from ..config import plugin_params
 from ..errors import ConfigError, DataError
+from ..schema import plugin_params
 from ..textmatch import longest_common_substring, normalise
 from . import prompt_pools
 from .base import QUERY_COLUMNS, Attack, merge_responses

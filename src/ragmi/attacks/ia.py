@@ -122,8 +122,8 @@ class IA(Attack):
     needs_prepare = True
     audit_mi_rank = 4
 
-    def __init__(self, params=None):
-        super().__init__(params)
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
         if self.params["n_questions"] is None:
             self.params["n_questions"] = 30 if self.params["variant"] == "paper" else 15
 

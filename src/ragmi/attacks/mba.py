@@ -350,8 +350,8 @@ class MBA(Attack):
     def model_references(cls, params):
         return [("proxy_lm", "attacker-weights" if params["proxy_lm"] == "attacker" else "model")]
 
-    def __init__(self, params: Mapping | None = None):
-        super().__init__(params)
+    def __init__(self, params: Mapping | None = None, **kwargs):
+        super().__init__(params, **kwargs)
         if self.params["spell_correction"]:
             raise ConfigError(
                 "config key attacks.mba.spell_correction: true is not supported: the paper's spell-correction "

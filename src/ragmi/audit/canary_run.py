@@ -95,7 +95,7 @@ def run_canary(spec: TargetSpec, corpus: pd.DataFrame, seed: int, max_tokens: in
     Path(workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = Path(tmp) / "index"
-        retriever = RetrieverSpec.from_config(spec.retriever_name, spec.retriever)
+        retriever = RetrieverSpec.from_validated(spec.retriever)
         build_index(kb, retriever, index, with_titles=bool(spec.target["with_titles"]), log=log)
         with rag_system(dataclasses.replace(spec, index_dir=str(index)), kb, log) as rag:
             answers = _ask(rag, exp.queries)

@@ -69,7 +69,7 @@ def rouge_l(candidate: str, reference: str) -> dict:
 @lru_cache(maxsize=1)
 def _schema_thresholds() -> tuple[int, float]:
     """(min_chars, rouge_l) defaults of ``attacks.extraction`` (the schema is parsed once)."""
-    from ..config import plugin_params
+    from ..schema import plugin_params
 
     d = plugin_params("attacks", "extraction")
     return int(d["min_chars"]), float(d["rouge_l"])

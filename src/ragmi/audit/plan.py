@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..attacks import attack_class
-from ..config import is_external, runs, store_target_of, target_attacks, target_datasets
+from ..plan import is_external, runs, store_target_of, target_attacks, target_datasets
 
 
 def defended_targets(cfg: Mapping) -> list[str]:

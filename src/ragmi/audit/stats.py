@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..metrics import clopper_pearson_lower  # noqa: F401  (the audit's bounds: ragmi.metrics)
+
 N_BOOT = 2000
 LEVEL = 0.95
 
@@ -38,18 +40,6 @@ def fisher_one_sided(leaked_a: int, total_a: int, leaked_b: int, total_b: int) -
     from scipy import stats  # here, not at import: the Snakefile imports this module (0.5 s)
 
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
-
-
-def clopper_pearson_lower(k: int, n: int, confidence: float = LEVEL) -> float:
-    """One-sided Clopper-Pearson lower bound on a proportion with ``k`` successes out of ``n``:
-    the ``1 - confidence`` quantile of Beta(k, n - k + 1); 0 when k = 0."""
-    if n <= 0 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
-    if k == 0:
-        return 0.0
-    from scipy import stats
-
-    return float(stats.beta.ppf(1.0 - confidence, k, n - k + 1))
 
 
 def output_digest(texts: Sequence[str]) -> str:

@@ -100,7 +100,7 @@ def with_schema_defaults(spec: Mapping) -> dict:
     """``spec`` with the defaults that ``config/schema.yaml`` gives its source (``allOf`` rules of a
     ``datasets`` entry) filled in where absent; nothing is validated here (the loaders check their
     keys and name them in their errors)."""
-    from ragmi.config import load_schema
+    from ragmi.schema import load_schema
 
     entry = load_schema()["properties"]["datasets"]["additionalProperties"]
     out = dict(spec)

@@ -6,10 +6,8 @@ Adding a defense: a module with one :class:`~ragmi.defenses.base.Defense` subcla
 
 from __future__ import annotations
 
-import importlib
-
-from ..config import plugin_params
 from ..errors import ConfigError
+from ..schema import Registry, plugin_params
 
 REGISTRY = {
     # kind: (module, class)
@@ -31,12 +29,11 @@ REGISTRY = {
 }
 
 
+_LOOKUP = Registry(__name__, REGISTRY, lambda kind, known, _where: f"unknown defense kind {kind!r}; known: {known}")
+
+
 def defense_class(kind: str):
-    try:
-        module, cls = REGISTRY[kind]
-    except KeyError:
-        raise ConfigError(f"unknown defense kind {kind!r}; known: {', '.join(sorted(REGISTRY))}") from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return _LOOKUP.cls(kind)
 
 
 def build_defense(name: str, spec: dict):

@@ -27,6 +27,7 @@ from .generators import (
     OpenAIGenerator,
     TransformersGenerator,
     api_key_from_env,
+    generator_model_id,
     make_request,
 )
 from .index import Retriever, RetrieverSpec, database_documents
@@ -36,12 +37,6 @@ from .templates import get_template
 from .vllm_server import SharedVLLMServer, VLLMServer
 
 VLLM_CACHE_ROOT = str(Path(".ragmi") / "vllm-cache")
-
-
-def generator_model_id(gen_cfg: Mapping) -> str:
-    """The identity under which responses are cached: backend + endpoint + model + dtype."""
-    where = gen_cfg.get("base_url", "local")  # base_url exists only for backend 'openai'
-    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{gen_cfg['dtype']}"
 
 
 def needs_model_dir(gen_cfg: Mapping) -> bool:
@@ -187,7 +182,7 @@ def target_framework(spec: TargetSpec):
     """The target's framework (``targets.<t>.framework``), its local model resolved: ``model:
     generator`` is the generator's own weights (the converted folder of a packaged model)."""
     key = f"targets.{spec.name}.framework"
-    fw = build_framework(spec.target["framework"], dict(spec.target["framework_params"]), where=key)
+    fw = build_framework(spec.target["framework"], spec.target["framework_params"], where=key, validated=True)
     if fw.needs_local_model:
         m = fw.params["model"]
         fw.model_path = model_path(spec.generator, spec.model_dir) if m == "generator" else m
@@ -224,9 +219,7 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
                 )
             )
             chat = defender_chat(dgen, spec.seed)
-        retriever = Retriever(
-            spec.index_dir, RetrieverSpec.from_config(spec.retriever_name, spec.retriever), spec.embedding_cache_dir
-        )
+        retriever = Retriever(spec.index_dir, RetrieverSpec.from_validated(spec.retriever), spec.embedding_cache_dir)
         with_titles = bool(spec.target["with_titles"])
         if retriever.with_titles != with_titles:
             raise ConfigError(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
@@ -545,3 +545,9 @@ def api_key_from_env(var: str | None) -> str:
     if not key:
         raise ConfigError(f"the generator's API key is read from the environment variable {var}, which is not set")
     return key
+
+
+def generator_model_id(gen_cfg: Mapping) -> str:
+    """The identity under which responses are cached: backend + endpoint + model + dtype."""
+    where = gen_cfg.get("base_url", "local")  # base_url exists only for backend 'openai'
+    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{gen_cfg['dtype']}"

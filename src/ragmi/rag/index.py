@@ -16,19 +16,21 @@ file(s), ``ids.parquet`` (row -> doc_id) and ``meta.json`` (with ``with_titles``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..config import section_params
 from ..embedder import Embedder
 from ..errors import ConfigError
 from ..io import atomic_dir
+from ..schema import section_params
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,11 @@ class RetrieverSpec:
     def from_config(cls, name: str, cfg: dict) -> RetrieverSpec:
         """Validate ``cfg`` (``retrievers.<name>``) against the schema, which also fills its defaults."""
         return cls(**section_params("retrievers", cfg, where=f"retrievers.{name}"))
+
+    @classmethod
+    def from_validated(cls, cfg: Mapping) -> RetrieverSpec:
+        """A ``retrievers`` entry of a validated configuration (every key filled), taken as it is."""
+        return cls(**{f.name: cfg[f.name] for f in dataclasses.fields(cls)})
 
 
 # An E5 model by name: intfloat/e5-base-v2, intfloat/multilingual-e5-large, e5-small, ...

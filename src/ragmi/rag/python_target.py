@@ -37,8 +37,8 @@ from pathlib import Path
 
 from ..cache import ResponseCache
 from ..errors import ConfigError, EndpointError
+from .concurrency import Cancelled, answer_concurrently
 from .generators import CachedGenerator, make_request
-from .remote import Cancelled, answer_concurrently
 
 
 def reference_key(cfg: Mapping) -> str:

@@ -19,7 +19,7 @@ follow each other.  That helps only where the context comes before the question:
   "the context").  Their prompts share only the fixed instructions before ``{question}``; they are
   kept as published, not reordered (the prompt order changes what the model answers).
 
-:attr:`Template.question_first` says which is which; the README's measured serving section records it.
+:attr:`Template.question_first` says which is which; docs/provenance.md#templates records it.
 """
 
 from __future__ import annotations

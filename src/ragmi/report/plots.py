@@ -14,8 +14,9 @@ and the legend sits outside the panels.
 The figures over the report tables, drawn from a table's frame (``ragmi.report.registry`` declares them):
 :func:`plot_query_budget`, :func:`plot_defense_effect` (ΔAUC of every headline variant on each defended
 target, against its undefended target), :func:`plot_dcmi_sweep` (DCMI's AUC against θ and against γ, the
-decision rule's accuracy against γ) and :func:`plot_canaries` (canaries recovered per seed, before and
-after the output hooks, undefended and defended targets side by side).
+decision rule's accuracy against γ), :func:`plot_canaries` (canaries recovered per seed, before and
+after the output hooks, undefended and defended targets side by side) and :func:`plot_privacy_utility`
+(each defense's Δ utility against its change in leakage).  Every figure is written by :func:`save_atomic`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import re
+import textwrap
 
 import matplotlib
 
@@ -33,9 +35,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ragmi.io import atomic_path  # noqa: E402
-from ragmi.metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
-from ragmi.report.tables import DASH  # noqa: E402
+from ..io import atomic_path  # noqa: E402
+from ..metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
+from ..utility.measures import METRIC_LABELS  # noqa: E402
+from .cells import DASH  # noqa: E402
+from .utility_tables import CHANNEL_GROUPS, CHANNEL_LABELS  # noqa: E402
 
 DPI = 120
 MAX_VARIANTS = 20
@@ -82,12 +86,12 @@ def _is_black_box(sub: pd.DataFrame) -> bool:
 
 def _suptitle(fig: Figure, title: str, width_in: float, fontsize: float = 10) -> None:
     """The figure's title, wrapped to the figure's width (about 14 characters per inch at size 10)."""
-    import textwrap
-
     fig.suptitle(textwrap.fill(title, max(30, int(width_in * 14 * 10 / fontsize))), fontsize=fontsize)
 
 
-def _save_atomic(fig: Figure, out_png: str | os.PathLike) -> None:
+def save_atomic(fig: Figure, out_png: str | os.PathLike) -> None:
+    """Write ``fig`` as a PNG (dpi :data:`DPI`, no version metadata) atomically: a temporary file in the
+    target directory, moved into place."""
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata=_PNG_METADATA)
 
@@ -168,7 +172,7 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
         title_fontsize=7,
     )
     fig.suptitle(title)
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
 
 
 def plot_score_distributions(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
@@ -198,7 +202,7 @@ def plot_score_distributions(scores_df: pd.DataFrame, out_png: str | os.PathLike
         ax.set_visible(False)
     fig.suptitle(f"{title} (evaluation set)")
     fig.tight_layout()
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
 
 
 def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
@@ -232,7 +236,7 @@ def plot_query_budget(budget_df: pd.DataFrame, out_png: str | os.PathLike, title
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,7 +344,7 @@ def plot_defense_effect(df: pd.DataFrame, out_png: str | os.PathLike, title: str
             [seen[k][0] for k in keys], [seen[k][1] for k in keys], loc="outside lower center", ncol=2, fontsize=7
         )
     _suptitle(fig, title, fig.get_figwidth())
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
 
 
 _SWEEP_VALUE = re.compile(r"^dcmi/(?P<param>theta|gamma)=(?P<value>[0-9.]+)$")
@@ -408,7 +412,7 @@ def plot_dcmi_sweep(df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
         title_fontsize=7,
     )
     _suptitle(fig, title, fig.get_figwidth() - 2.5)
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
 
 
 def canary_seeds(df: pd.DataFrame) -> pd.DataFrame:
@@ -471,4 +475,198 @@ def plot_canaries(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> N
     ax.grid(True, axis="y", lw=0.4, alpha=0.5)
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=7)
     _suptitle(fig, title, fig.get_figwidth())
-    _save_atomic(fig, out_png)
+    save_atomic(fig, out_png)
+
+
+def _privacy_utility_panels(d: pd.DataFrame) -> list[tuple]:
+    """The leakage measures of the privacy–utility figure that some defended row has: (key, y label, y of a
+    row, interval of a row or None, point label of a row)."""
+
+    def ci(lo, hi):
+        return lambda r: (float(r[lo]), float(r[hi]))
+
+    panels = []
+    for g in CHANNEL_GROUPS:
+        panels.append(
+            (
+                f"{g}_delta_auc",
+                f"ΔAUC, attack reading the {CHANNEL_LABELS[g]}\n(the variant changed most; 95% CI)",
+                lambda r, g=g: float(r[f"{g}_delta_auc"]),
+                ci(f"{g}_delta_auc_lo", f"{g}_delta_auc_hi"),
+                lambda r, g=g: str(r[f"{g}_variant"]),
+            )
+        )
+
+    def canary_delta(r):
+        k, n = float(r["canaries_recovered"]), float(r["canaries_planted"])
+        kb, nb = r["_base_canaries"]
+        return 100 * (k / n - kb / nb) if n and nb else float("nan")
+
+    panels.append(
+        (
+            "canaries",
+            "Δ canaries recovered\n(percentage points of those planted)",
+            canary_delta,
+            None,
+            lambda r: (
+                f"{r['_base_canaries'][0]:.0f} → {float(r['canaries_recovered']):.0f} of {float(r['canaries_planted']):.0f}"
+                + ("" if pd.isna(r["canary_fisher_p"]) else f" (p = {float(r['canary_fisher_p']):.2g})")
+            ),
+        )
+    )
+    panels.append(
+        (
+            "nel",
+            "Δ NELstrict entities per extraction run\n(e-mail addresses and person names)",
+            lambda r: float(r["delta_nel_per_run"]),
+            None,
+            lambda r: (
+                f"{float(r['nel_per_run']) - float(r['delta_nel_per_run']):.0f} → {float(r['nel_per_run']):.0f} per run"
+            ),
+        )
+    )
+    return panels
+
+
+def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
+    """What each defense saves in leakage against what it costs in utility, one row of panels per
+    (dataset, undefended target) and one panel per leakage measure the run has: the ΔAUC of the attack
+    reading the answer text and of the attack reading only the log-probabilities (each the headline
+    variant the defense changed most, :func:`ragmi.report.utility_tables.channel_cells`: a defense that rewrites the text shows in the
+    first, and cannot in the second), the change in canaries recovered and in NELstrict entities per
+    extraction run.  x: Δ of the headline utility measure (paired bootstrap 95% interval); y: the
+    leakage change, with its interval where it has one; the undefended target at (0, 0).  Lower right
+    is better: more utility, less leakage."""
+    d = df[df["headline_metric"].astype(bool) & (df["base_target"] != "")].copy()
+    groups = sorted({(r.dataset, r.base_target) for r in d.itertuples()})
+    if not groups:
+        raise ValueError("no row of the headline utility measure has an undefended target to compare with")
+    base_can = {
+        (r.dataset, r.target): (float(r.canaries_recovered), float(r.canaries_planted))
+        for r in d.itertuples()
+        if r.target == r.base_target and not pd.isna(r.canaries_planted)
+    }
+    d["_base_canaries"] = [
+        base_can.get((r.dataset, r.base_target), (float("nan"), float("nan"))) for r in d.itertuples()
+    ]
+    defended = d[d["target"] != d["base_target"]]
+    panels = []
+    for key, ylabel, y_of, ci_of, label_of in _privacy_utility_panels(d):
+        ys = []
+        for _, r in defended.iterrows():
+            try:
+                ys.append(y_of(r))
+            except (TypeError, ValueError, KeyError):
+                ys.append(float("nan"))
+        if any(not math.isnan(y) for y in ys):
+            panels.append((key, ylabel, y_of, ci_of, label_of))
+    if not panels:
+        raise ValueError("no leakage measure of a defended target to plot")
+    ncols = min(2, len(panels))  # per group, the panels two by two
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(4.6 * ncols + 2.6, (3.9 * nrows) * len(groups) + 0.8), layout="constrained")
+    grid = fig.subplots(nrows * len(groups), ncols, squeeze=False)
+    handles: dict = {}
+    metric = METRIC_LABELS[str(d["utility_metric"].iloc[0])]
+    for k, (dataset, base) in enumerate(groups):
+        row_axes = grid[k * nrows : (k + 1) * nrows].ravel()
+        for ax in row_axes[len(panels) :]:
+            ax.set_visible(False)
+        g = d[(d["dataset"] == dataset) & (d["base_target"] == base)].reset_index(drop=True)
+        for ax, (key, ylabel, y_of, ci_of, label_of) in zip(row_axes, panels):
+            h = ax.plot([0], [0], marker="*", ms=14, color="black", ls="none", zorder=3)[0]
+            handles.setdefault(f"undefended ({base}): the origin", h)
+            for i, r in g.iterrows():
+                if r["target"] == base:
+                    continue
+                x = float(r["delta_utility"])
+                try:
+                    y = y_of(r)
+                except (TypeError, ValueError, KeyError):
+                    continue
+                if math.isnan(x) or math.isnan(y):
+                    continue
+                xerr = [[x - float(r["delta_utility_lo"])], [float(r["delta_utility_hi"]) - x]]
+                yerr = None
+                if ci_of is not None:
+                    lo, hi = ci_of(r)
+                    if not (math.isnan(lo) or math.isnan(hi)):
+                        yerr = [[y - lo], [hi - y]]
+                color = _color(i, len(g))
+                h = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", ms=8, color=color, capsize=3, lw=1.3)
+                handles.setdefault(f"{r['target']} ({r['defenses']})", h)
+                ax.annotate(label_of(r), (x, y), textcoords="offset points", xytext=(7, 5), fontsize=7, color=color)
+            ax.axhline(0, color="grey", lw=0.8, ls=":")
+            ax.axvline(0, color="grey", lw=0.8, ls=":")
+            if key.endswith("delta_auc"):
+                ax.set_ylim(-1.05, 1.05)
+            else:
+                lim = max([1.0] + [abs(y_of(r)) for _, r in g.iterrows() if r["target"] != base and not _nan(y_of, r)])
+                ax.set_ylim(-lim * 1.25, lim * 1.25)
+            xlim = max(
+                [0.05]
+                + [
+                    abs(float(r[c]))
+                    for _, r in g.iterrows()
+                    for c in ("delta_utility_lo", "delta_utility_hi")
+                    if not pd.isna(r[c])
+                ]
+            )
+            ax.set_xlim(-xlim * 1.3, xlim * 1.3)
+            ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_title(f"{dataset} / against {base}", fontsize=9)
+            ax.grid(True, lw=0.4, alpha=0.4)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside right upper",
+        fontsize=7,
+        title="lower right = more utility, less leakage",
+        title_fontsize=7,
+    )
+    fig.suptitle(textwrap.fill(title, 70 * ncols), fontsize=10)
+    save_atomic(fig, out_png)
+
+
+def _nan(y_of, r) -> bool:
+    try:
+        return math.isnan(y_of(r))
+    except (TypeError, ValueError, KeyError):
+        return True
+
+
+def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """Dataset inference: one group of bars per suspect set, one bar per (dataset, target), the bar's
+    height −log10 of the one-sided Welch p-value; the dashed line is the verdict's level α (a bar above
+    it: "in the database").  A NaN p (an uninformative test) draws no bar."""
+    if df.empty:
+        raise ValueError("no dataset-inference rows to plot")
+    rows = df.copy()
+    rows["set"] = [
+        s if s != "mixture" else f"mixture f={f:.2f}" for s, f in zip(rows["suspect_set"], rows["f"], strict=True)
+    ]
+    rows["who"] = rows["target"] if rows["dataset"].nunique() == 1 else rows["dataset"] + "/" + rows["target"]
+    sets = list(dict.fromkeys(rows["set"]))
+    who = list(dict.fromkeys(rows["who"]))
+    width = 0.8 / len(who)
+    fig = Figure(figsize=(max(6.4, 1.5 + 0.5 * len(sets) * len(who)), 4.8), layout="constrained")
+    ax = fig.subplots()
+    for j, w in enumerate(who):
+        g = rows[rows["who"] == w].set_index("set")
+        heights = [
+            -math.log10(max(float(g.loc[s, "p_value"]), 1e-300))
+            if s in g.index and g.loc[s, "p_value"] == g.loc[s, "p_value"]
+            else 0.0
+            for s in sets
+        ]
+        ax.bar(
+            np.arange(len(sets)) + (j - (len(who) - 1) / 2) * width, heights, width, label=w, color=_color(j, len(who))
+        )
+    alpha = float(rows["alpha"].iloc[0])
+    ax.axhline(-math.log10(alpha), color="black", ls="--", lw=1, label=f"α = {alpha:g}")
+    ax.set_xticks(np.arange(len(sets)), sets, rotation=20, ha="right")
+    ax.set_ylabel("−log10 p (one-sided Welch)")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    save_atomic(fig, out_png)

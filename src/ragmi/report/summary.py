@@ -17,7 +17,7 @@ candidate, and a verdict:
   itself or, for a defended target, its undefended counterpart, whose controls it inherits) has an
   *informative* AUC interval that excludes 0.5: the attack separates members from non-members by
   something other than membership of the database.  A control scores the base target's fitted attack
-  on the control's answers (ragmi.config.control_base), so it controls the reported rule;
+  on the control's answers (ragmi.plan.control_base), so it controls the reported rule;
 * ``not computed``: the variant was skipped (e.g. a gray-box variant on a target without
   log-probabilities).
 
@@ -34,16 +34,17 @@ The frame (and CSV) is deterministic in its inputs: no resampling happens here.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..costs import OUTPUT_TOKENS, PROMPT_TOKENS, QUERIES
-from ..metrics import fpr_estimable, min_detectable_auc, min_detectable_auc_power, roc_estimable
-from .audit_tables import baseline_targets
-from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_informative, is_main_variant
-from .tables import DASH, NOT_ESTIMABLE, _fpr_keys, format_ci, format_extra, format_n
+from ..metrics import min_detectable_auc, min_detectable_auc_power
+from ..plan import baseline_targets
+from .cells import DASH, NOT_ESTIMABLE, escape, format_ci, format_extra, format_level, format_n
+from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_main_variant
+from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, to_float
 
 VERDICTS = ("leaks", "inverted", "no evidence at this n", "uninformative", "control failed", "not computed")
 CONTROL_SHORT = {"null_database": "null-db", "no_retrieval": "k=0"}
@@ -95,63 +96,6 @@ COLUMNS = [
 ]
 
 
-def auc_verdict(lo: float, hi: float) -> str:
-    """``leaks`` (lo > 0.5), ``inverted`` (hi < 0.5), else ``no evidence at this n``."""
-    if lo > 0.5:
-        return "leaks"
-    if hi < 0.5:
-        return "inverted"
-    return "no evidence at this n"
-
-
-def _num(x) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return float("nan")
-    return v
-
-
-def _roc_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float, float]:
-    """``(level, tpr, lo, hi)``: the evaluation ROC's TPR at the lowest non-zero level the row's
-    evaluation non-members resolve (x·n ≥ 1, :func:`ragmi.metrics.roc_estimable`); all NaN when none."""
-    n = _num(r.get("n_nonmembers"))
-    for k in sorted((k for k in keys if float(k) > 0), key=float):
-        if not math.isnan(n) and roc_estimable(float(k) / 100, int(n)):
-            g = r.get
-            return float(k) / 100, _num(g(f"tpr_roc_{k}")), _num(g(f"tpr_roc_{k}_lo")), _num(g(f"tpr_roc_{k}_hi"))
-    return (float("nan"),) * 4
-
-
-def _lowest_tpr(r: pd.Series, keys: Sequence[str]) -> tuple[float, float, float, float, str]:
-    """``(level, tpr, lo, hi, note)``: TPR at the reference threshold of the lowest non-zero FPR level
-    the row's reference set resolves, else at 0% reference FPR (the note says why)."""
-    n_ref = _num(r.get("n_ref_nonmembers"))
-    nonzero = [k for k in keys if float(k) > 0]
-    ok = [k for k in nonzero if math.isnan(n_ref) or fpr_estimable(float(k) / 100, int(n_ref))]
-    note = ""
-    if ok:
-        key = ok[0]
-        skipped = [k for k in nonzero if float(k) < float(key)]
-        if skipped:
-            levels = " and ".join(f"{k}%" for k in skipped)
-            note = f"TPR@{levels} FPR not estimable with {int(n_ref)} reference non-members"
-    elif "0" in keys:
-        key = "0"
-        if nonzero:
-            note = f"no non-zero FPR level estimable with {int(n_ref)} reference non-members"
-    else:
-        return float("nan"), float("nan"), float("nan"), float("nan"), "no TPR@FPR column"
-    g = r.get
-    return (
-        float(key) / 100,
-        _num(g(f"tpr_at_fpr_{key}")),
-        _num(g(f"tpr_at_fpr_{key}_lo")),
-        _num(g(f"tpr_at_fpr_{key}_hi")),
-        note,
-    )
-
-
 def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     """The summary rows (columns :data:`COLUMNS`) from the concatenated metrics CSVs of every run
     (controls included: their AUCs decide ``control failed``) and the validated ``targets`` section."""
@@ -162,22 +106,22 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     base_of = baseline_targets(targets)  # a defended target reads its undefended counterpart's controls
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
-    keys = _fpr_keys(metrics.columns)
+    keys = fpr_keys(metrics.columns)
     rows = []
     for _, r in m.iterrows():
         t = r["target"]
         if control(t) != "none":
             continue
-        level, tpr, tpr_lo, tpr_hi, tpr_note = _lowest_tpr(r, keys)
+        level, tpr, tpr_lo, tpr_hi, tpr_note = lowest_tpr(r, keys)
         fpr_r = [
-            _num(r.get(f"fpr_realized_{_key(level)}{s}")) if level == level else float("nan")
+            to_float(r.get(f"fpr_realized_{_key(level)}{s}")) if level == level else float("nan")
             for s in ("", "_lo", "_hi")
         ]
-        roc_level, roc, roc_lo, roc_hi = _roc_tpr(r, keys)
-        pt, ot = _num(r.get(PROMPT_TOKENS)), _num(r.get(OUTPUT_TOKENS))
+        roc_level, roc, roc_lo, roc_hi = roc_tpr(r, keys)
+        pt, ot = to_float(r.get(PROMPT_TOKENS)), to_float(r.get(OUTPUT_TOKENS))
         tokens = float("nan") if math.isnan(pt) and math.isnan(ot) else float(np.nansum([pt, ot]))
-        auc, lo, hi = _num(r.get("auc")), _num(r.get("auc_lo")), _num(r.get("auc_hi"))
-        nm, nn = _num(r.get("n_members")), _num(r.get("n_nonmembers"))
+        auc, lo, hi = to_float(r.get("auc")), to_float(r.get("auc_lo")), to_float(r.get("auc_hi"))
+        nm, nn = to_float(r.get("n_members")), to_float(r.get("n_nonmembers"))
         base = base_of.get(t, t)
         controls, failed = [], []
         n_inf = n_uninf = 0
@@ -223,8 +167,8 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 "variant": r["variant"],
                 "n_members": nm,
                 "n_nonmembers": nn,
-                "n_ref_members": _num(r.get("n_ref_members")),
-                "n_ref_nonmembers": _num(r.get("n_ref_nonmembers")),
+                "n_ref_members": to_float(r.get("n_ref_members")),
+                "n_ref_nonmembers": to_float(r.get("n_ref_nonmembers")),
                 "auc": auc,
                 "auc_lo": lo,
                 "auc_hi": hi,
@@ -241,9 +185,9 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 "fpr_realized_hi": fpr_r[2],
                 "tpr_note": tpr_note,
                 # TPR | retrieved at the reference threshold (ragmi.metrics.retrieved_tpr): in the CSV only
-                **{c: _num(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
-                "n_retrieved_members": _num(r.get("n_retrieved_members")),
-                QUERIES: _num(r.get(QUERIES)),
+                **{c: to_float(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
+                "n_retrieved_members": to_float(r.get("n_retrieved_members")),
+                QUERIES: to_float(r.get(QUERIES)),
                 PROMPT_TOKENS: pt,
                 OUTPUT_TOKENS: ot,
                 TOKENS: tokens,
@@ -280,10 +224,6 @@ def _key(level: float) -> str:
     return f"{round(float(level) * 100, 6):g}"
 
 
-def _pct_level(level: float) -> str:
-    return f"{round(100 * level, 6):g}%"
-
-
 def _tpr_cell(r: pd.Series) -> str:
     """The operational TPR: at the reference set's threshold for x% FPR, with the FPR it realised on the
     evaluation non-members (never labelled with an FPR it did not realise)."""
@@ -297,10 +237,6 @@ def _roc_cell(r: pd.Series) -> str:
     if pd.isna(r["roc_tpr_fpr"]) or pd.isna(r["roc_tpr"]):
         return NOT_ESTIMABLE
     return format_ci(r["roc_tpr"], r["roc_tpr_lo"], r["roc_tpr_hi"])
-
-
-def _escape(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def power_note(df: pd.DataFrame) -> str | None:
@@ -367,9 +303,11 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     datasets = sorted(df["dataset"].astype(str).unique()) if len(df) else []
     roc_levels = sorted({float(x) for x in df["roc_tpr_fpr"].dropna()}) if len(df) else []
     ref_levels = sorted({float(x) for x in df["tpr_fpr"].dropna()}) if len(df) else []
-    roc_head = f"TPR@{_pct_level(roc_levels[0])}FPR (eval ROC)" if len(roc_levels) == 1 else "TPR at low FPR (eval ROC)"
+    roc_head = (
+        f"TPR@{format_level(roc_levels[0])}FPR (eval ROC)" if len(roc_levels) == 1 else "TPR at low FPR (eval ROC)"
+    )
     ref_head = (
-        f"TPR at ref. threshold for {_pct_level(ref_levels[0])} FPR, at realised eval FPR"
+        f"TPR at ref. threshold for {format_level(ref_levels[0])} FPR, at realised eval FPR"
         if len(ref_levels) == 1
         else "TPR at ref. threshold, at realised eval FPR"
     )
@@ -405,7 +343,7 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
             f"{format_extra(QUERIES, r[QUERIES])} / {format_extra(TOKENS, r[TOKENS])}",
             verdict,
         ]
-        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(escape(c) for c in cells) + " |")
     lines.append("")
     lines.append(
         "- AUC intervals: 95% score intervals of the Mann–Whitney AUC (ragmi.metrics.auc_ci); TPR and FPR: "

@@ -16,13 +16,15 @@ cannot resolve (fewer than 1/x reference non-members: :func:`ragmi.metrics.fpr_e
 "n/e" (not estimable), with a footnote saying why.  "TPR | retrieved" (:func:`retrieved_cell`) is the TPR
 over the evaluation members whose own document the target retrieved for at least one of the
 variant's queries, where the target says what it retrieved.
+
+The cell formats every table shares live in :mod:`ragmi.report.cells`; what a metrics row says (its FPR
+levels, its headline TPRs, its verdict) in :mod:`ragmi.report.metric_rows`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -30,79 +32,26 @@ import pandas as pd
 from ..costs import COST_LABELS
 from ..io import atomic_write_text
 from ..metrics import fpr_estimable
+from .cells import (
+    DASH,
+    NOT_AVAILABLE,
+    NOT_ESTIMABLE,
+    escape,
+    format_ci,
+    format_extra,
+    format_level,
+    format_n,
+    is_missing,
+    signed,
+)
+from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, tpr_estimable
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
-DASH = "–"
-NOT_ESTIMABLE = "n/e"
-NOT_AVAILABLE = "n/a"
-
-_TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
 
 
 # --------------------------------------------------------------------------------------------
-# Cell formatting
+# Cells of the metric tables
 # --------------------------------------------------------------------------------------------
-def _missing(x) -> bool:
-    if x is None or x is pd.NA:
-        return True
-    try:
-        return bool(pd.isna(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def format_ci(value, lo, hi, digits: int = 2) -> str:
-    """``"0.81 [0.75, 0.86]"``; ``"0.81"`` when the CI is missing; ``"–"`` when the value is."""
-    if _missing(value):
-        return DASH
-    cell = f"{float(value):.{digits}f}"
-    if not (_missing(lo) or _missing(hi)):
-        cell += f" [{float(lo):.{digits}f}, {float(hi):.{digits}f}]"
-    return cell
-
-
-def format_n(members, nonmembers) -> str:
-    """``"50/50"`` (members/non-members)."""
-    if _missing(members) or _missing(nonmembers):
-        return DASH
-    return f"{int(members)}/{int(nonmembers)}"
-
-
-def format_extra(name: str, value) -> str:
-    """A cost or bookkeeping cell: rates as percentages, counts as integers, else 2 decimals."""
-    if _missing(value):
-        return DASH
-    if isinstance(value, str):
-        return value
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if name.endswith("_rate") or name.endswith("_fraction"):
-        return f"{100 * v:.1f}%"
-    if math.isfinite(v) and v == int(v):
-        return f"{int(v):,}"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.2f}"
-
-
-def _escape(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _fpr_keys(columns: Iterable[str]) -> list[str]:
-    """FPR suffixes present in the metrics (``tpr_at_fpr_{k}``), in numeric order."""
-    keys = [m.group("k") for c in columns if (m := _TPR_COL.match(c))]
-    return sorted(keys, key=float)
-
-
-def tpr_estimable(row, key: str) -> bool:
-    """Whether the row's reference set resolves TPR@``key``%FPR (True when its size is unknown)."""
-    n_ref = row.get("n_ref_nonmembers")
-    return _missing(n_ref) or fpr_estimable(float(key) / 100, int(n_ref))
-
-
 def tpr_cell(row, key: str, realized: bool = True) -> str:
     """The TPR at the reference threshold for ``key``% FPR: ``"0.30 [0.18, 0.44] at eval FPR 0.05 [0.00,
     0.25]"`` (the FPR that threshold realised on the evaluation non-members, Clopper–Pearson); "n/e" when
@@ -113,7 +62,7 @@ def tpr_cell(row, key: str, realized: bool = True) -> str:
     g = row.get
     cell = format_ci(g(f"tpr_at_fpr_{key}"), g(f"tpr_at_fpr_{key}_lo"), g(f"tpr_at_fpr_{key}_hi"))
     fpr = g(f"fpr_realized_{key}")
-    if realized and cell != DASH and not _missing(fpr):
+    if realized and cell != DASH and not is_missing(fpr):
         cell += f" at eval FPR {format_ci(fpr, g(f'fpr_realized_{key}_lo'), g(f'fpr_realized_{key}_hi'))}"
     return cell
 
@@ -122,8 +71,8 @@ def roc_tpr_cell(row, key: str) -> str:
     """The evaluation ROC's TPR at ``key``% FPR (``tpr_roc_<key>``, Clopper–Pearson), "n/e" when the
     evaluation non-members do not resolve the level (x·n < 1)."""
     g = row.get
-    if _missing(g(f"tpr_roc_{key}")):
-        return DASH if _missing(g("auc")) else NOT_ESTIMABLE
+    if is_missing(g(f"tpr_roc_{key}")):
+        return DASH if is_missing(g("auc")) else NOT_ESTIMABLE
     return format_ci(g(f"tpr_roc_{key}"), g(f"tpr_roc_{key}_lo"), g(f"tpr_roc_{key}_hi"))
 
 
@@ -134,9 +83,9 @@ def retrieved_cell(row) -> str:
     configured FPR level is resolvable; "–" for a row without metrics (a skipped variant)."""
     g = row.get
     n = g("n_retrieved_members")
-    if _missing(n):
-        return DASH if _missing(g("auc")) else NOT_AVAILABLE
-    if _missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
+    if is_missing(n):
+        return DASH if is_missing(g("auc")) else NOT_AVAILABLE
+    if is_missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
         return NOT_ESTIMABLE
     level = f"{round(100 * float(g('tpr_retrieved_fpr')), 6):g}%"
     return f"{format_ci(g('tpr_retrieved'), g('tpr_retrieved_lo'), g('tpr_retrieved_hi'))} (n={int(n)} at {level} FPR)"
@@ -157,7 +106,7 @@ RETRIEVED_NOTE = (
 
 def not_estimable_note(n_ref_values: Iterable, keys: Sequence[str]) -> str | None:
     """The footnote explaining "n/e" cells, or None when no row has one."""
-    sizes = sorted({int(n) for n in n_ref_values if not _missing(n)})
+    sizes = sorted({int(n) for n in n_ref_values if not is_missing(n)})
     coarse = [k for k in keys if any(not fpr_estimable(float(k) / 100, n) for n in sizes)]
     if not coarse:
         return None
@@ -235,6 +184,17 @@ def split_markdown(
     return "\n".join(lines) + "\n"
 
 
+def plain_markdown(df: pd.DataFrame, title: str, notes=()) -> str:
+    """A table without metric columns as Markdown: every column of ``df`` as it is (``|`` escaped), then the
+    notes as bullets."""
+    header = list(df.columns)
+    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(str(r[c]).replace("|", "\\|") for c in header) + " |")
+    lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
@@ -246,12 +206,9 @@ def verdict_cell(row) -> str:
     no AUC interval), ``uninformative`` (constant scores, no answer read), ``control failed`` (the row's
     note flags a negative control of this table whose AUC interval excludes 0.5), else ``leaks`` /
     ``inverted`` / ``no evidence at this n`` (the AUC interval above / below / around 0.5)."""
-    from .comparison import is_informative
-    from .summary import auc_verdict
-
     skipped = row.get("skipped")
     lo, hi = row.get("auc_lo"), row.get("auc_hi")
-    if isinstance(skipped, str) and skipped or _missing(lo) or _missing(hi):
+    if isinstance(skipped, str) and skipped or is_missing(lo) or is_missing(hi):
         return "not computed"
     if not is_informative(row):
         return "uninformative"
@@ -260,55 +217,49 @@ def verdict_cell(row) -> str:
     return auc_verdict(float(lo), float(hi))
 
 
-def _level(level: float) -> str:
-    return f"{round(100 * float(level), 6):g}%"
-
-
 def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str], str, list[str]]:
     """The two headline TPR columns of the core table, one level per row (the summary's): the evaluation
     ROC's TPR at the lowest level its non-members resolve, and the TPR at the reference threshold of the
     lowest level the reference set resolves, with the FPR that threshold realised on the evaluation set."""
-    from .summary import _lowest_tpr, _roc_tpr
-
     roc, ref, roc_levels, ref_levels = [], [], set(), set()
     for _, r in df.iterrows():
-        if _missing(r.get("auc")):  # a skipped variant: no number at all
+        if is_missing(r.get("auc")):  # a skipped variant: no number at all
             roc.append((float("nan"), DASH))
             ref.append((float("nan"), DASH))
             continue
-        level, tpr, lo, hi = _roc_tpr(r, keys)
-        roc.append((level, NOT_ESTIMABLE if _missing(tpr) else format_ci(tpr, lo, hi)))
-        if not _missing(level):
+        level, tpr, lo, hi = roc_tpr(r, keys)
+        roc.append((level, NOT_ESTIMABLE if is_missing(tpr) else format_ci(tpr, lo, hi)))
+        if not is_missing(level):
             roc_levels.add(level)
-        level, tpr, lo, hi, _ = _lowest_tpr(r, keys)
+        level, tpr, lo, hi, _ = lowest_tpr(r, keys)
         cell = DASH
-        if not _missing(tpr):
+        if not is_missing(tpr):
             fpr = r.get(f"fpr_realized_{round(100 * level, 6):g}")
-            cell = format_ci(tpr, lo, hi) + ("" if _missing(fpr) else f" (eval FPR {float(fpr):.2f})")
+            cell = format_ci(tpr, lo, hi) + ("" if is_missing(fpr) else f" (eval FPR {float(fpr):.2f})")
         ref.append((level, cell))
-        if not _missing(level):
+        if not is_missing(level):
             ref_levels.add(level)
     one_roc = len(roc_levels) == 1
     one_ref = len(ref_levels) == 1
-    roc_head = f"TPR@{_level(next(iter(roc_levels)))}FPR (eval ROC)" if one_roc else "TPR at low FPR (eval ROC)"
+    roc_head = f"TPR@{format_level(next(iter(roc_levels)))}FPR (eval ROC)" if one_roc else "TPR at low FPR (eval ROC)"
     ref_head = (
-        f"TPR at ref. threshold for {_level(next(iter(ref_levels)))} FPR (eval FPR)"
+        f"TPR at ref. threshold for {format_level(next(iter(ref_levels)))} FPR (eval FPR)"
         if one_ref
         else "TPR at ref. threshold for low FPR (eval FPR)"
     )
     roc_cells = [
-        c if one_roc or _missing(lv) or c in (NOT_ESTIMABLE, DASH) else f"{c} at {_level(lv)}" for lv, c in roc
+        c if one_roc or is_missing(lv) or c in (NOT_ESTIMABLE, DASH) else f"{c} at {format_level(lv)}" for lv, c in roc
     ]
-    ref_cells = [c if one_ref or _missing(lv) or c == DASH else f"{c} at {_level(lv)}" for lv, c in ref]
+    ref_cells = [c if one_ref or is_missing(lv) or c == DASH else f"{c} at {format_level(lv)}" for lv, c in ref]
     return roc_head, roc_cells, ref_head, ref_cells
 
 
 def _target_cells(df: pd.DataFrame) -> list[str]:
     """``pad (pad, rerank)``: the target with its defenses where the frame names them."""
     if "defenses" not in df.columns:
-        return [_escape(t) for t in df["target"]]
+        return [escape(t) for t in df["target"]]
     return [
-        _escape(t if str(d) in ("", "none", "nan") or _missing(d) else f"{t} ({d})")
+        escape(t if str(d) in ("", "none", "nan") or is_missing(d) else f"{t} ({d})")
         for t, d in zip(df["target"], df["defenses"])
     ]
 
@@ -332,7 +283,7 @@ def markdown_table(
     if absent:
         raise ValueError(f"extra columns not in the metrics table: {absent}")
     groups = [c for c in GROUP_COLUMNS if c in metrics_df.columns]
-    keys = _fpr_keys(metrics_df.columns)
+    keys = fpr_keys(metrics_df.columns)
     has_bb = "bb_tpr" in metrics_df.columns and metrics_df["bb_tpr"].notna().any()
     has_thr = "threshold_accuracy" in metrics_df.columns
     has_retr = "n_retrieved_members" in metrics_df.columns
@@ -345,14 +296,14 @@ def markdown_table(
 
     cells: dict[str, list[str]] = {}
     for c in groups:
-        cells[c] = _target_cells(df) if c == "target" else [_escape(x) for x in df[c]]
+        cells[c] = _target_cells(df) if c == "target" else [escape(x) for x in df[c]]
     # the attack is the variant's first part: its own column only where a variant does not say it
     if "attack" in cells and "variant" in cells:
         implied = all(str(v) == str(a) or str(v).startswith(f"{a}/") for a, v in zip(df["attack"], df["variant"]))
         if implied:
             del cells["attack"]
     own_verdict = "verdict" in extra
-    cells["verdict"] = [_escape(v) for v in df["verdict"]] if own_verdict else col(verdict_cell)
+    cells["verdict"] = [escape(v) for v in df["verdict"]] if own_verdict else col(verdict_cell)
     has_delta = "delta_auc" in df.columns
     if has_delta:
         cells["ΔAUC [95% CI]"] = col(_delta_cell)
@@ -385,7 +336,7 @@ def markdown_table(
     folded = {"verdict"} | ({"defenses"} if "target" in groups else set())  # already in the core's cells
     for c in extra:
         if c not in folded:
-            cells[COST_LABELS.get(c, c)] = col(lambda r, c=c: _escape(format_extra(c, r[c])))  # others keep their names
+            cells[COST_LABELS.get(c, c)] = col(lambda r, c=c: escape(format_extra(c, r[c])))  # others keep their names
 
     footnotes = [
         "Core table: the row's name, its verdict"
@@ -439,7 +390,7 @@ def markdown_table(
             f"'Black-Box TPR / FPR'); {DASH} for variants without a rule."
         )
     if has_retr:
-        footnotes.append(_escape(RETRIEVED_NOTE))
+        footnotes.append(escape(RETRIEVED_NOTE))
     key = [c for c in ("dataset", "target", "attack", "variant") if c in cells]
     keep = ["verdict", "ΔAUC [95% CI]", "AUC"]
     return split_markdown(title, cells, core, key, notes=[*footnotes, *(notes or [])], keep=keep)
@@ -448,18 +399,13 @@ def markdown_table(
 def _delta_cell(r) -> str:
     """``−0.35 [−0.52, −0.18]``; ``baseline`` or the reason where there is no ΔAUC."""
     d = r.get("delta_auc")
-    if _missing(d):  # a baseline row (its verdict says so) or no paired scores
+    if is_missing(d):  # a baseline row (its verdict says so) or no paired scores
         return DASH
     cell = signed(float(d))
     lo, hi = r.get("delta_auc_lo"), r.get("delta_auc_hi")
-    if not (_missing(lo) or _missing(hi)):
+    if not (is_missing(lo) or is_missing(hi)):
         cell += f" [{signed(float(lo))}, {signed(float(hi))}]"
     return cell
-
-
-def signed(x: float, digits: int = 2) -> str:
-    """``+0.12`` / ``−0.21``: a true minus sign."""
-    return f"{x:+.{digits}f}".replace("-", "−")
 
 
 def write_tables(

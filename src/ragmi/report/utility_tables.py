@@ -17,7 +17,6 @@ names of its cell (:func:`ragmi.metrics.named_rng`, :func:`ragmi.metrics.paired_
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,10 +26,11 @@ import pandas as pd
 from .. import metrics as metrics_mod
 from ..audit import stats
 from ..utility.measures import METRIC_LABELS, METRICS
-from .audit_tables import _signed, effect_verdict, paired_eval_scores, plain_markdown
+from .audit_tables import effect_verdict, paired_eval_scores
+from .cells import DASH, escape, format_ci, signed
 from .comparison import is_main_variant
-from .summary import _lowest_tpr
-from .tables import DASH, _fpr_keys, format_ci
+from .metric_rows import fpr_keys, lowest_tpr
+from .tables import APPENDIX_HEADING, APPENDIX_LEAD, grid, plain_markdown
 
 UTILITY_COLUMNS = [
     "dataset",
@@ -273,7 +273,7 @@ def _leakage_cells(
         return cells
     r = row.iloc[0]
     cells.update(auc=float(r["auc"]), auc_lo=float(r["auc_lo"]), auc_hi=float(r["auc_hi"]))
-    level, tpr, tlo, thi, _ = _lowest_tpr(r, _fpr_keys(metrics.columns))
+    level, tpr, tlo, thi, _ = lowest_tpr(r, fpr_keys(metrics.columns))
     cells.update(tpr_fpr=level, tpr_low_fpr=tpr, tpr_low_fpr_lo=tlo, tpr_low_fpr_hi=thi)
     if base is None:
         cells["leakage_change"] = "no undefended target"
@@ -283,7 +283,7 @@ def _leakage_cells(
         return cells
     b = metrics[(metrics["dataset"] == dataset) & (metrics["target"] == base) & (metrics["variant"] == variant)]
     if len(b):
-        b_level, b_tpr, _, _, _ = _lowest_tpr(b.iloc[0], _fpr_keys(metrics.columns))
+        b_level, b_tpr, _, _, _ = lowest_tpr(b.iloc[0], fpr_keys(metrics.columns))
         if b_level == level and not (math.isnan(tpr) or math.isnan(b_tpr)):
             cells["delta_tpr_low_fpr"] = tpr - b_tpr
     a, bs = scores.get((dataset, target, attack)), scores.get((dataset, base, attack))
@@ -438,7 +438,7 @@ def _cell_n(value, lo, hi, n) -> str:
 def _delta_cell(r) -> str:
     if pd.isna(r["delta_utility"]):
         return r["utility_change"] or DASH
-    cell = f"{_signed(r['delta_utility'])} [{_signed(r['delta_utility_lo'])}, {_signed(r['delta_utility_hi'])}]"
+    cell = f"{signed(r['delta_utility'])} [{signed(r['delta_utility_lo'])}, {signed(r['delta_utility_hi'])}]"
     return f"{cell} (n = {int(r['n_paired'])}): {r['utility_change']}"
 
 
@@ -478,7 +478,7 @@ def _dleak_cell(r) -> str:
     if pd.isna(r["delta_auc"]):
         return r["leakage_change"] or DASH
     return (
-        f"ΔAUC {_signed(r['delta_auc'])} [{_signed(r['delta_auc_lo'])}, {_signed(r['delta_auc_hi'])}] "
+        f"ΔAUC {signed(r['delta_auc'])} [{signed(r['delta_auc_lo'])}, {signed(r['delta_auc_hi'])}] "
         f"(n = {int(r['n_paired_members'])}+{int(r['n_paired_nonmembers'])}): {r['leakage_change']}"
     )
 
@@ -497,21 +497,21 @@ def _nel_cell(r) -> str:
         return DASH
     cell = f"{r['nel_per_run']:.1f} over {int(r['nel_runs'])} run(s)"
     if not pd.isna(r["delta_nel_per_run"]):
-        cell += f", Δ {_signed(r['delta_nel_per_run'])}"
+        cell += f", Δ {signed(r['delta_nel_per_run'])}"
     return cell
 
 
 def _ci_only(d, lo, hi) -> str:
     if pd.isna(d):
         return DASH
-    return f"{_signed(d)} [{_signed(lo)}, {_signed(hi)}]"
+    return f"{signed(d)} [{signed(lo)}, {signed(hi)}]"
 
 
 def _nel_short(r) -> str:
     if pd.isna(r["nel_per_run"]):
         return DASH
     cell = f"{r['nel_per_run']:.1f}"
-    return cell if pd.isna(r["delta_nel_per_run"]) else f"{cell} (Δ {_signed(r['delta_nel_per_run'])})"
+    return cell if pd.isna(r["delta_nel_per_run"]) else f"{cell} (Δ {signed(r['delta_nel_per_run'])})"
 
 
 def _one(values) -> str | None:
@@ -525,11 +525,6 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
     answer-text and of the log-probability variant the defense changed most, canaries, NEL/run), then its
     utility per measure (with Δ and the Pareto mark); the notes; under ``## All columns`` the rest (TPR,
     the Δ leakage verdict with its n, the number of NEL runs).  What every row shares is said once."""
-    from .tables import APPENDIX_HEADING, APPENDIX_LEAD, grid
-
-    def esc(x) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
     first = df.drop_duplicates(["dataset", "target"]).reset_index(drop=True)
     several = first["dataset"].nunique() > 1
     caption = [] if several else [f"Dataset: {first['dataset'].iloc[0]}."] if len(first) else []
@@ -566,7 +561,7 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
                 cell = f"{r[f'{g}_variant']}: {cell}"
             row.append(cell)
         row += [_canary_cell(r), _nel_short(r)]
-        body.append([esc(c) for c in row])
+        body.append([escape(c) for c in row])
 
     u_head = [*lead, "target", "measure", "utility [95% CI] (n)", "Δ utility [95% CI]", "Pareto"]
     u_body = []
@@ -574,7 +569,7 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
         pareto = DASH if pd.isna(r["pareto"]) else ("front" if r["pareto"] else f"dominated by {r['dominated_by']}")
         u_body.append(
             [
-                esc(c)
+                escape(c)
                 for c in [
                     *([r["dataset"]] if several else []),
                     r["target"],
@@ -586,9 +581,9 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
             ]
         )
     rest = {
-        "headline attack: AUC [95% CI]; TPR": [esc(_leak_cell(r)) for _, r in first.iterrows()],
-        "Δ leakage [95% CI]": [esc(_dleak_cell(r)) for _, r in first.iterrows()],
-        "NEL/run": [esc(_nel_cell(r)) for _, r in first.iterrows()],
+        "headline attack: AUC [95% CI]; TPR": [escape(_leak_cell(r)) for _, r in first.iterrows()],
+        "Δ leakage [95% CI]": [escape(_dleak_cell(r)) for _, r in first.iterrows()],
+        "NEL/run": [escape(_nel_cell(r)) for _, r in first.iterrows()],
     }
     lines = [f"# {title}", ""]
     for text in caption:
@@ -606,174 +601,6 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
     ]
     if rest:
         keys = [*lead, "target"]
-        rows = [[esc(r[k]) for k in keys] + [rest[c][i] for c in rest] for i, (_, r) in enumerate(first.iterrows())]
+        rows = [[escape(r[k]) for k in keys] + [rest[c][i] for c in rest] for i, (_, r) in enumerate(first.iterrows())]
         lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid([*keys, *rest], rows)]
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
-# Figure
-# --------------------------------------------------------------------------------------------
-def _leak_panels(d: pd.DataFrame) -> list[tuple]:
-    """The leakage measures of the privacy–utility figure that some defended row has: (key, y label, y of a
-    row, interval of a row or None, point label of a row)."""
-
-    def ci(lo, hi):
-        return lambda r: (float(r[lo]), float(r[hi]))
-
-    panels = []
-    for g in CHANNEL_GROUPS:
-        panels.append(
-            (
-                f"{g}_delta_auc",
-                f"ΔAUC, attack reading the {CHANNEL_LABELS[g]}\n(the variant changed most; 95% CI)",
-                lambda r, g=g: float(r[f"{g}_delta_auc"]),
-                ci(f"{g}_delta_auc_lo", f"{g}_delta_auc_hi"),
-                lambda r, g=g: str(r[f"{g}_variant"]),
-            )
-        )
-
-    def canary_delta(r):
-        k, n = float(r["canaries_recovered"]), float(r["canaries_planted"])
-        kb, nb = r["_base_canaries"]
-        return 100 * (k / n - kb / nb) if n and nb else float("nan")
-
-    panels.append(
-        (
-            "canaries",
-            "Δ canaries recovered\n(percentage points of those planted)",
-            canary_delta,
-            None,
-            lambda r: (
-                f"{r['_base_canaries'][0]:.0f} → {float(r['canaries_recovered']):.0f} of {float(r['canaries_planted']):.0f}"
-                + ("" if pd.isna(r["canary_fisher_p"]) else f" (p = {float(r['canary_fisher_p']):.2g})")
-            ),
-        )
-    )
-    panels.append(
-        (
-            "nel",
-            "Δ NELstrict entities per extraction run\n(e-mail addresses and person names)",
-            lambda r: float(r["delta_nel_per_run"]),
-            None,
-            lambda r: (
-                f"{float(r['nel_per_run']) - float(r['delta_nel_per_run']):.0f} → {float(r['nel_per_run']):.0f} per run"
-            ),
-        )
-    )
-    return panels
-
-
-def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
-    """What each defense saves in leakage against what it costs in utility, one row of panels per
-    (dataset, undefended target) and one panel per leakage measure the run has: the ΔAUC of the attack
-    reading the answer text and of the attack reading only the log-probabilities (each the headline
-    variant the defense changed most, :func:`channel_cells`: a defense that rewrites the text shows in the
-    first, and cannot in the second), the change in canaries recovered and in NELstrict entities per
-    extraction run.  x: Δ of the headline utility measure (paired bootstrap 95% interval); y: the
-    leakage change, with its interval where it has one; the undefended target at (0, 0).  Lower right
-    is better: more utility, less leakage."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    from .plots import _color, _save_atomic
-
-    d = df[df["headline_metric"].astype(bool) & (df["base_target"] != "")].copy()
-    groups = sorted({(r.dataset, r.base_target) for r in d.itertuples()})
-    if not groups:
-        raise ValueError("no row of the headline utility measure has an undefended target to compare with")
-    base_can = {
-        (r.dataset, r.target): (float(r.canaries_recovered), float(r.canaries_planted))
-        for r in d.itertuples()
-        if r.target == r.base_target and not pd.isna(r.canaries_planted)
-    }
-    d["_base_canaries"] = [
-        base_can.get((r.dataset, r.base_target), (float("nan"), float("nan"))) for r in d.itertuples()
-    ]
-    defended = d[d["target"] != d["base_target"]]
-    panels = []
-    for key, ylabel, y_of, ci_of, label_of in _leak_panels(d):
-        ys = []
-        for _, r in defended.iterrows():
-            try:
-                ys.append(y_of(r))
-            except (TypeError, ValueError, KeyError):
-                ys.append(float("nan"))
-        if any(not math.isnan(y) for y in ys):
-            panels.append((key, ylabel, y_of, ci_of, label_of))
-    if not panels:
-        raise ValueError("no leakage measure of a defended target to plot")
-    ncols = min(2, len(panels))  # per group, the panels two by two
-    nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(figsize=(4.6 * ncols + 2.6, (3.9 * nrows) * len(groups) + 0.8), layout="constrained")
-    grid = fig.subplots(nrows * len(groups), ncols, squeeze=False)
-    handles: dict = {}
-    metric = METRIC_LABELS[str(d["utility_metric"].iloc[0])]
-    for k, (dataset, base) in enumerate(groups):
-        row_axes = grid[k * nrows : (k + 1) * nrows].ravel()
-        for ax in row_axes[len(panels) :]:
-            ax.set_visible(False)
-        g = d[(d["dataset"] == dataset) & (d["base_target"] == base)].reset_index(drop=True)
-        for ax, (key, ylabel, y_of, ci_of, label_of) in zip(row_axes, panels):
-            h = ax.plot([0], [0], marker="*", ms=14, color="black", ls="none", zorder=3)[0]
-            handles.setdefault(f"undefended ({base}): the origin", h)
-            for i, r in g.iterrows():
-                if r["target"] == base:
-                    continue
-                x = float(r["delta_utility"])
-                try:
-                    y = y_of(r)
-                except (TypeError, ValueError, KeyError):
-                    continue
-                if math.isnan(x) or math.isnan(y):
-                    continue
-                xerr = [[x - float(r["delta_utility_lo"])], [float(r["delta_utility_hi"]) - x]]
-                yerr = None
-                if ci_of is not None:
-                    lo, hi = ci_of(r)
-                    if not (math.isnan(lo) or math.isnan(hi)):
-                        yerr = [[y - lo], [hi - y]]
-                color = _color(i, len(g))
-                h = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", ms=8, color=color, capsize=3, lw=1.3)
-                handles.setdefault(f"{r['target']} ({r['defenses']})", h)
-                ax.annotate(label_of(r), (x, y), textcoords="offset points", xytext=(7, 5), fontsize=7, color=color)
-            ax.axhline(0, color="grey", lw=0.8, ls=":")
-            ax.axvline(0, color="grey", lw=0.8, ls=":")
-            if key.endswith("delta_auc"):
-                ax.set_ylim(-1.05, 1.05)
-            else:
-                lim = max([1.0] + [abs(y_of(r)) for _, r in g.iterrows() if r["target"] != base and not _nan(y_of, r)])
-                ax.set_ylim(-lim * 1.25, lim * 1.25)
-            xlim = max(
-                [0.05]
-                + [
-                    abs(float(r[c]))
-                    for _, r in g.iterrows()
-                    for c in ("delta_utility_lo", "delta_utility_hi")
-                    if not pd.isna(r[c])
-                ]
-            )
-            ax.set_xlim(-xlim * 1.3, xlim * 1.3)
-            ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.set_title(f"{dataset} / against {base}", fontsize=9)
-            ax.grid(True, lw=0.4, alpha=0.4)
-    fig.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside right upper",
-        fontsize=7,
-        title="lower right = more utility, less leakage",
-        title_fontsize=7,
-    )
-    fig.suptitle(textwrap.fill(title, 70 * ncols), fontsize=10)
-    _save_atomic(fig, out_png)
-
-
-def _nan(y_of, r) -> bool:
-    try:
-        return math.isnan(y_of(r))
-    except (TypeError, ValueError, KeyError):
-        return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..config import runs, target_attacks, target_datasets
+from ..plan import baseline_targets, runs, target_attacks, target_datasets
 
 QUERY_SET = "utility"  # the query file results/queries/<dataset>/utility.parquet (rule generate's attack wildcard)
 
@@ -19,7 +19,6 @@ def utility_targets(cfg: Mapping) -> list[str]:
     the undefended counterpart of each (its Δ is taken against it), sorted; none when disabled."""
     if not enabled(cfg):
         return []
-    from ..report.audit_tables import baseline_targets
 
     targets = cfg["targets"]
     chosen = cfg["utility"]["targets"]

@@ -12,10 +12,7 @@ config/schema.yaml.
 
 from __future__ import annotations
 
-import importlib
-
-from ...config import plugin_params
-from ...errors import ConfigError
+from ...schema import Registry, plugin_params
 
 REGISTRY = {
     # name: (module, class)
@@ -27,14 +24,13 @@ REGISTRY = {
 }
 
 
+_LOOKUP = Registry(
+    __name__, REGISTRY, lambda name, known, where: f"config key {where}: unknown framework {name!r}; known: {known}"
+)
+
+
 def framework_class(name: str, where: str = "framework"):
-    try:
-        module, cls = REGISTRY[name]
-    except KeyError:
-        raise ConfigError(
-            f"config key {where}: unknown framework {name!r}; known: {', '.join(sorted(REGISTRY))}"
-        ) from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return _LOOKUP.cls(name, where)
 
 
 def framework_rank(name: str) -> int:
@@ -43,9 +39,12 @@ def framework_rank(name: str) -> int:
     return framework_class(name).table_rank if name in REGISTRY else len(REGISTRY)
 
 
-def build_framework(name: str, params: dict | None = None, where: str = "framework"):
+def build_framework(name: str, params: dict | None = None, where: str = "framework", validated: bool = False):
     """A framework from ``targets.<t>.framework`` and ``targets.<t>.framework_params`` (``where`` names
-    the target's ``framework`` key in error messages)."""
+    the target's ``framework`` key in error messages); ``validated``: the parameters come from a
+    validated configuration (defaults filled, checked) and are used as given."""
     cls = framework_class(name, where)
+    if validated:
+        return cls(dict(params or {}))
     prefix = where.rsplit(".", 1)[0] + ".framework_params" if "." in where else "framework_params"
     return cls(plugin_params("frameworks", name, params or {}, where=prefix))

@@ -159,8 +159,7 @@ class Spring(Framework):
     def generator(self, gen_cfg, model_path: str, cache_dir: str, key: str, log):
         """The target's cached generator with the virtual tokens (see the module docstring)."""
         from ...cache import ResponseCache
-        from ..factory import generator_model_id
-        from ..generators import CachedGenerator
+        from ..generators import CachedGenerator, generator_model_id
 
         if gen_cfg["backend"] != "transformers":
             raise ConfigError(f"config key {key}: spring runs the generator in process; it needs backend transformers")

@@ -1,0 +1,159 @@
+"""Read-only questions about a validated configuration: which targets are remote or in process,
+what runs on which dataset, a control's base target, a defended target's undefended baseline.
+
+The workflow, the audit, the utility step, the report and the gate ask these; none of them needs the
+validator (:mod:`ragmi.config`), which imports this module, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def is_remote(target: dict) -> bool:
+    """A validated target of ``kind: remote`` (an HTTP RAG service; ``rag``, the schema's default, runs
+    in process)."""
+    return target["kind"] == "remote"
+
+
+def is_python(target: dict) -> bool:
+    """A validated target of ``kind: python`` (a user's RAG chain called in process)."""
+    return target["kind"] == "python"
+
+
+def is_external(target: dict) -> bool:
+    """A target whose retrieval and generation are not ragmi's (kind remote or python): no index, no
+    database of ragmi's, no defenses, controls, frameworks or canaries."""
+    return target["kind"] in ("remote", "python")
+
+
+def is_plain(target: dict) -> bool:
+    """A validated target that is undefended and not a negative control: the attacks' baseline."""
+    return not target["defenses"] and target["control"] == "none"
+
+
+def default_generator(cfg: dict) -> str:
+    """The generator of the first in-process target (the attacker's and defender's default); with
+    only remote targets, the first configured generator."""
+    local = [t for t in sorted(cfg["targets"]) if not is_external(cfg["targets"][t])]
+    if local:
+        return cfg["targets"][local[0]]["generator"]
+    return sorted(cfg.get("generators", {}))[0] if cfg.get("generators") else ""
+
+
+def fold_requirements(cfg: dict, dataset: str | None = None) -> list[tuple[str, int]]:
+    """(attack, cv_folds) of every run attack that scores its reference candidates out of fold (its
+    class's ``out_of_fold``: RAG-MIA's gray-box ensemble, S²MIA's classifier), on ``dataset`` or on
+    any dataset: each needs at least ``cv_folds`` reference members and non-members."""
+    from .attacks import attack_class
+
+    used = {
+        a
+        for t in cfg["targets"]
+        if dataset is None or dataset in target_datasets(cfg, t)
+        for a in target_attacks(cfg, t)
+    }
+    return [
+        (attack, int(cfg["attacks"][attack]["cv_folds"]))
+        for attack in sorted(used)
+        if attack in cfg["attacks"] and attack_class(attack).out_of_fold  # an unconfigured one: _check_target_attacks
+    ]
+
+
+def min_reference(cfg: dict, dataset: str) -> tuple[int, str]:
+    """The fewest reference candidates per class that ``dataset``'s split may have (its attacks'
+    largest ``cv_folds``; 0 when none needs folds) and the config key that asks for it, for
+    ``split.allow_shrink`` and for candidates files whose roles are given."""
+    needs = fold_requirements(cfg, dataset)
+    if not needs:
+        return 0, ""
+    attack, folds = max(needs, key=lambda n: n[1])
+    return folds, f"attacks.{attack}.cv_folds"
+
+
+def store_target_of(cfg: dict, target: str) -> str | None:
+    """The store a target plays the membership game in (``targets.<t>.store``), or None."""
+    return cfg["targets"][target].get("store")
+
+
+CONTROLS = (  # controls.<flag>: (target name suffix, what changes)
+    ("null_database", "--null-db", {"database": "null_control", "control": "null_database"}),
+    ("no_retrieval", "--no-retrieval", {"k": 0, "control": "no_retrieval"}),
+)
+
+
+def control_base(cfg: dict, name: str) -> str | None:
+    """The target whose fitted attack a derived negative control ``name`` applies (``<base>--null-db``,
+    ``<base>--no-retrieval``), None for any other target.  Such a control answers only the evaluation
+    candidates' queries; its scores read the base target's answers for the reference candidates, so every
+    fitted part of the attack (θ, γ, thresholds, ensembles, classifiers) is the base target's and is
+    applied, never refitted, to the control's answers (docs/attacks.md, "Negative controls")."""
+    t = cfg["targets"].get(name)
+    if t is None or t["control"] == "none":
+        return None
+    for _flag, suffix, change in CONTROLS:
+        if name.endswith(suffix) and t["control"] == change["control"]:
+            base = name[: -len(suffix)]
+            if base in cfg["targets"] and cfg["targets"][base]["control"] == "none":
+                return base
+    return None
+
+
+def target_attacks(cfg: dict, target: str) -> list[str]:
+    """The attacks run against ``target``: its ``attacks`` list, or every configured attack."""
+    chosen = cfg["targets"][target].get("attacks")
+    return sorted(cfg["attacks"]) if chosen is None else sorted(chosen)
+
+
+def target_needs_defender(cfg: dict, target: str) -> bool:
+    from .defenses import defense_class
+
+    return any(defense_class(cfg["defenses"][d]["kind"]).needs_llm for d in cfg["targets"][target]["defenses"])
+
+
+def dataset_contexts(cfg: dict, dataset: str) -> list[list]:
+    """``[[generator, max_model_len], ...]`` of the in-process targets whose prompts
+    ``targets.<t>.context_fit`` fits and that retrieve from ``dataset`` (the corpus job's warning)."""
+    out = set()
+    for name, t in cfg["targets"].items():
+        if is_remote(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
+            continue
+        g = cfg["generators"][t["generator"]]
+        if g["backend"] != "openai":
+            out.add((t["generator"], int(g["max_model_len"])))
+    return [list(x) for x in sorted(out)]
+
+
+def target_datasets(cfg: dict, target: str) -> list[str]:
+    """The datasets ``target`` is attacked on: its ``datasets`` list, or every dataset."""
+    chosen = cfg["targets"][target].get("datasets")
+    return sorted(cfg["datasets"]) if chosen is None else sorted(chosen)
+
+
+def runs(cfg: dict) -> list[tuple[str, str, str]]:
+    """Every (dataset, target, attack) the configuration runs, sorted."""
+    return [
+        (d, t, a)
+        for d in sorted(cfg["datasets"])
+        for t in sorted(cfg["targets"])
+        if d in target_datasets(cfg, t)
+        for a in target_attacks(cfg, t)
+    ]
+
+
+def baseline_targets(targets: Mapping) -> dict:
+    """{target: its undefended counterpart} — the undefended target with the same retriever,
+    generator, k and template; an undefended target maps to itself; None when there is none."""
+
+    def setting(t):
+        # a remote target has no retriever or generator of ragmi's: never the baseline of a defended one
+        return tuple(t.get(k) for k in ("retriever", "generator", "k", "template", "database"))
+
+    out = {}
+    for name, t in sorted(targets.items()):
+        if not t["defenses"]:
+            out[name] = name
+            continue
+        same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
+        out[name] = same[0] if same else None
+    return out

@@ -1,0 +1,79 @@
+"""How a number becomes a table cell: the shared formatting of every report table.
+
+``0.81 [0.75, 0.86]`` (a point estimate and its 95% interval, 2 decimals), ``50/50`` (members/non-members),
+cost and bookkeeping cells (rates as percentages, counts as integers), signed differences with a true
+minus sign (``−0.21``), FPR levels as percentages (``0.5%``), and the markers of an empty cell: ``–``
+(no value), ``n/e`` (not estimable), ``n/a`` (not available).  The lowest module of ``ragmi.report``:
+it imports nothing of ragmi.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+DASH = "–"
+NOT_ESTIMABLE = "n/e"
+NOT_AVAILABLE = "n/a"
+
+
+def is_missing(x) -> bool:
+    """Whether ``x`` is no value: None, ``pd.NA`` or NaN (False for anything pandas cannot test)."""
+    if x is None or x is pd.NA:
+        return True
+    try:
+        return bool(pd.isna(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_ci(value, lo, hi, digits: int = 2) -> str:
+    """``"0.81 [0.75, 0.86]"``; ``"0.81"`` when the CI is missing; ``"–"`` when the value is."""
+    if is_missing(value):
+        return DASH
+    cell = f"{float(value):.{digits}f}"
+    if not (is_missing(lo) or is_missing(hi)):
+        cell += f" [{float(lo):.{digits}f}, {float(hi):.{digits}f}]"
+    return cell
+
+
+def format_n(members, nonmembers) -> str:
+    """``"50/50"`` (members/non-members)."""
+    if is_missing(members) or is_missing(nonmembers):
+        return DASH
+    return f"{int(members)}/{int(nonmembers)}"
+
+
+def format_extra(name: str, value) -> str:
+    """A cost or bookkeeping cell: rates as percentages, counts as integers, else 2 decimals."""
+    if is_missing(value):
+        return DASH
+    if isinstance(value, str):
+        return value
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if name.endswith("_rate") or name.endswith("_fraction"):
+        return f"{100 * v:.1f}%"
+    if math.isfinite(v) and v == int(v):
+        return f"{int(v):,}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def signed(x: float, digits: int = 2) -> str:
+    """``+0.12`` / ``−0.21``: a true minus sign."""
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def format_level(level: float) -> str:
+    """An FPR level (a fraction) as a percentage: ``0.005`` → ``"0.5%"``."""
+    return f"{round(100 * float(level), 6):g}%"
+
+
+def escape(text) -> str:
+    """A Markdown table cell: ``|`` escaped, newlines as spaces."""
+    return str(text).replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,142 @@
+"""What a table declares, and the readers its frame builders share.
+
+A :class:`Table` says what the table is called, its title and notes, which files it reads (a function of
+the validated config), how its frame is built from those files, which columns the Markdown version adds
+after the metric and cost columns, whether it is compared with published numbers, and which
+:class:`Figure`\\ s are drawn from the same frame.  :class:`MetricsOf` gives the inputs of a table over
+attack metrics.  The table families declare their tables with these (``attack_registry``,
+``audit_registry``, ``utility_registry``); ``ragmi.report.registry`` assembles them and answers the
+lookups.  This module imports no family and no registry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..plan import runs
+from .tables import markdown_table
+
+Files = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure drawn from a table's frame by ``draw(frame, out_png, table_title)``."""
+
+    name: str  # the rule is figure_<name>
+    path: str  # output file
+    caption: str  # report caption (reStructuredText), relative to the repository root
+    draw: Callable[[pd.DataFrame, str, str], None]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: ``results/tables/<name>.csv`` (every column) and ``.md`` (see ``write_tables``).
+
+    ``inputs(config)`` names the files the table reads under a validated config; ``build(files,
+    config)`` turns them into the table's frame.  ``markdown(frame, title, extra_columns=..., notes=...)``
+    renders the Markdown text; the default, :func:`~ragmi.report.tables.markdown_table`, shows the
+    metric columns, the cost columns of :data:`ragmi.costs.COST_COLUMNS` the frame has, then
+    ``extra_columns``, and the protocol footnote before the table's notes.
+    ``published``: the table compares with the papers' numbers; :data:`ragmi.report.registry.PUBLISHED` is
+    added to its inputs under the name ``published``.
+    ``config_keys``: the parts of the config ``build`` reads, top-level keys or dotted paths
+    (``"audit.n_boot"``); ``build`` receives only those (``ragmi.report.registry.table_config``), and so does
+    the rule, whose params they are, so a table reruns when one of them changes and not when another key does.
+    """
+
+    name: str
+    title: str
+    notes: tuple[str, ...]
+    inputs: Callable[[Mapping], dict[str, list[str]]]
+    build: Callable[[Files, Mapping], pd.DataFrame]
+    extra_columns: tuple[str, ...] = ()
+    published: bool = False
+    figures: tuple[Figure, ...] = ()
+    markdown: Callable[..., str] = markdown_table
+    config_keys: tuple[str, ...] = ()
+
+    def figure(self, name: str) -> Figure:
+        for f in self.figures:
+            if f.name == name:
+                return f
+        raise KeyError(f"table {self.name!r} declares no figure {name!r}")
+
+
+@dataclass(frozen=True)
+class MetricsOf:
+    """Inputs of a table over attack metrics: ``results/metrics/{dataset}/{target}/{attack}.csv``
+    for every (dataset, target, attack) the configuration runs (``ragmi.plan.runs``) whose attack is
+    in ``attacks`` (every attack when ``attacks`` is None), in the order dataset, target, attack."""
+
+    attacks: frozenset[str] | None = None
+
+    def __call__(self, config: Mapping) -> dict[str, list[str]]:
+        return {
+            "metrics": [
+                f"results/metrics/{d}/{t}/{a}.csv"
+                for d, t, a in runs(config)
+                if self.attacks is None or a in self.attacks
+            ]
+        }
+
+    def __str__(self) -> str:
+        if self.attacks is None:
+            return "the metrics of every configured attack"
+        return f"the metrics of attack {' or '.join(sorted(self.attacks))}"
+
+
+def lazy_plot(name: str) -> Callable[[pd.DataFrame, str, str], None]:
+    """A figure's ``draw``: ragmi.report.plots.<name>, imported when the figure is drawn: matplotlib and the
+    metrics it pulls in cost the Snakefile, which imports the registry, about 0.7 s at every start."""
+
+    def draw(frame: pd.DataFrame, out_png: str, title: str) -> None:
+        from . import plots
+
+        getattr(plots, name)(frame, out_png, title)
+
+    draw.__name__ = draw.__qualname__ = name
+    return draw
+
+
+# --------------------------------------------------------------------------------------------
+# Readers the frame builders share
+# --------------------------------------------------------------------------------------------
+def read_csvs(paths: Sequence[str]) -> pd.DataFrame:
+    """The CSVs of ``paths`` (metrics, hook inventories, leakage runs), one frame, in the order given."""
+    return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
+
+
+def read_json_rows(paths: Sequence[str]) -> pd.DataFrame:
+    """One row per JSON object file of ``paths`` (the canary results), in the order given."""
+    return pd.DataFrame([json.loads(Path(f).read_text()) for f in paths])
+
+
+def read_scores(score_paths: Sequence[str], candidate_paths: Sequence[str]) -> dict:
+    """{(dataset, target, attack): scores frame with doc_id, variant, score, label, role} from
+    ``results/scores/{dataset}/{target}/{attack}.parquet`` and ``results/split/{dataset}/candidates.parquet``
+    (the path's last parts name them).  The skipped-variant rows (score NaN) are dropped; labels and
+    roles come from the candidates when the scores frame lacks them."""
+    from ..attacks.base import split_skipped
+
+    candidates = {Path(p).parent.name: p for p in candidate_paths}
+    cache: dict = {}
+    out = {}
+    for p in score_paths:
+        parts = Path(p).parts
+        dataset, target, attack = parts[-3], parts[-2], Path(p).stem
+        df, _ = split_skipped(pd.read_parquet(p))
+        df = df[df["score"].notna()]
+        if not {"label", "role"} <= set(df.columns):
+            if dataset not in cache:
+                cache[dataset] = pd.read_parquet(candidates[dataset], columns=["doc_id", "label", "role"])
+            df = df.drop(columns=[c for c in ("label", "role") if c in df]).merge(
+                cache[dataset], on="doc_id", how="inner", validate="many_to_one"
+            )
+        out[(dataset, target, attack)] = df
+    return out

@@ -1,0 +1,210 @@
+"""The inference tables: what a data owner and a DP auditor conclude from the attacks' scores.
+
+Declared here, in the order the registry lists them (:data:`TABLES`), each with its title and its notes
+(printed under the Markdown table; the notes are the documentation of the table's columns):
+
+* ``dataset_inference``: is a *set* of documents in the target's retrieval database (a p-value per
+  suspect set), with the test's own calibration, and its figure;
+* ``epsilon_audit``: the empirical lower bound on ε of every DP defense, beside the ε it claims.
+
+The frames come from :mod:`ragmi.report.inference_tables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from ..plan import runs, target_attacks, target_datasets
+from . import inference_tables
+from .declare import Figure, Files, Table, lazy_plot, read_scores
+
+
+def di_targets(config: Mapping) -> list[str]:
+    """``dataset_inference.targets``, or every target that runs attacks; none when disabled."""
+    di = config.get("dataset_inference") or {}  # tables and tests also hand the registry partial configs
+    if not di.get("enabled"):
+        return []
+    chosen = di["targets"]
+    if chosen is None:
+        chosen = [t for t in config["targets"] if target_attacks(config, t)]
+    return sorted(chosen)
+
+
+def di_runs(config: Mapping) -> list[tuple[str, str]]:
+    chosen = set(di_targets(config))
+    return sorted({(d, t) for d, t, _a in runs(config) if t in chosen})
+
+
+def _score_inputs(config: Mapping, pairs) -> dict[str, list[str]]:
+    pairs = set(pairs)
+    scores = [f"results/scores/{d}/{t}/{a}.parquet" for d, t, a in runs(config) if (d, t) in pairs]
+    datasets = sorted({d for d, _t in pairs})
+    return {"scores": scores, "candidates": [f"results/split/{d}/candidates.parquet" for d in datasets]}
+
+
+def _di_inputs(config: Mapping) -> dict[str, list[str]]:
+    files = _score_inputs(config, di_runs(config))
+    di = config["dataset_inference"] if files["scores"] else {}
+    if di.get("suspect") is not None:
+        files["user_sets"] = [di["suspect"], di["known_outside"]]
+    return files
+
+
+def _candidates(paths) -> dict[str, pd.DataFrame]:
+    from pathlib import Path
+
+    return {Path(p).parent.name: pd.read_parquet(p, columns=["doc_id", "label", "role"]) for p in paths}
+
+
+def _pairs(score_paths) -> list[tuple[str, str]]:
+    """(dataset, target) of ``results/scores/{dataset}/{target}/{attack}.parquet`` paths, sorted."""
+    from pathlib import Path
+
+    return sorted({(Path(p).parts[-3], Path(p).parts[-2]) for p in score_paths})
+
+
+def _dataset_inference(files: Files, config: Mapping) -> pd.DataFrame:
+    user = None
+    if "user_sets" in files:
+        user = tuple(inference_tables.read_ids(p) for p in files["user_sets"])
+    return inference_tables.dataset_inference_frame(
+        read_scores(files["scores"], files["candidates"]),
+        _candidates(files["candidates"]),
+        _pairs(files["scores"]),
+        config["dataset_inference"],
+        int(config["seed"]),
+        user=user,
+    )
+
+
+def dp_defenses(config: Mapping) -> dict:
+    """{name: built defense} of every configured defense that declares an ε."""
+    from ..defenses import build_defense
+    from ..epsilon_audit import declared_epsilon
+
+    out = {}
+    for name, spec in sorted((config.get("defenses") or {}).items()):
+        d = build_defense(name, spec)
+        if declared_epsilon(d) is not None:
+            out[name] = d
+    return out
+
+
+def _dp_kinds() -> set[str]:
+    return {"dp_retrieval", "ca_dp", "private_rag", "exp_mechanism", "dp_output"}
+
+
+def attacked_dp(config: Mapping) -> list[tuple[str, str, list[str]]]:
+    """(dataset, target, its DP defenses) of every attacked target with a defense of a kind that declares
+    an ε (the kinds of :func:`ragmi.epsilon_audit.declared_epsilon`)."""
+    kinds = _dp_kinds()
+    out = []
+    for t, c in sorted(config["targets"].items()):
+        names = [n for n in c.get("defenses") or [] if config["defenses"][n]["kind"] in kinds]
+        if names and target_attacks(config, t):
+            out += [(d, t, names) for d in target_datasets(config, t)]
+    return out
+
+
+def _eps_inputs(config: Mapping) -> dict[str, list[str]]:
+    if not any(s["kind"] in _dp_kinds() for s in (config.get("defenses") or {}).values()):
+        return {"defenses": []}  # nothing declares an ε: the table is not built
+    attacked = attacked_dp(config)
+    return _score_inputs(config, [(d, t) for d, t, _n in attacked]) if attacked else {}
+
+
+def _epsilon_audit(files: Files, config: Mapping) -> pd.DataFrame:
+    scores = read_scores(files["scores"], files["candidates"]) if "scores" in files else {}
+    kinds = _dp_kinds()
+    attacked = [
+        (d, t, [n for n in config["targets"][t]["defenses"] if config["defenses"][n]["kind"] in kinds])
+        for d, t in _pairs(files.get("scores", []))
+    ]
+    return inference_tables.epsilon_frame(
+        dp_defenses(config),
+        attacked,
+        scores,
+        confidence=float(config["audit"]["epsilon_confidence"]),
+        trials=int(config["audit"]["epsilon_trials"]),
+        seed=int(config["seed"]),
+    )
+
+
+TABLES = (
+    Table(
+        name="dataset_inference",
+        title="Dataset inference: is this set of documents in the target's retrieval database?",
+        notes=(
+            "One row per dataset × target × suspect set.  Every attack's per-document scores of the target are "
+            "combined by an L2 logistic regression fitted on the reference candidates only (their out-of-fold "
+            "scores; labels the adversary knows), then applied to the evaluation candidates, which no fitted part "
+            'has seen (Maini et al., NeurIPS 2024, "LLM Dataset Inference: Did you train on my dataset?").',
+            "The test: one-sided Welch t-test that the suspect set's combined scores exceed the known-outside "
+            'set\'s; verdict "in the database" when p < α (dataset_inference.alpha, 0.01 by default), else "no '
+            'evidence"; "uninformative" with its reason when the test cannot be computed.',
+            "Sets (from the split, seeded): known outside = a fixed half of the evaluation non-members; suspect = "
+            "the evaluation members (members), the other half of the evaluation non-members (non-members: "
+            "expected no evidence), or a mixture of the suspect non-members and a few members so that a fraction "
+            "f of the suspect set is in the database; user = dataset_inference.suspect against "
+            "dataset_inference.known_outside.",
+            "Smallest set with p < α: the smallest number of suspect documents at which at least half of the "
+            "seeded subsamples (dataset_inference.draws per size) reach p < α; — when the whole set does not.",
+            "A small p says that the suspect set as a whole is in the database (more member-like than documents "
+            "known to be outside), not which of its documents are; a large p is no evidence, not proof of "
+            "absence: a mixture with few members, or a weak attack, can miss a set that is there.",
+            "Calibration: the false-positive rate of the same procedure at 0.05 over "
+            "dataset_inference.calibration_splits seeded splits of the evaluation non-members into suspect and "
+            "known-outside halves, with its 95% Clopper–Pearson interval; the splits reuse the same documents, so "
+            "the interval is approximate.",
+        ),
+        inputs=_di_inputs,
+        build=_dataset_inference,
+        markdown=inference_tables.dataset_inference_markdown,
+        figures=(
+            Figure(
+                "dataset_inference",
+                "results/figures/dataset_inference.png",
+                "report/dataset_inference.rst",
+                lazy_plot("plot_dataset_inference"),
+            ),
+        ),
+        config_keys=("seed", "dataset_inference"),
+    ),
+    Table(
+        name="epsilon_audit",
+        title="Empirical ε: lower bounds on the privacy loss of every DP defense, beside the ε it claims",
+        notes=(
+            "ε lower bound: for an ε-DP mechanism every test on its output has TPR ≤ e^ε·FPR and 1 − FPR ≤ "
+            "e^ε·(1 − TPR); with one-sided Clopper–Pearson bounds on both rates (TPR from below, FPR from above) "
+            "the larger of ln(TPR_lo / FPR_hi) and ln((1 − FPR_hi) / (1 − TPR_lo)), maximised over the thresholds "
+            "tried, holds with the confidence shown (audit.epsilon_confidence, Bonferroni over the 2 × thresholds "
+            "bounds) — the DP-auditing bound of Jagielski et al. (NeurIPS 2020) and Nasr et al. (2021).",
+            "mechanism: the audit drives the defense's retrieval hook itself on two neighbouring score vectors "
+            "under the relation the defense claims (one document's score moved by the sensitivity Δ; "
+            "audit.epsilon_trials runs each, thresholds chosen on as many separate runs): comparable with the "
+            'claim, and flagged "ε exceeded" when the bound is above it.',
+            "attack <variant>: the attack's evaluation members against evaluation non-members at thresholds "
+            "chosen on the reference non-members' scores (never on the scores it bounds): a bound for document "
+            'presence, which none of these defenses claims a guarantee for, so it is printed but "bound not '
+            'comparable", never a flag; it says how far the document-level leak is from what an ε-DP guarantee '
+            "for document presence would allow.",
+            "no trial of this hook: the exponential mechanism's draws and the DP-style output perturbation are "
+            "listed with the ε they state, but the audit has no neighbouring-input trial for them.",
+            "claimed ε (accounting): per query for DP-R and Private-RAG (T queries about one candidate spend T·ε), "
+            "per candidate for CA-DP (T queries × ε/T); the exponential mechanism's ε is per draw; DP output "
+            "perturbation's ε is a keep probability, no DP claim.",
+        ),
+        inputs=_eps_inputs,
+        build=_epsilon_audit,
+        markdown=inference_tables.epsilon_markdown,
+        config_keys=(
+            "targets",
+            "defenses",
+            "seed",
+            "audit.epsilon_confidence",
+            "audit.epsilon_trials",
+        ),
+    ),
+)

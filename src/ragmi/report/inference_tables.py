@@ -1,0 +1,263 @@
+"""The frames of the inference tables: dataset inference (is a *set* of documents in the database?) and
+the empirical ε audit of the DP defenses (does a defense's claimed ε hold?).
+
+The statistics are :mod:`ragmi.dataset_inference` and :mod:`ragmi.epsilon_audit`; this module reads the
+score files and the split, and shapes the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .. import dataset_inference as di
+from .. import epsilon_audit as ea
+from ..errors import ConfigError
+from .cells import DASH
+from .comparison import is_main_variant
+
+CALIBRATION_ALPHA = 0.05  # the level at which the test's false-positive rate is measured
+# An ε claim the audit has no trial for: the exponential mechanism's draws, an output perturbation that is no DP
+NO_TRIAL = "no trial of this hook"
+
+DI_COLUMNS = [
+    "dataset",
+    "target",
+    *di.ROW_COLUMNS,
+    "calibration_rate",
+    "calibration_lo",
+    "calibration_hi",
+    "calibration_splits",
+    "calibration_pool",
+    "calibrated",
+]
+
+
+def read_ids(path: str | Path) -> list[str]:
+    """The doc_ids of a data owner's file: CSV or parquet with a ``doc_id`` column, or text with one id per
+    line (blank lines skipped)."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        df = pd.read_parquet(p)
+    elif p.suffix in (".csv", ".tsv"):
+        df = pd.read_csv(p, sep="\t" if p.suffix == ".tsv" else ",", dtype=str)
+    else:
+        return [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if "doc_id" not in df.columns:
+        raise ConfigError(f"file {p} has no doc_id column (columns: {', '.join(map(str, df.columns))})")
+    return [str(x) for x in df["doc_id"]]
+
+
+def _group_scores(scores: Mapping, dataset: str, target: str) -> list[pd.DataFrame]:
+    return [df for (d, t, _a), df in sorted(scores.items()) if d == dataset and t == target]
+
+
+def dataset_inference_frame(
+    scores: Mapping,
+    candidates: Mapping[str, pd.DataFrame],
+    runs: Sequence[tuple[str, str]],
+    params: Mapping,
+    seed: int,
+    user: tuple[list[str], list[str]] | None = None,
+) -> pd.DataFrame:
+    """One row per (dataset, target, suspect set): :func:`ragmi.dataset_inference.dataset_inference` on
+    every attack's scores of the target (the combiner fitted on the reference candidates), the default
+    suspect sets, plus the data owner's (``user``: suspect and known-outside doc_ids among the
+    evaluation candidates) when given; the calibration columns repeat, per target, the test's
+    false-positive rate at 0.05 over ``params["calibration_splits"]`` seeded splits of the evaluation
+    non-members' combined scores."""
+    rows = []
+    for dataset, target in runs:
+        frames = _group_scores(scores, dataset, target)
+        if not frames:
+            continue
+        cand = candidates[dataset]
+        kw = dict(alpha=float(params["alpha"]), draws=int(params["draws"]), seed=int(seed))
+        parts = [di.dataset_inference(frames, cand, f_values=tuple(params["f_values"]), **kw)]
+        if user is not None:
+            ev = set(cand.loc[cand["role"] == "eval", "doc_id"])
+            for what, ids in zip(("suspect", "known_outside"), user):
+                outside = [i for i in ids if i not in ev]
+                if outside:
+                    raise ConfigError(
+                        f"config key dataset_inference.{what}: {len(outside)} of its doc_ids are not evaluation "
+                        f"candidates of dataset {dataset!r} (e.g. {outside[0]!r}); only those were queried and "
+                        "scored by models fitted elsewhere"
+                    )
+            parts.append(di.dataset_inference(frames, cand, suspect_ids=user[0], outside_ids=user[1], **kw))
+        cal = calibration(frames, cand, int(params["calibration_splits"]), int(seed))
+        for part in parts:
+            for r in part.to_dict("records"):
+                rows.append({"dataset": dataset, "target": target, **r, **cal})
+    return pd.DataFrame(rows, columns=DI_COLUMNS)
+
+
+def calibration(frames: list[pd.DataFrame], cand: pd.DataFrame, n_splits: int, seed: int) -> dict:
+    """The test's false-positive rate at 0.05 on the evaluation non-members' combined scores (the combiner
+    fitted on the reference candidates, as in the reported rows), :func:`ragmi.dataset_inference.calibrate`."""
+    ref = cand[cand["role"] == "reference"]
+    feats = di.feature_matrix(frames, ref["doc_id"])
+    labels = ref.set_index("doc_id")["label"]
+    comb = di.fit_combiner(feats, labels[labels.index.isin(feats.index)], random_state=seed)
+    non = cand.loc[(cand["role"] == "eval") & (cand["label"] == 0), "doc_id"]
+    pool = comb.score(feats.loc[feats.index.isin(non)])
+    c = di.calibrate(pool.to_numpy(), n_splits=n_splits, alpha=CALIBRATION_ALPHA, seed=seed)
+    return {
+        "calibration_rate": c["rate"],
+        "calibration_lo": c["rate_lo"],
+        "calibration_hi": c["rate_hi"],
+        "calibration_splits": c["n_splits"],
+        "calibration_pool": c["n_pool"],
+        "calibrated": c["calibrated"],
+    }
+
+
+def _p(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    return f"{x:.1e}" if x < 0.001 else f"{x:.3f}"
+
+
+def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    """The rows a data owner reads (dataset, target, suspect set, its size and members, p, verdict, the
+    smallest set that reaches the level), then one calibration line per target, then the notes."""
+    several = df["dataset"].nunique() > 1
+    head = (["dataset"] if several else []) + ["target", "suspect set", "n suspect (members) / outside"]
+    head += ["p (one-sided Welch)", "verdict", "smallest set with p < α"]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in df.to_dict("records"):
+        name = r["suspect_set"] if r["suspect_set"] != "mixture" else f"mixture f = {r['f']:.2f}"
+        size = DASH if pd.isna(r["min_suspect_size"]) else str(int(r["min_suspect_size"]))
+        verdict = r["verdict"] + (f" ({r['reason']})" if isinstance(r["reason"], str) and r["reason"] else "")
+        cells = ([r["dataset"]] if several else []) + [r["target"], name]
+        cells += [f"{int(r['n_suspect'])} ({int(r['n_suspect_members'])}) / {int(r['n_outside'])}"]
+        cells += [_p(r["p_value"]), verdict, size]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    lines += ["", "Calibration of the test (false-positive rate at α = 0.05 over seeded splits of non-members):", ""]
+    for (d, t), g in df.groupby(["dataset", "target"], sort=True):
+        r = g.iloc[0]
+        lines.append(
+            f"- {d}/{t}: {r['calibration_rate']:.3f} [{r['calibration_lo']:.3f}, {r['calibration_hi']:.3f}] over "
+            f"{int(r['calibration_splits'])} splits of {int(r['calibration_pool'])} evaluation non-members: "
+            + ("within sampling error of 0.05" if r["calibrated"] else "**not within sampling error of 0.05**")
+        )
+    lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Empirical ε
+# --------------------------------------------------------------------------------------------
+EPS_COLUMNS = [
+    "dataset",
+    "target",
+    "defense",
+    "kind",
+    "source",
+    "claimed_eps",
+    "accounting",
+    "relation",
+    "bound_relation",
+    "eps_lb",
+    "confidence",
+    "threshold",
+    "tpr",
+    "fpr",
+    "tpr_lo",
+    "fpr_hi",
+    "n_members",
+    "n_nonmembers",
+    "n_thresholds",
+    "comparable",
+    "flagged",
+    "verdict",
+]
+
+
+def epsilon_frame(
+    defenses: Mapping[str, object],
+    attacked: Sequence[tuple[str, str, list[str]]],
+    scores: Mapping,
+    confidence: float,
+    trials: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Rows of the ε audit.  ``defenses``: {name: built defense} of every configured defense that declares
+    an ε (:func:`ragmi.epsilon_audit.declared_epsilon`).  Per defense, a row ``mechanism``: its retrieval
+    hook driven on neighbouring score vectors under the relation it claims
+    (:func:`ragmi.epsilon_audit.mechanism_bound`; no row where the hook has no such trial).  Per attacked
+    target (``attacked``: (dataset, target, [its DP defenses])) and attack variant, a row ``attack
+    <variant>``: the bound from its evaluation scores at thresholds chosen on the reference non-members'
+    scores (never on the scores it bounds), under the document relation."""
+    rows = []
+    for name, d in sorted(defenses.items()):
+        claim = ea.declared_epsilon(d)
+        bound = ea.mechanism_bound(d, trials=trials, confidence=confidence, seed=seed)
+        if bound is None:  # listed all the same: the reader sees every ε claim, and that it was not driven
+            row = {
+                "defense": name,
+                "claimed_eps": claim.claimed_eps,
+                "accounting": claim.accounting,
+                "relation": claim.relation,
+                "comparable": False,
+                "verdict": NO_TRIAL,
+            }
+        else:
+            row = ea.audit_defense(d, bound, bound_relation=claim.relation)
+        rows.append({"dataset": DASH, "target": DASH, "defense": name, "kind": d.kind, "source": "mechanism", **row})
+    for dataset, target, names in attacked:
+        for (ds, t, _attack), df in sorted(scores.items()):
+            if (ds, t) != (dataset, target):
+                continue
+            for variant, g in df.groupby("variant", sort=True):
+                if not is_main_variant(variant):
+                    continue
+                ref_non = g.loc[(g["role"] == "reference") & (g["label"] == 0), "score"].to_numpy(float)
+                ev = g[g["role"] == "eval"]
+                thresholds = ea.reference_thresholds(ref_non)
+                if not thresholds or ev["label"].nunique() < 2:
+                    continue
+                bound = ea.epsilon_lower_bound(
+                    ev.loc[ev["label"] == 1, "score"].to_numpy(float),
+                    ev.loc[ev["label"] == 0, "score"].to_numpy(float),
+                    thresholds,
+                    confidence=confidence,
+                )
+                for name in names:
+                    row = ea.audit_defense(defenses[name], bound)
+                    rows.append(
+                        {
+                            "dataset": dataset,
+                            "target": target,
+                            "defense": name,
+                            "kind": defenses[name].kind,
+                            "source": f"attack {variant}",
+                            **row,
+                        }
+                    )
+    out = pd.DataFrame(rows)
+    return out.reindex(columns=EPS_COLUMNS) if len(out) else pd.DataFrame(columns=EPS_COLUMNS)
+
+
+def epsilon_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    head = ["defense", "target", "bound from", "claimed ε (accounting)", "ε lower bound", "TPR / FPR", "verdict"]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in df.to_dict("records"):
+        eps = DASH if pd.isna(r["eps_lb"]) else f"{r['eps_lb']:.2f} ({r['confidence']:.0%})"
+        rates = (
+            DASH
+            if pd.isna(r["tpr"])
+            else f"{r['tpr']:.2f} / {r['fpr']:.2f} (n {int(r['n_members'])}+{int(r['n_nonmembers'])})"
+        )
+        target = r["target"] if r["dataset"] == DASH else f"{r['dataset']}/{r['target']}"
+        cells = [f"{r['defense']} ({r['kind']})", target, r["source"], f"{r['claimed_eps']:g} ({r['accounting']})", eps]
+        cells += [rates, r["verdict"]]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    rel = df.drop_duplicates("defense")[["defense", "relation"]].to_dict("records")
+    lines += ["", "Each defense's claim holds under its neighbouring relation:", ""]
+    lines += [f"- {r['defense']}: {r['relation']}" for r in rel]
+    lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"

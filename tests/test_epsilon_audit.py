@@ -1,0 +1,248 @@
+"""ragmi.epsilon_audit: the one-sided bounds, the ε lower bound against hand-computed values, what
+each DP defense declares, and a known-answer audit of the real DP-R retrieval hook (a correct
+mechanism is not flagged, one whose noise is scaled for ε = 20 while it declares ε = 1 is)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ragmi import epsilon_audit as ea
+from ragmi.audit.stats import clopper_pearson_lower
+from ragmi.defenses._common import laplace_scores
+from ragmi.defenses.base import DefenseContext, QueryState
+from ragmi.defenses.ca_dp import CaDp
+from ragmi.defenses.dp_output import DpOutput
+from ragmi.defenses.dp_retrieval import DpRetrieval
+from ragmi.defenses.exp_mechanism import ExpMechanism
+from ragmi.defenses.pad import Pad
+from ragmi.defenses.private_rag import PrivateRag
+
+DP_PARAMS = {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3}
+
+
+# --------------------------------------------------------------------------------------------
+# One-sided bounds
+# --------------------------------------------------------------------------------------------
+def test_one_sided_bounds_are_the_beta_quantiles():
+    beta = 0.025
+    lo, hi = ea.one_sided_bounds(7, 20, beta)
+    assert lo == pytest.approx(stats.beta.ppf(beta, 7, 14))
+    assert hi == pytest.approx(stats.beta.ppf(1 - beta, 8, 13))
+    assert lo == pytest.approx(clopper_pearson_lower(7, 20, 1 - beta))
+    # 0 of n: the upper bound solves (1 - p)^n = beta; n of n: the lower bound solves p^n = beta
+    for n in (1, 10, 300):
+        assert ea.one_sided_bounds(0, n, beta) == pytest.approx((0.0, 1 - beta ** (1 / n)))
+        assert ea.one_sided_bounds(n, n, beta) == pytest.approx((beta ** (1 / n), 1.0))
+    with pytest.raises(ValueError):
+        ea.one_sided_bounds(1, 2, 0.5)
+
+
+def test_one_sided_bounds_cover_at_their_level_and_not_more():
+    """Exact coverage of the lower bound (binomial sum): at least 1 - β at every p, and below
+    1 - β/2 somewhere (the lower end of a two-sided 1 - β interval would cover 1 - β/2)."""
+    n, beta = 40, 0.05
+    ks = np.arange(n + 1)
+    lows = np.array([ea.one_sided_bounds(k, n, beta)[0] for k in ks])
+    highs = np.array([ea.one_sided_bounds(k, n, beta)[1] for k in ks])
+    cover_lo, cover_hi = [], []
+    for p in np.linspace(0.02, 0.98, 49):
+        pmf = stats.binom.pmf(ks, n, p)
+        cover_lo.append(pmf[lows <= p].sum())
+        cover_hi.append(pmf[highs >= p].sum())
+    assert min(cover_lo) >= 1 - beta - 1e-12 and min(cover_hi) >= 1 - beta - 1e-12
+    assert min(cover_lo) < 1 - beta / 2 and min(cover_hi) < 1 - beta / 2
+
+
+# --------------------------------------------------------------------------------------------
+# epsilon_lower_bound
+# --------------------------------------------------------------------------------------------
+def test_perfect_separation_gives_the_closed_form_bound():
+    """All n members above t, no non-member: TPR_lo = β^(1/n), FPR_hi = 1 - β^(1/n), both ratios
+    equal, ε_lb = ln(β^(1/n) / (1 - β^(1/n))); β = (1 - confidence) / (2K)."""
+    n = 50
+    members, nonmembers = np.full(n, 2.0), np.full(n, -1.0)
+    b = ea.epsilon_lower_bound(members, nonmembers, [0.5], confidence=0.95)
+    q = 0.025 ** (1 / n)
+    assert b["eps_lb"] == pytest.approx(math.log(q / (1 - q)))
+    assert b["eps_lb"] == pytest.approx(2.5696, abs=1e-3)  # by hand: 0.92888 / 0.07112 = 13.06
+    assert (b["tpr"], b["fpr"]) == (1.0, 0.0)
+    assert b["tpr_lo"] == pytest.approx(q) and b["fpr_hi"] == pytest.approx(1 - q)
+    assert b["n_thresholds"] == 1 and b["confidence"] == 0.95 and b["per_bound_confidence"] == pytest.approx(0.975)
+    # three distinct thresholds: Bonferroni over 6 one-sided bounds; a repeated threshold counts once
+    b3 = ea.epsilon_lower_bound(members, nonmembers, [0.0, 0.5, 1.0, 0.5], confidence=0.95)
+    q3 = (0.05 / 6) ** (1 / n)
+    assert b3["n_thresholds"] == 3 and b3["per_bound_confidence"] == pytest.approx(1 - 0.05 / 6)
+    assert b3["eps_lb"] == pytest.approx(math.log(q3 / (1 - q3)))
+    assert b3["eps_lb"] < b["eps_lb"]  # the correction costs
+    assert b3["threshold"] == 0.0  # ties: the first threshold given
+
+
+def test_hand_computed_counts_both_ratios():
+    # 90 of 100 members and 5 of 100 non-members at or above t = 0
+    members = np.r_[np.ones(90), -np.ones(10)]
+    nonmembers = np.r_[np.ones(5), -np.ones(95)]
+    b = ea.epsilon_lower_bound(members, nonmembers, [0.0], confidence=0.9)
+    beta = (1 - 0.9) / (2 * 1)  # one threshold, two one-sided bounds
+    tpr_lo = stats.beta.ppf(beta, 90, 11)
+    fpr_hi = stats.beta.ppf(1 - beta, 6, 95)
+    r1, r2 = math.log(tpr_lo / fpr_hi), math.log((1 - fpr_hi) / (1 - tpr_lo))
+    assert b["eps_lb"] == pytest.approx(max(r1, r2))
+    assert b["ratio"] == ("tpr/fpr" if r1 >= r2 else "(1-fpr)/(1-tpr)")
+    assert (b["tpr"], b["fpr"], b["n_members"], b["n_nonmembers"]) == (0.9, 0.05, 100, 100)
+    # the mirror image (rare false negatives, many false positives): the second ratio wins
+    m = ea.epsilon_lower_bound(-nonmembers, -members, [0.0], confidence=0.9)
+    assert m["ratio"] == "(1-fpr)/(1-tpr)"
+
+
+def test_the_bound_uses_only_the_thresholds_given():
+    members, nonmembers = np.linspace(1, 2, 200), np.linspace(-2, -1, 200)
+    bad = ea.epsilon_lower_bound(members, nonmembers, [5.0])  # above every member: no evidence
+    assert bad["eps_lb"] == 0.0 and bad["tpr"] == 0.0
+    good = ea.epsilon_lower_bound(members, nonmembers, [5.0, 0.0])
+    assert good["eps_lb"] > 3 and good["threshold"] == 0.0
+    with pytest.raises(ValueError, match="no thresholds"):
+        ea.epsilon_lower_bound(members, nonmembers, [])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ea.epsilon_lower_bound([np.nan], nonmembers, [0.0])
+
+
+def test_reference_thresholds_come_from_threshold_at_fpr():
+    ref = np.arange(100, dtype=float)  # 0..99
+    assert ea.reference_thresholds(ref, fprs=(0.1, 0.05, 0.001)) == [90.0, 95.0]  # 0.1% needs 1000
+    with pytest.raises(ValueError, match="resolve none"):
+        ea.reference_thresholds(ref[:5], fprs=(0.01,))
+
+
+# --------------------------------------------------------------------------------------------
+# What the defenses declare
+# --------------------------------------------------------------------------------------------
+def test_declared_epsilon_of_each_dp_defense():
+    d = ea.declared_epsilon(DpRetrieval("dpr", {"epsilon": 5.0, "sensitivity": 1.0, "pool": 20}))
+    assert d.claimed_eps == 5.0 and d.relation == ea.RELATION_SCORES
+    assert d.accounting.startswith("per query") and "Laplace(0.2)" in d.accounting
+
+    ca = CaDp("ca", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 20, "turns": "attack"})
+    d = ea.declared_epsilon(ca)
+    assert d.claimed_eps == 1.0 and d.relation == ea.RELATION_SCORES and "T not set yet" in d.accounting
+    assert ca._turns is None  # read without the `turns` property's side effect
+    ca.set_turns(5, "mba: 5 queries per candidate")
+    d = ea.declared_epsilon(ca)
+    assert d.accounting.startswith("per candidate: T queries × ε/T") and "T = 5" in d.accounting
+    assert "ε/T = 0.2" in d.accounting
+
+    d = ea.declared_epsilon(PrivateRag("prag", {"epsilon": 1.0, "sensitivity": 1.0, "threshold": 0.5}))
+    assert d.relation == ea.RELATION_SCORES and "top-k selection is not noised" in d.accounting
+
+    d = ea.declared_epsilon(ExpMechanism("em", {"epsilon": 0.1, "sensitivity": 1.0, "pool": 20, "scores": "uniform"}))
+    assert d.claimed_eps == 0.1 and d.relation == ea.RELATION_UTILITY and "k·ε per query" in d.accounting
+    assert "do not read the scores" in d.accounting
+
+    d = ea.declared_epsilon(DpOutput("dpo", {"epsilon": 0.1, "on_all_dropped": "one_token"}))
+    assert d.relation == ea.RELATION_NONE and "0.09091" in d.accounting
+
+    assert ea.declared_epsilon(Pad("pad", {"mask": ["email", "id"]})) is None
+    for rel in (ea.RELATION_SCORES, ea.RELATION_UTILITY, ea.RELATION_NONE):
+        assert "not document presence" in rel and rel != ea.RELATION_DOCUMENT
+
+
+def _bound(eps_lb):
+    return {
+        "eps_lb": eps_lb,
+        "confidence": 0.95,
+        "threshold": 0.0,
+        "tpr": 0.9,
+        "fpr": 0.01,
+        "tpr_lo": 0.85,
+        "fpr_hi": 0.03,
+        "n_members": 100,
+        "n_nonmembers": 100,
+    }
+
+
+def test_audit_row_verdicts():
+    dpr = DpRetrieval("dpr", DP_PARAMS)
+    # a membership attack's bound against a per-query score claim: never a flag
+    row = ea.audit_defense(dpr, _bound(3.3))
+    assert row["verdict"] == ea.NOT_COMPARABLE and row["flagged"] is None and row["comparable"] is False
+    assert list(row) == ea.AUDIT_COLUMNS
+    # a bound on the claim's own relation
+    row = ea.audit_defense(dpr, _bound(3.3), bound_relation=ea.RELATION_SCORES)
+    assert row["verdict"] == ea.EXCEEDED and row["flagged"] is True and row["claimed_eps"] == 1.0
+    row = ea.audit_defense(dpr, _bound(0.7), bound_relation=ea.RELATION_SCORES)
+    assert row["verdict"] == ea.CONSISTENT and row["flagged"] is False
+    row = ea.audit_defense(Pad("pad", {"mask": ["email"]}), _bound(3.3))
+    assert row["verdict"] == ea.NO_CLAIM and row["flagged"] is None and np.isnan(row["claimed_eps"])
+    row = ea.audit_row("x", 2.0, "per query", ea.RELATION_DOCUMENT, _bound(2.5))
+    assert row["flagged"] is True and row["verdict"] == ea.EXCEEDED
+
+
+# --------------------------------------------------------------------------------------------
+# Known answer: the real DP-R retrieval hook on two neighbouring score vectors
+# --------------------------------------------------------------------------------------------
+class NoiseForEps20(DpRetrieval):
+    """Broken on purpose: declares params.epsilon but draws its noise for 20 times that ε."""
+
+    def noise_epsilon(self) -> float:
+        return 20.0 * self.params["epsilon"]
+
+
+BASE_SCORES = [0.5, 0.45, 0.4]
+
+
+def released_score(defense, shift: float, n: int, tag: str) -> np.ndarray:
+    """Run the defense's retrieval hook ``n`` times on the pool (a, b, c) whose score vector is
+    BASE_SCORES with a's score moved by ``shift`` (neighbours under RELATION_SCORES when
+    |shift| <= the sensitivity); each run its own query id, hence its own seeded noise.  k = pool,
+    so every noisy score is released; the test statistic is a's released score."""
+    ctx = DefenseContext(seed=0, k=3)
+    scores = [BASE_SCORES[0] + shift, *BASE_SCORES[1:]]
+    states = [
+        QueryState(query_id=f"{tag}-{i}", query="q", pool_ids=["a", "b", "c"], pool_scores=scores) for i in range(n)
+    ]
+    defense.on_retrieval(states, ctx)
+    return np.array([s.retrieval_scores[s.retrieved_ids.index("a")] for s in states])
+
+
+@pytest.mark.parametrize(("cls", "flagged"), [(DpRetrieval, False), (NoiseForEps20, True)])
+def test_known_answer_dp_retrieval(cls, flagged):
+    defense = cls("dpr", DP_PARAMS)
+    claim = ea.declared_epsilon(defense)
+    assert claim.claimed_eps == 1.0 and claim.relation == ea.RELATION_SCORES
+    # thresholds chosen on a separate batch of D0 runs, then fresh runs of D1 (a's score + Δ) and D0
+    thresholds = ea.reference_thresholds(released_score(defense, 0.0, 2000, "select"), fprs=(0.2, 0.05, 0.01, 0.001))
+    assert len(thresholds) == 4
+    bound = ea.epsilon_lower_bound(
+        released_score(defense, DP_PARAMS["sensitivity"], 3000, "d1"),
+        released_score(defense, 0.0, 3000, "d0"),
+        thresholds,
+    )
+    row = ea.audit_defense(defense, bound, bound_relation=claim.relation)
+    assert row["comparable"] is True and row["flagged"] is flagged
+    if flagged:
+        assert bound["eps_lb"] > 3.0  # the true ε is 20; 3,000 runs a side bound it well above the claim
+    else:
+        # not flagged, and not because the test is weak: the bound nears the true ε = 1
+        assert 0.6 < bound["eps_lb"] <= 1.0
+    # the same numbers against a membership attack's relation: not comparable, never a flag
+    assert ea.audit_defense(defense, bound)["verdict"] == ea.NOT_COMPARABLE
+
+
+def test_correct_laplace_mechanism_is_rarely_flagged_while_plug_in_estimates_are_not():
+    """50 independent audits of laplace_scores at ε = 1 (600 runs a side, thresholds fixed in
+    advance at 1, 2, 3): the bound exceeds 1 at most at its 5% error rate; the plug-in estimate
+    ln(TPR / FPR) at the best of the same thresholds exceeds 1 far more often."""
+    rng = np.random.default_rng(2024)
+    thresholds = [1.0, 2.0, 3.0]
+    flags = plug_in_over = 0
+    for _ in range(50):
+        d1 = laplace_scores(np.full(600, 1.0), 1.0, 1.0, rng)
+        d0 = laplace_scores(np.zeros(600), 1.0, 1.0, rng)
+        flags += ea.epsilon_lower_bound(d1, d0, thresholds)["eps_lb"] > 1.0
+        plug = [np.log(np.mean(d1 >= t) / max(np.mean(d0 >= t), 1e-12)) for t in thresholds]
+        plug_in_over += max(plug) > 1.0
+    assert flags <= 5  # Binomial(50, 0.05) exceeds 5 with probability 0.04
+    assert plug_in_over >= 15

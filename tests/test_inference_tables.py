@@ -1,0 +1,154 @@
+"""The inference tables on hand-made scores: dataset inference per target (a leaking target's members
+are found, its non-members and a control's members are not, a data owner's sets are checked against the
+candidates) and the ε audit (a mis-scaled DP retrieval is flagged, an attack's document-level bound never
+is), through the registry as the table rule builds them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragmi.config import validate_config
+from ragmi.defenses import build_defense
+from ragmi.defenses.dp_retrieval import DpRetrieval
+from ragmi.errors import ConfigError
+from ragmi.report import inference_tables as it
+from ragmi.report.registry import TABLES, built, input_files
+
+
+def candidates(n_ref=20, n_eval=20) -> pd.DataFrame:
+    rows = []
+    for role, n in (("reference", n_ref), ("eval", n_eval)):
+        for label in (1, 0):
+            rows += [{"doc_id": f"{role[0]}{label}-{i:02d}", "label": label, "role": role} for i in range(n)]
+    return pd.DataFrame(rows)
+
+
+def scores_of(cand: pd.DataFrame, shift: float, seed: int, variant: str) -> pd.DataFrame:
+    """One variant's scores: members shifted by ``shift`` standard deviations."""
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=len(cand)) + shift * cand["label"].to_numpy()
+    return cand.assign(variant=variant, score=s, decision=np.nan)
+
+
+@pytest.fixture
+def scores():
+    cand = candidates()
+    out = {}
+    for t, shift in (("leaky", 2.0), ("leaky--null-db", 0.0)):
+        for j, a in enumerate(("rag_mia", "s2mia")):
+            out[("d", t, a)] = scores_of(cand, shift, 10 * j + len(t), f"{a}/x")
+    return cand, out
+
+
+PARAMS = {"alpha": 0.01, "f_values": [1.0, 0.5, 0.25], "draws": 50, "calibration_splits": 200}
+
+
+def test_members_found_non_members_and_control_not(scores):
+    cand, sc = scores
+    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky"), ("d", "leaky--null-db")], PARAMS, seed=3)
+    assert list(df.columns) == it.DI_COLUMNS
+    v = df.set_index(["target", "suspect_set", "f"])["verdict"]
+    assert v[("leaky", "members", 1.0)] == "in the database"
+    assert v[("leaky", "non-members", 0.0)] == "no evidence"
+    assert v[("leaky--null-db", "members", 1.0)] == "no evidence"
+    leaky = df[(df["target"] == "leaky") & (df["suspect_set"] == "members")].iloc[0]
+    assert leaky["p_value"] < 1e-6 and 2 <= leaky["min_suspect_size"] < 20
+    assert leaky["n_suspect"] == 20 and leaky["n_outside"] == 10
+    assert df.groupby("target")["calibration_splits"].first().eq(200).all()
+    assert df["calibration_rate"].between(0, 0.2).all()
+    md = it.dataset_inference_markdown(df, "T", notes=("a note",))
+    assert "| leaky | members | 20 (20) / 10 |" in md and "- d/leaky: " in md and "- a note" in md
+
+
+def test_data_owner_sets_must_be_evaluation_candidates(scores):
+    cand, sc = scores
+    suspect = [f"e1-{i:02d}" for i in range(12)]
+    outside = [f"e0-{i:02d}" for i in range(12)]
+    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(suspect, outside))
+    user = df[df["suspect_set"] == "user"]
+    assert len(user) == 1 and user["verdict"].iloc[0] == "in the database" and user["n_outside"].iloc[0] == 12
+    with pytest.raises(ConfigError, match=r"dataset_inference.suspect: 1 of its doc_ids are not evaluation"):
+        it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(["r1-00"], outside))
+
+
+def test_read_ids(tmp_path):
+    (tmp_path / "a.txt").write_text("x\n\ny\n")
+    pd.DataFrame({"doc_id": ["p", "q"]}).to_csv(tmp_path / "b.csv", index=False)
+    pd.DataFrame({"id": ["p"]}).to_csv(tmp_path / "c.csv", index=False)
+    assert it.read_ids(tmp_path / "a.txt") == ["x", "y"]
+    assert it.read_ids(tmp_path / "b.csv") == ["p", "q"]
+    with pytest.raises(ConfigError, match="no doc_id column"):
+        it.read_ids(tmp_path / "c.csv")
+
+
+class Broken(DpRetrieval):
+    """Declares its ε but draws its noise for 20 times that."""
+
+    def noise_epsilon(self) -> float:
+        return 20.0 * self.params["epsilon"]
+
+
+def test_epsilon_frame_flags_a_mis_scaled_mechanism_and_never_an_attack(scores):
+    cand, sc = scores
+    good = build_defense("dp-r", {"kind": "dp_retrieval", "epsilon": 1.0})
+    bad = Broken("bad", dict(good.params))
+    bad.kind = "dp_retrieval"
+    other = build_defense("exp", {"kind": "exp_mechanism", "epsilon": 0.1})
+    df = it.epsilon_frame(
+        {"dp-r": good, "bad": bad, "exp": other}, [("d", "leaky", ["dp-r"])], sc, 0.95, trials=2000, seed=1
+    )
+    mech = df[df["source"] == "mechanism"].set_index("defense")
+    assert mech.loc["dp-r", "verdict"] == "consistent" and mech.loc["dp-r", "eps_lb"] <= 1.0
+    assert mech.loc["bad", "verdict"] == "ε exceeded" and mech.loc["bad", "eps_lb"] > 1.0
+    assert mech.loc["exp", "verdict"] == it.NO_TRIAL and np.isnan(mech.loc["exp", "eps_lb"])
+    attack = df[df["source"].str.startswith("attack ")]
+    assert set(attack["source"]) == {"attack rag_mia/x", "attack s2mia/x"}
+    assert (attack["verdict"] == "bound not comparable").all() and attack["flagged"].isna().all()
+    assert (attack["eps_lb"] > 0).all()  # a leaking target: far from what document-level DP would allow
+    md = it.epsilon_markdown(df, "T")
+    assert "| bad (dp_retrieval) | – | mechanism |" in md
+
+
+def test_tables_declared_and_built_by_the_default_shape():
+    cfg = validate_config(
+        {
+            "datasets": {"d": {"source": "synthetic", "n_docs": 60}},
+            "retrievers": {"r": {"kind": "bm25"}},
+            "generators": {"g": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+            "defenses": {"dp": {"kind": "dp_retrieval"}},
+            "targets": {
+                "t": {"retriever": "r", "generator": "g"},
+                "dp": {"retriever": "r", "generator": "g", "defenses": ["dp"], "attacks": ["rag_mia"]},
+            },
+            "attacks": {"rag_mia": {}},
+        }
+    )
+    assert built(TABLES["dataset_inference"], cfg) and built(TABLES["epsilon_audit"], cfg)
+    files = input_files("epsilon_audit", cfg)
+    assert files["scores"] == ["results/scores/d/dp/rag_mia.parquet"]
+    di = input_files("dataset_inference", cfg)
+    assert "results/scores/d/t/rag_mia.parquet" in di["scores"] and di["candidates"] == [
+        "results/split/d/candidates.parquet"
+    ]
+    off = validate_config({**cfg, "dataset_inference": {"enabled": False}})
+    assert not built(TABLES["dataset_inference"], off)
+
+
+def test_config_needs_both_files(tmp_path):
+    f = tmp_path / "s.txt"
+    f.write_text("a\n")
+    base = {
+        "datasets": {"d": {"source": "synthetic"}},
+        "retrievers": {"r": {"kind": "bm25"}},
+        "generators": {"g": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+        "targets": {"t": {"retriever": "r", "generator": "g"}},
+        "attacks": {"rag_mia": {}},
+    }
+    with pytest.raises(ConfigError, match="dataset_inference.known_outside: required when"):
+        validate_config({**base, "dataset_inference": {"suspect": str(f)}})
+    with pytest.raises(ConfigError, match="dataset_inference.known_outside: file .* does not exist"):
+        validate_config({**base, "dataset_inference": {"suspect": str(f), "known_outside": str(tmp_path / "no")}})
+    with pytest.raises(ConfigError, match="dataset_inference.targets.0: 'x' is not defined"):
+        validate_config({**base, "dataset_inference": {"targets": ["x"]}})
