@@ -90,7 +90,9 @@ def test_work_of_the_default_config(tmp_path):
     runs = by_run(works)
     per_candidate = {"rag_mia": 1, "s2mia": 1, "extraction": 2, "dcmi": 3}  # templates [2]; zeng, targeted; 2 θ + orig
     assert {a for _, a in runs} == set(per_candidate)
-    assert {t for t, _ in runs} == {"qwen-rag", "pad", "qwen-rag--null-db", "qwen-rag--no-retrieval"}  # not probes
+    assert {t for t, _ in runs} == {"qwen-rag", "pad", "dp-r", "qwen-rag--null-db", "qwen-rag--no-retrieval"}  # not probes
+    assert {a for t, a in runs if t == "dp-r"} == {"rag_mia"} and runs[("dp-r", "rag_mia")].asked == 80
+    assert runs[("dp-r", "rag_mia")].reused_from is None  # its retrieval is its own: nothing to share
     for a, q in per_candidate.items():
         assert runs[("qwen-rag", a)].asked == runs[("pad", a)].asked == 80 * q
         for control in ("qwen-rag--null-db", "qwen-rag--no-retrieval"):
@@ -113,8 +115,8 @@ def test_work_of_the_default_config(tmp_path):
 
     assert N_DOCS == 50 and OVERSAMPLE == eta.UTILITY_OVERSAMPLE
     assert [w.requests for w in works if w.kind == "utility questions"] == [30]
-    assert sorted(w.asked for w in works if w.kind == "utility answers") == [20, 20]
-    assert sum(w.requests for w in works if w.kind == "utility answers") == 20
+    assert sorted(w.asked for w in works if w.kind == "utility answers") == [20, 20, 20]  # qwen-rag, pad, dp-r
+    assert sum(w.requests for w in works if w.kind == "utility answers") == 40  # pad's are qwen-rag's
     assert all(w.local and w.model == MODEL for w in works)
 
 
@@ -399,7 +401,7 @@ def test_the_printed_lines(tmp_path):
         f"this run takes about {est.seconds / 60:.0f} minutes here ({round(est.low / 60)} to {round(est.high / 60)} minutes"
         in text
     )
-    assert "pad and qwen-rag send the same requests" in text and "of 1,950 asked" in text
+    assert "pad and qwen-rag send the same requests" in text and "of 2,050 asked" in text
     assert "487 prompt tokens/s" in text and "measured on a 2-core AMD EPYC Zen 4" in text and "15 min 0 s" in text
     # an AVX2-only CPU: a range only; a CPU nobody measured: the reference machine's time, said to be that
     avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
