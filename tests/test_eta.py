@@ -90,7 +90,13 @@ def test_work_of_the_default_config(tmp_path):
     runs = by_run(works)
     per_candidate = {"rag_mia": 1, "s2mia": 1, "extraction": 2, "dcmi": 3}  # templates [2]; zeng, targeted; 2 θ + orig
     assert {a for _, a in runs} == set(per_candidate)
-    assert {t for t, _ in runs} == {"qwen-rag", "pad", "dp-r", "qwen-rag--null-db", "qwen-rag--no-retrieval"}  # not probes
+    assert {t for t, _ in runs} == {
+        "qwen-rag",
+        "pad",
+        "dp-r",
+        "qwen-rag--null-db",
+        "qwen-rag--no-retrieval",
+    }  # not probes
     assert {a for t, a in runs if t == "dp-r"} == {"rag_mia"} and runs[("dp-r", "rag_mia")].asked == 80
     assert runs[("dp-r", "rag_mia")].reused_from is None  # its retrieval is its own: nothing to share
     for a, q in per_candidate.items():

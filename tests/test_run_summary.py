@@ -502,3 +502,22 @@ def test_main_without_a_summary_exits_1_with_one_message(tmp_path, capsys):
     err = captured.err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith(f"ragmi summary: no summary table: {tmp_path}/tables/summary.csv does not exist; run the")
+
+
+def test_dataset_inference_lines(tmp_path):
+    """The data owner's view at the end of a run: one line per target with each suspect set's p and verdict,
+    a warning where the test's own calibration failed, nothing without the table."""
+    from ragmi.report.run_summary import dataset_inference_lines
+
+    assert dataset_inference_lines(tmp_path) == []
+    (tmp_path / "tables").mkdir()
+    cols = "dataset,target,suspect_set,f,p_value,verdict,calibrated"
+    (tmp_path / "tables" / "dataset_inference.csv").write_text(
+        cols
+        + "\nd,t,members,1.0,3.3e-18,in the database,True\nd,t,non-members,0.0,0.88,no evidence,True"
+        + "\nd,c,members,1.0,0.93,no evidence,False\n"
+    )
+    lines = dataset_inference_lines(tmp_path, width=200)
+    assert lines[2] == "  t: members p=3e-18 in the database; non-members p=0.880 no evidence"
+    assert lines[3] == "  c: members p=0.930 no evidence"
+    assert lines[4] == "  c: the test's false-positive rate is not within sampling error of 0.05"

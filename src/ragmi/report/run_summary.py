@@ -284,8 +284,40 @@ def summary_text(
         power = _power_note([r for r in rest if r.get("verdict") == "no evidence at this n"])
         lines += [""] + _wrap(f"{text} ({power})." if power else f"{text}.", width, subsequent="  ")
 
+    lines += dataset_inference_lines(results_dir, width)
     lines += [""] + where_lines(results_dir)
     return "\n".join(lines) + "\n"
+
+
+def _p(x: float) -> str:
+    return "–" if x != x else (f"{x:.0e}" if x < 0.001 else f"{x:.3f}")
+
+
+def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) -> list[str]:
+    """The data owner's view, from ``tables/dataset_inference.csv`` when the run wrote it: per dataset and
+    target, each suspect set's p-value and verdict, and a warning where the test's calibration failed."""
+    path = Path(results_dir) / "tables" / "dataset_inference.csv"
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return []
+    lines = ["", "Dataset inference (is the set, as a whole, in the database? one-sided p, level α):"]
+    order: dict = {}
+    for r in rows:
+        order.setdefault((r["dataset"], r["target"]), []).append(r)
+    several = len({d for d, _ in order}) > 1
+    for (d, t), rs in order.items():
+        parts = []
+        for r in rs:
+            name = r["suspect_set"] if r["suspect_set"] != "mixture" else f"f={float(r['f']):.2f}"
+            parts.append(f"{name} p={_p(_num(r['p_value']))} {r['verdict']}")
+        who = f"{d}/{t}" if several else t
+        lines += _wrap(f"{who}: " + "; ".join(parts), width, indent="  ", subsequent="      ")
+        if rs[0].get("calibrated") == "False":
+            lines += _wrap(f"{who}: the test's false-positive rate is not within sampling error of 0.05", width, "  ")
+    return lines
 
 
 def gate_line(results_dir: str | os.PathLike) -> str | None:
