@@ -151,30 +151,7 @@ def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), n
 # --------------------------------------------------------------------------------------------
 # Empirical ε
 # --------------------------------------------------------------------------------------------
-EPS_COLUMNS = [
-    "dataset",
-    "target",
-    "defense",
-    "kind",
-    "source",
-    "claimed_eps",
-    "accounting",
-    "relation",
-    "bound_relation",
-    "eps_lb",
-    "confidence",
-    "threshold",
-    "tpr",
-    "fpr",
-    "tpr_lo",
-    "fpr_hi",
-    "n_members",
-    "n_nonmembers",
-    "n_thresholds",
-    "comparable",
-    "flagged",
-    "verdict",
-]
+EPS_COLUMNS = ["dataset", "target", "kind", "source", *ea.AUDIT_COLUMNS]
 
 
 def epsilon_frame(
