@@ -152,3 +152,21 @@ def test_config_needs_both_files(tmp_path):
         validate_config({**base, "dataset_inference": {"suspect": str(f), "known_outside": str(tmp_path / "no")}})
     with pytest.raises(ConfigError, match="dataset_inference.targets.0: 'x' is not defined"):
         validate_config({**base, "dataset_inference": {"targets": ["x"]}})
+
+
+def test_too_few_candidates_or_constant_scores_are_uninformative_not_errors(tmp_path):
+    """A tiny run (3+3 evaluation candidates) or attacks whose scores are all constant: rows that say why,
+    a calibration line that says it could not be done, and a figure, never an exception."""
+    from ragmi.report.plots import plot_dataset_inference
+
+    cand = candidates(3, 3)
+    flat = scores_of(cand, 0.0, 1, "rag_mia/x").assign(score=0.0)
+    sc = {("d", "t", "rag_mia"): scores_of(cand, 2.0, 1, "rag_mia/x"), ("d", "u", "rag_mia"): flat}
+    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "t"), ("d", "u")], PARAMS, seed=1)
+    assert set(df["verdict"]) == {"uninformative"}
+    assert df.loc[df["target"] == "u", "reason"].str.contains("constant on the reference").all()
+    assert df.loc[df["target"] == "t", "reason"].str.contains("fewer than 2 known-outside").all()
+    md = it.dataset_inference_markdown(df, "T")
+    assert "- d/t: not calibrated (3 evaluation non-members; 4 needed)" in md
+    plot_dataset_inference(df, str(tmp_path / "f.png"), "T")
+    assert (tmp_path / "f.png").stat().st_size > 1000

@@ -23,6 +23,16 @@ CALIBRATION_ALPHA = 0.05  # the level at which the test's false-positive rate is
 # An ε claim the audit has no trial for: the exponential mechanism's draws, an output perturbation that is no DP
 NO_TRIAL = "no trial of this hook"
 
+MIN_CALIBRATION_POOL = 4  # two non-members a side: fewer and no split can be tested
+# The one row of a target whose attacks' scores are all constant on the reference candidates
+NOTHING_TO_COMBINE = {
+    "suspect_set": "members",
+    "verdict": di.UNINFORMATIVE,
+    "reason": "every attack's scores are constant on the reference candidates: nothing to combine",
+    "calibration_pool": 0,
+    "calibration_splits": 0,
+}
+
 DI_COLUMNS = [
     "dataset",
     "target",
@@ -75,6 +85,10 @@ def dataset_inference_frame(
         if not frames:
             continue
         cand = candidates[dataset]
+        ref_ids = cand.loc[cand["role"] == "reference", "doc_id"]
+        if di.feature_matrix(frames, ref_ids).shape[1] == 0:  # every score constant on the reference set
+            rows.append({"dataset": dataset, "target": target, **NOTHING_TO_COMBINE})
+            continue
         kw = dict(alpha=float(params["alpha"]), draws=int(params["draws"]), seed=int(seed))
         parts = [di.dataset_inference(frames, cand, f_values=tuple(params["f_values"]), **kw)]
         if user is not None:
@@ -104,6 +118,15 @@ def calibration(frames: list[pd.DataFrame], cand: pd.DataFrame, n_splits: int, s
     comb = di.fit_combiner(feats, labels[labels.index.isin(feats.index)], random_state=seed)
     non = cand.loc[(cand["role"] == "eval") & (cand["label"] == 0), "doc_id"]
     pool = comb.score(feats.loc[feats.index.isin(non)])
+    if len(pool) < MIN_CALIBRATION_POOL:
+        return {
+            "calibration_rate": float("nan"),
+            "calibration_lo": float("nan"),
+            "calibration_hi": float("nan"),
+            "calibration_splits": 0,
+            "calibration_pool": len(pool),
+            "calibrated": None,
+        }
     c = di.calibrate(pool.to_numpy(), n_splits=n_splits, alpha=CALIBRATION_ALPHA, seed=seed)
     return {
         "calibration_rate": c["rate"],
@@ -121,6 +144,10 @@ def _p(x) -> str:
     return f"{x:.1e}" if x < 0.001 else f"{x:.3f}"
 
 
+def _count(x) -> str:
+    return DASH if pd.isna(x) else str(int(x))
+
+
 def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
     """The rows a data owner reads (dataset, target, suspect set, its size and members, p, verdict, the
     smallest set that reaches the level), then one calibration line per target, then the notes."""
@@ -129,16 +156,18 @@ def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), n
     head += ["p (one-sided Welch)", "verdict", "smallest set with p < α"]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in df.to_dict("records"):
-        name = r["suspect_set"] if r["suspect_set"] != "mixture" else f"mixture f = {r['f']:.2f}"
-        size = DASH if pd.isna(r["min_suspect_size"]) else str(int(r["min_suspect_size"]))
+        size = _count(r["min_suspect_size"])
         verdict = r["verdict"] + (f" ({r['reason']})" if isinstance(r["reason"], str) and r["reason"] else "")
-        cells = ([r["dataset"]] if several else []) + [r["target"], name]
-        cells += [f"{int(r['n_suspect'])} ({int(r['n_suspect_members'])}) / {int(r['n_outside'])}"]
+        cells = ([r["dataset"]] if several else []) + [r["target"], r["suspect_set"]]
+        cells += [f"{_count(r['n_suspect'])} ({_count(r['n_suspect_members'])}) / {_count(r['n_outside'])}"]
         cells += [_p(r["p_value"]), verdict, size]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "Calibration of the test (false-positive rate at α = 0.05 over seeded splits of non-members):", ""]
     for (d, t), g in df.groupby(["dataset", "target"], sort=True):
         r = g.iloc[0]
+        if not r["calibration_splits"]:
+            lines.append(f"- {d}/{t}: not calibrated ({int(r['calibration_pool'])} evaluation non-members; 4 needed)")
+            continue
         lines.append(
             f"- {d}/{t}: {r['calibration_rate']:.3f} [{r['calibration_lo']:.3f}, {r['calibration_hi']:.3f}] over "
             f"{int(r['calibration_splits'])} splits of {int(r['calibration_pool'])} evaluation non-members: "

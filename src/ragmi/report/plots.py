@@ -663,7 +663,7 @@ def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: 
         ax.bar(
             np.arange(len(sets)) + (j - (len(who) - 1) / 2) * width, heights, width, label=w, color=_color(j, len(who))
         )
-    alpha = float(rows["alpha"].iloc[0])
+    alpha = float(rows["alpha"].dropna().iloc[0]) if rows["alpha"].notna().any() else 0.01
     ax.axhline(-math.log10(alpha), color="black", ls="--", lw=1, label=f"α = {alpha:g}")
     ax.set_xticks(np.arange(len(sets)), sets, rotation=20, ha="right")
     ax.set_ylabel("−log10 p (one-sided Welch)")
