@@ -113,15 +113,21 @@ def test_table_numbers_come_from_the_responses(pipeline):
     assert rate > 0.9
     md = (work / "results/tables/rag_mia.md").read_text()
     assert "8/8" in md and "rag_mia/gray/t2" in md and "candidate retrieved" in md
-    # only rag_mia is configured: the registry builds the summary, its table and the comparison, nothing else
+    # only rag_mia is configured: the registry builds the summary, its table, the comparison and the
+    # dataset inference over its scores, nothing else
     assert sorted(p.name for p in (work / "results/tables").iterdir()) == [
         "attack_comparison.csv",
         "attack_comparison.md",
+        "dataset_inference.csv",
+        "dataset_inference.md",
         "rag_mia.csv",
         "rag_mia.md",
         "summary.csv",
         "summary.md",
     ]
+    di = pd.read_csv(work / "results/tables/dataset_inference.csv").set_index("suspect_set")
+    assert di.loc["members", "n_suspect"] == 8 and di.loc["members", "n_outside"] == 4  # half the non-members
+    assert di.loc["non-members", "n_suspect"] == 4 and set(di["target"]) == {"t"}
     for kind in ("roc", "scores"):
         assert (work / f"results/figures/rag_mia/tiny__t_{kind}.png").stat().st_size > 5000
 
