@@ -42,7 +42,7 @@ def scores():
     return cand, out
 
 
-PARAMS = {"alpha": 0.01, "f_values": [1.0, 0.5, 0.25], "draws": 50, "calibration_splits": 200}
+PARAMS = {"alpha": 0.01, "f_values": [1.0, 0.5, 0.25], "draws": 50, "calibration_splits": 200, "evidence": ["all"]}
 
 
 def test_members_found_non_members_and_control_not(scores):
@@ -170,3 +170,22 @@ def test_too_few_candidates_or_constant_scores_are_uninformative_not_errors(tmp_
     assert "- d/t: not calibrated (3 evaluation non-members; 4 needed)" in md
     plot_dataset_inference(df, str(tmp_path / "f.png"), "T")
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_text_only_evidence_and_headline_variants_only(scores):
+    """evidence text: only the variants that read the answers' text (rag_mia/x here; s2mia/x reads token
+    log-probabilities too); an ablation sweep's variant (with '=') never enters the combination; a
+    target whose variants are all text gets no second, identical set of rows."""
+    cand, sc = scores
+    sc = dict(sc)
+    sc[("d", "leaky", "dcmi")] = scores_of(cand, 5.0, 99, "dcmi/gamma=0.5")  # an ablation variant
+    params = {**PARAMS, "evidence": ["all", "text"]}
+    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], params, seed=3)
+    assert set(df["evidence"]) == {"all attacks", "answer text only"}
+    variants = df.groupby("evidence")["variants"].first()
+    assert variants["all attacks"] == "rag_mia/x,s2mia/x" and variants["answer text only"] == "rag_mia/x"
+    only_text = {k: v for k, v in sc.items() if k[2] == "rag_mia"}
+    df2 = it.dataset_inference_frame(only_text, {"d": cand}, [("d", "leaky")], params, seed=3)
+    assert set(df2["evidence"]) == {"all attacks"}
+    md = it.dataset_inference_markdown(df, "T")
+    assert "| leaky | answer text only | members |" in md and "- d/leaky (answer text only): " in md

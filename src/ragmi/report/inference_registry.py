@@ -137,8 +137,10 @@ TABLES = (
         name="dataset_inference",
         title="Dataset inference: is this set of documents in the target's retrieval database?",
         notes=(
-            "One row per dataset × target × suspect set.  Every attack's per-document scores of the target are "
-            "combined by an L2 logistic regression fitted on the reference candidates only (their out-of-fold "
+            "One row per dataset × target × evidence × suspect set.  Every attack's per-document scores of the "
+            "target (its headline variants: all attacks, or only those that read the answers' text, what a "
+            "black-box service without log-probabilities gives; dataset_inference.evidence) are combined by an L2 "
+            "logistic regression fitted on the reference candidates only (their out-of-fold "
             "scores; labels the adversary knows), then applied to the evaluation candidates, which no fitted part "
             'has seen (Maini et al., NeurIPS 2024, "LLM Dataset Inference: Did you train on my dataset?").',
             "The test: one-sided Welch t-test that the suspect set's combined scores exceed the known-outside "

@@ -7,6 +7,7 @@ score files and the split, and shapes the rows.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,9 +34,14 @@ NOTHING_TO_COMBINE = {
     "calibration_splits": 0,
 }
 
+# What the combined score is built from (dataset_inference.evidence): every attack's headline variants, or
+# only those that read the answers' text (what a black-box service gives a data owner)
+EVIDENCE = {"all": "all attacks", "text": "answer text only"}
+
 DI_COLUMNS = [
     "dataset",
     "target",
+    "evidence",
     *di.ROW_COLUMNS,
     "calibration_rate",
     "calibration_lo",
@@ -61,8 +67,24 @@ def read_ids(path: str | Path) -> list[str]:
     return [str(x) for x in df["doc_id"]]
 
 
-def _group_scores(scores: Mapping, dataset: str, target: str) -> list[pd.DataFrame]:
-    return [df for (d, t, _a), df in sorted(scores.items()) if d == dataset and t == target]
+def _group_scores(scores: Mapping, dataset: str, target: str, evidence: str = "all") -> list[pd.DataFrame]:
+    """The target's score frames restricted to the headline variants (an ablation sweep's variants, named
+    with ``=``, are the same attack again) and, for ``evidence`` ``text``, to those that read only the
+    answers' text."""
+    from ..attacks import attack_channels
+
+    out = []
+    for (d, t, attack), df in sorted(scores.items()):
+        if (d, t) != (dataset, target):
+            continue
+        keep = [
+            v
+            for v in df["variant"].unique()
+            if is_main_variant(v) and (evidence == "all" or attack_channels(attack, v) == ("text",))
+        ]
+        if keep:
+            out.append(df[df["variant"].isin(keep)])
+    return out
 
 
 def dataset_inference_frame(
@@ -80,14 +102,20 @@ def dataset_inference_frame(
     false-positive rate at 0.05 over ``params["calibration_splits"]`` seeded splits of the evaluation
     non-members' combined scores."""
     rows = []
-    for dataset, target in runs:
-        frames = _group_scores(scores, dataset, target)
+    for (dataset, target), evidence in itertools.product(runs, params["evidence"]):
+        frames = _group_scores(scores, dataset, target, evidence)
         if not frames:
             continue
+        if evidence != "all" and "all" in params["evidence"]:
+            if {v for f in frames for v in f["variant"].unique()} == {
+                v for f in _group_scores(scores, dataset, target) for v in f["variant"].unique()
+            }:
+                continue  # the same variants as the "all" rows (a target without log-probabilities)
         cand = candidates[dataset]
         ref_ids = cand.loc[cand["role"] == "reference", "doc_id"]
+        head = {"dataset": dataset, "target": target, "evidence": EVIDENCE[evidence]}
         if di.feature_matrix(frames, ref_ids).shape[1] == 0:  # every score constant on the reference set
-            rows.append({"dataset": dataset, "target": target, **NOTHING_TO_COMBINE})
+            rows.append({**head, **NOTHING_TO_COMBINE})
             continue
         kw = dict(alpha=float(params["alpha"]), draws=int(params["draws"]), seed=int(seed))
         parts = [di.dataset_inference(frames, cand, f_values=tuple(params["f_values"]), **kw)]
@@ -105,7 +133,7 @@ def dataset_inference_frame(
         cal = calibration(frames, cand, int(params["calibration_splits"]), int(seed))
         for part in parts:
             for r in part.to_dict("records"):
-                rows.append({"dataset": dataset, "target": target, **r, **cal})
+                rows.append({**head, **r, **cal})
     return pd.DataFrame(rows, columns=DI_COLUMNS)
 
 
@@ -152,19 +180,23 @@ def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), n
     """The rows a data owner reads (dataset, target, suspect set, its size and members, p, verdict, the
     smallest set that reaches the level), then one calibration line per target, then the notes."""
     several = df["dataset"].nunique() > 1
-    head = (["dataset"] if several else []) + ["target", "suspect set", "n suspect (members) / outside"]
+    kinds = df["evidence"].nunique() > 1
+    head = (["dataset"] if several else []) + ["target"] + (["scores from"] if kinds else [])
+    head += ["suspect set", "n suspect (members) / outside"]
     head += ["p (one-sided Welch)", "verdict", "smallest set with p < α"]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in df.to_dict("records"):
         size = _count(r["min_suspect_size"])
         verdict = r["verdict"] + (f" ({r['reason']})" if isinstance(r["reason"], str) and r["reason"] else "")
-        cells = ([r["dataset"]] if several else []) + [r["target"], r["suspect_set"]]
+        cells = ([r["dataset"]] if several else []) + [r["target"]] + ([r["evidence"]] if kinds else [])
+        cells += [r["suspect_set"]]
         cells += [f"{_count(r['n_suspect'])} ({_count(r['n_suspect_members'])}) / {_count(r['n_outside'])}"]
         cells += [_p(r["p_value"]), verdict, size]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "Calibration of the test (false-positive rate at α = 0.05 over seeded splits of non-members):", ""]
-    for (d, t), g in df.groupby(["dataset", "target"], sort=True):
+    for (d, t, e), g in df.groupby(["dataset", "target", "evidence"], sort=True):
         r = g.iloc[0]
+        t = f"{t} ({e})" if kinds else t
         if not r["calibration_splits"]:
             lines.append(f"- {d}/{t}: not calibrated ({int(r['calibration_pool'])} evaluation non-members; 4 needed)")
             continue

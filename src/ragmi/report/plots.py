@@ -647,6 +647,8 @@ def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: 
         s if s != "mixture" else f"mixture f={f:.2f}" for s, f in zip(rows["suspect_set"], rows["f"], strict=True)
     ]
     rows["who"] = rows["target"] if rows["dataset"].nunique() == 1 else rows["dataset"] + "/" + rows["target"]
+    if "evidence" in rows and rows["evidence"].nunique() > 1:
+        rows["who"] = rows["who"] + " (" + rows["evidence"].astype(str) + ")"
     sets = list(dict.fromkeys(rows["set"]))
     who = list(dict.fromkeys(rows["who"]))
     width = 0.8 / len(who)

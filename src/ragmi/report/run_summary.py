@@ -306,14 +306,15 @@ def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) 
     lines = ["", "Dataset inference (is the set, as a whole, in the database? one-sided p, level α):"]
     order: dict = {}
     for r in rows:
-        order.setdefault((r["dataset"], r["target"]), []).append(r)
-    several = len({d for d, _ in order}) > 1
-    for (d, t), rs in order.items():
+        order.setdefault((r["dataset"], r["target"], r.get("evidence") or ""), []).append(r)
+    several = len({d for d, _, _ in order}) > 1
+    kinds = len({e for _, _, e in order}) > 1
+    for (d, t, e), rs in order.items():
         parts = []
         for r in rs:
             name = r["suspect_set"] if r["suspect_set"] != "mixture" else f"f={float(r['f']):.2f}"
             parts.append(f"{name} p={_p(_num(r['p_value']))} {r['verdict']}")
-        who = f"{d}/{t}" if several else t
+        who = (f"{d}/{t}" if several else t) + (f" ({e})" if kinds else "")
         lines += _wrap(f"{who}: " + "; ".join(parts), width, indent="  ", subsequent="      ")
         if rs[0].get("calibrated") == "False":
             lines += _wrap(f"{who}: the test's false-positive rate is not within sampling error of 0.05", width, "  ")
