@@ -381,7 +381,7 @@ def test_the_estimates_arithmetic():
 
 
 def test_the_default_on_an_amd_epyc_zen4_is_near_what_was_measured(tmp_path):
-    """The embedded default took 15 min 0 s on a 2-core AMD EPYC Zen 4 (fresh worktree, idle machine,
+    """The embedded default took 15 min 21 s on a 2-core AMD EPYC Zen 4 (fresh worktree, idle machine,
     2026-12-04): from its token counts and that machine's throughput the range must hold it and the
     centre be within 25%.  An AVX2-only CPU gets a range from the measured AVX2 runs, never faster."""
     cfg = default_config()
@@ -389,8 +389,9 @@ def test_the_default_on_an_amd_epyc_zen4_is_near_what_was_measured(tmp_path):
     path = tmp_path / "none.json"
     speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
     est = eta.estimate(works, {MODEL: speed}, len([w for w in works if w.kind == "attack"]), 1, 0)
-    assert est.low <= 15 * 60 <= est.high
-    assert est.seconds == pytest.approx(15 * 60, rel=0.25)
+    measured = 15 * 60 + 21
+    assert est.low <= measured <= est.high
+    assert est.seconds == pytest.approx(measured, rel=0.25)
     avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
     slow = eta.estimate(works, {MODEL: avx2}, len([w for w in works if w.kind == "attack"]), 1, 0)
     assert slow.low == pytest.approx(eta.AVX2_RANGE[0] * est.seconds) and slow.high > 3 * est.seconds

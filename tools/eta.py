@@ -503,13 +503,13 @@ DEFAULT_MODEL = "vllm|local|qwen2.5-coder-0.5b-instruct|auto"
 
 # The one machine the embedded default was timed on, and its figures for the default's model, fitted
 # (`tools/eta.py --remeasure --show-measured`) to the generate jobs' records of a fresh run of the
-# default there on 2026-12-04, the machine otherwise idle: 15 min 0 s (benchmarks/README.md, "Pipeline
-# and test-suite timings").  Used until this machine has measured its own.
+# default there on 2026-12-04 (before its dp-r target), the machine otherwise idle: 15 min 0 s
+# (benchmarks/README.md, "Pipeline and test-suite timings"); the default with dp-r took 15 min 21 s there.  Used until this machine has measured its own.
 REFERENCE_MACHINE = "a 2-core AMD EPYC Zen 4"
 REFERENCE_LSCPU = "family 25, model 17; AVX-512, no AMX"
 REFERENCE_CPU = ("AuthenticAMD", 25, 17)  # cpu_identity() of that machine
 REFERENCE_CORES = 2
-REFERENCE_RUN = "a fresh run of the embedded default on 2026-12-04, otherwise idle: 15 min 0 s"
+REFERENCE_RUN = "a fresh run of the embedded default of 2026-12-04 (before its dp-r target), otherwise idle: 15 min 0 s"
 REFERENCE_FIGURES = {
     "prompt_tokens_per_s": 487.1,
     "s_per_answer_token": 0.94,
