@@ -189,3 +189,10 @@ def test_text_only_evidence_and_headline_variants_only(scores):
     assert set(df2["evidence"]) == {"all attacks"}
     md = it.dataset_inference_markdown(df, "T")
     assert "| leaky | answer text only | members |" in md and "- d/leaky (answer text only): " in md
+
+
+def test_calibration_words():
+    base = {"calibrated": False, "calibration_lo": 0.0, "calibration_hi": 0.02}
+    assert it.calibration_words({**base, "calibrated": True}).startswith("within sampling error")
+    assert it.calibration_words(base).startswith("conservative")
+    assert "not to be trusted" in it.calibration_words({**base, "calibration_lo": 0.08, "calibration_hi": 0.2})

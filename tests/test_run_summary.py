@@ -511,13 +511,14 @@ def test_dataset_inference_lines(tmp_path):
 
     assert dataset_inference_lines(tmp_path) == []
     (tmp_path / "tables").mkdir()
-    cols = "dataset,target,suspect_set,f,p_value,verdict,calibrated"
+    cols = "dataset,target,suspect_set,f,p_value,verdict,calibrated,calibration_lo"
     (tmp_path / "tables" / "dataset_inference.csv").write_text(
         cols
-        + "\nd,t,members,1.0,3.3e-18,in the database,True\nd,t,non-members,0.0,0.88,no evidence,True"
-        + "\nd,c,members,1.0,0.93,no evidence,False\n"
+        + "\nd,t,members,1.0,3.3e-18,in the database,True,0.02\nd,t,non-members,0.0,0.88,no evidence,True,0.02"
+        + "\nd,c,members,1.0,0.93,no evidence,False,0.08\nd,k,members,1.0,0.5,no evidence,False,0.0\n"
     )
     lines = dataset_inference_lines(tmp_path, width=200)
     assert lines[2] == "  t: members p=3e-18 in the database; non-members p=0.880 no evidence"
     assert lines[3] == "  c: members p=0.930 no evidence"
-    assert lines[4] == "  c: the test's false-positive rate is not within sampling error of 0.05"
+    assert lines[4] == "  c: the test's false-positive rate is above 0.05: its p-values are not to be trusted"
+    assert lines[5:] == ["  k: members p=0.500 no evidence"]  # conservative (below 0.05): no warning

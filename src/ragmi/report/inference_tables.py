@@ -172,6 +172,16 @@ def _p(x) -> str:
     return f"{x:.1e}" if x < 0.001 else f"{x:.3f}"
 
 
+def calibration_words(r: Mapping) -> str:
+    """What a target's calibration says: within sampling error of 0.05; conservative (fewer false positives,
+    its small p-values still hold); or anti-conservative, the one that makes its p-values untrustworthy."""
+    if r["calibrated"]:
+        return "within sampling error of 0.05"
+    if r["calibration_hi"] < CALIBRATION_ALPHA:
+        return "conservative: fewer false positives than 0.05 (a small p still holds; the test may miss a set)"
+    return "**anti-conservative: more false positives than 0.05; its p-values are not to be trusted**"
+
+
 def _count(x) -> str:
     return DASH if pd.isna(x) else str(int(x))
 
@@ -203,7 +213,7 @@ def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), n
         lines.append(
             f"- {d}/{t}: {r['calibration_rate']:.3f} [{r['calibration_lo']:.3f}, {r['calibration_hi']:.3f}] over "
             f"{int(r['calibration_splits'])} splits of {int(r['calibration_pool'])} evaluation non-members: "
-            + ("within sampling error of 0.05" if r["calibrated"] else "**not within sampling error of 0.05**")
+            + calibration_words(r)
         )
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
