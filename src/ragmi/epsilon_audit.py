@@ -362,28 +362,27 @@ def released_statistic(defense, shift: float, n: int, tag: str) -> np.ndarray:
     """Run ``defense``'s retrieval hook ``n`` times on a three-document pool (a, b, c) with scores
     (0.5 + ``shift``, 0.45, 0.4) — neighbours under :data:`RELATION_SCORES` when |shift| is at most the
     sensitivity — each run its own query id (hence its own seeded noise); the statistic is a's released
-    noisy score, :data:`NOT_RELEASED` when a is not released.  DP-R and CA-DP are run with k = pool = 3
-    (every noisy score released); Private-RAG noises the retrieved scores and keeps those above its
+    noisy score, :data:`NOT_RELEASED` when a is not released.  DP-R and CA-DP are run with k = 3 on the
+    three-document pool (every noisy score released); Private-RAG noises the retrieved scores and keeps those above its
     threshold, so its statistic is a's released score or NOT_RELEASED."""
     from .defenses.base import DefenseContext, QueryState
-    from .defenses.dp_retrieval import DpRetrieval
 
     base = [0.5 + shift, 0.45, 0.4]
     ids = ["a", "b", "c"]
-    ctx = DefenseContext(seed=0, k=3)
-    if isinstance(defense, DpRetrieval):
-        states = [QueryState(query_id=f"{tag}-{i}", query="q", pool_ids=ids, pool_scores=base) for i in range(n)]
-        saved = defense.params["pool"]
-        defense.params["pool"] = 3
-        try:
-            defense.on_retrieval(states, ctx)
-        finally:
-            defense.params["pool"] = saved
-    else:
-        states = [QueryState(query_id=f"{tag}-{i}", query="q", pool_ids=ids, pool_scores=base) for i in range(n)]
-        for s in states:
-            s.retrieved_ids, s.retrieval_scores = list(ids), list(base)
-        defense.on_retrieval(states, ctx)
+    # the pool (DP-R and CA-DP noise the first `pool` of it, here all three) and the retrieved set
+    # (Private-RAG noises that) are the same three documents
+    states = [
+        QueryState(
+            query_id=f"{tag}-{i}",
+            query="q",
+            pool_ids=list(ids),
+            pool_scores=list(base),
+            retrieved_ids=list(ids),
+            retrieval_scores=list(base),
+        )
+        for i in range(n)
+    ]
+    defense.on_retrieval(states, DefenseContext(seed=0, k=3))
     out = np.full(n, NOT_RELEASED)
     for i, s in enumerate(states):
         if "a" in s.retrieved_ids:
