@@ -125,7 +125,9 @@ def test_table_numbers_come_from_the_responses(pipeline):
         "summary.csv",
         "summary.md",
     ]
-    di = pd.read_csv(work / "results/tables/dataset_inference.csv").set_index("suspect_set")
+    di = pd.read_csv(work / "results/tables/dataset_inference.csv")
+    assert set(di["evidence"]) == {"all attacks", "answer text only"}  # rag_mia black reads the text only
+    di = di[di["evidence"] == "all attacks"].set_index("suspect_set")
     assert di.loc["members", "n_suspect"] == 8 and di.loc["members", "n_outside"] == 4  # half the non-members
     assert di.loc["non-members", "n_suspect"] == 4 and set(di["target"]) == {"t"}
     for kind in ("roc", "scores"):

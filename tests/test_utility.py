@@ -273,11 +273,11 @@ def test_pareto_marks():
 # --------------------------------------------------------------------------------------------
 # Config and plan
 # --------------------------------------------------------------------------------------------
-def test_default_config_enables_utility_on_two_targets():
+def test_default_config_enables_utility_on_its_attacked_targets():
     cfg = validate_config(copy.deepcopy(DEFAULT))
     assert cfg["utility"]["enabled"] and cfg["utility"]["n_questions"] == 20
     assert cfg["utility"]["seed"] == cfg["seed"]
-    assert utility_targets(cfg) == ["pad", "qwen-rag"]
+    assert utility_targets(cfg) == ["dp-r", "pad", "qwen-rag"]
     off = validate_config({**copy.deepcopy(DEFAULT), "utility": {"enabled": False}})
     assert utility_targets(off) == [] and "results/tables/privacy_utility.md" not in outputs(off)
     assert "results/figures/privacy_utility.png" in outputs(cfg)
@@ -288,7 +288,7 @@ def test_utility_targets_add_the_undefended_counterpart():
     cfg["utility"] = {"enabled": True, "targets": ["pad"]}
     assert utility_targets(validate_config(cfg)) == ["pad", "qwen-rag"]
     cfg["utility"] = {"enabled": True}  # null: the non-control targets that run attacks
-    assert utility_targets(validate_config(cfg)) == ["pad", "qwen-rag"]
+    assert utility_targets(validate_config(cfg)) == ["dp-r", "pad", "qwen-rag"]
 
 
 @pytest.mark.parametrize(
