@@ -92,38 +92,33 @@ def dp_defenses(config: Mapping) -> dict:
     return out
 
 
-def _dp_kinds() -> set[str]:
-    return {"dp_retrieval", "ca_dp", "private_rag", "exp_mechanism", "dp_output"}
-
-
-def attacked_dp(config: Mapping) -> list[tuple[str, str, list[str]]]:
-    """(dataset, target, its DP defenses) of every attacked target with a defense of a kind that declares
-    an ε (the kinds of :func:`ragmi.epsilon_audit.declared_epsilon`)."""
-    kinds = _dp_kinds()
+def attacked_dp(config: Mapping, dp: Mapping) -> list[tuple[str, str, list[str]]]:
+    """(dataset, target, its DP defenses) of every attacked target with a defense of ``dp``
+    (:func:`dp_defenses`)."""
     out = []
     for t, c in sorted(config["targets"].items()):
-        names = [n for n in c.get("defenses") or [] if config["defenses"][n]["kind"] in kinds]
+        names = [n for n in c.get("defenses") or [] if n in dp]
         if names and target_attacks(config, t):
             out += [(d, t, names) for d in target_datasets(config, t)]
     return out
 
 
 def _eps_inputs(config: Mapping) -> dict[str, list[str]]:
-    if not any(s["kind"] in _dp_kinds() for s in (config.get("defenses") or {}).values()):
+    dp = dp_defenses(config)
+    if not dp:
         return {"defenses": []}  # nothing declares an ε: the table is not built
-    attacked = attacked_dp(config)
+    attacked = attacked_dp(config, dp)
     return _score_inputs(config, [(d, t) for d, t, _n in attacked]) if attacked else {}
 
 
 def _epsilon_audit(files: Files, config: Mapping) -> pd.DataFrame:
     scores = read_scores(files["scores"], files["candidates"]) if "scores" in files else {}
-    kinds = _dp_kinds()
+    dp = dp_defenses(config)
     attacked = [
-        (d, t, [n for n in config["targets"][t]["defenses"] if config["defenses"][n]["kind"] in kinds])
-        for d, t in _pairs(files.get("scores", []))
+        (d, t, [n for n in config["targets"][t]["defenses"] if n in dp]) for d, t in _pairs(files.get("scores", []))
     ]
     return inference_tables.epsilon_frame(
-        dp_defenses(config),
+        dp,
         attacked,
         scores,
         confidence=float(config["audit"]["epsilon_confidence"]),
