@@ -1,57 +1,88 @@
-"""tools/console_filter.py: Snakemake's per-job blocks off the console of `make run`, every other line kept."""
+"""tools/console_filter.py: Snakemake's per-job blocks off the console of `make run`, every other line kept.
+
+The input is what the locked Snakemake really prints: tests/data/snakemake_console/console.txt was captured
+from it running the tiny workflow beside it (tests/data/snakemake_console/capture.sh), and the slow test runs
+that workflow live through the same pipe as `make run` (Makefile: CONSOLE)."""
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests/data/snakemake_console"
 sys.path.insert(0, str(ROOT / "tools"))
 
 import console_filter  # noqa: E402
 
-SNAKEMAKE_OUT = """\
-Building DAG of jobs...
-Using shell: /usr/bin/bash
-[Fri Dec  4 15:27:11 2026]
-localrule split:
-    input: results/corpus/synthetic.parquet
-    output: results/split/synthetic/members.parquet
-    jobid: 5
-    reason: Missing output files: results/split/synthetic/members.parquet
-    resources: tmpdir=/tmp
-
-[15:27:12 +   0.1s] split: 120 members, 80 non-members
-[Fri Dec  4 15:27:13 2026]
-Finished jobid: 5 (Rule: split)
-1 of 89 steps (1%) done
-[Fri Dec  4 15:27:14 2026]
-rule generate:
-    input: results/queries/synthetic/s2mia.shards/00000.parquet
-    wildcards: dataset=synthetic, target=pad, attack=s2mia, shard=00000
-    threads: 2
-
-[15:28:55 +  57.5s]   generated 20/40 [generate/synthetic/pad/s2mia/00000] after 56 s
-[Fri Dec  4 15:29:01 2026]
-Error in rule generate:
-    jobid: 7
-    log: logs/generate/synthetic/pad/s2mia/00000.log (check log file(s) for error details)
-"""
+CAPTURED = (DATA / "console.txt").read_text()
 
 
-def test_job_blocks_are_dropped_and_everything_else_kept():
-    out = "".join(console_filter.filtered(SNAKEMAKE_OUT.splitlines(keepends=True)))
+def _filter(text: str) -> str:
+    return "".join(console_filter.filtered(text.splitlines(keepends=True)))
+
+
+def test_the_capture_is_the_locked_snakemakes_output_without_blank_lines_after_job_blocks():
+    # what made the old filter drop everything after the first job block: no blank line ends a block
+    lines = CAPTURED.splitlines()
+    assert "Snakemake version: 9.27.1" in CAPTURED
+    i = lines.index("localrule corpus:")
+    assert lines[i + 1].startswith("    ") and not any(x.strip() == "" for x in lines[i : i + 8])
+
+
+def test_job_blocks_are_dropped_and_progress_warnings_and_errors_kept():
+    out = _filter(CAPTURED)
     lines = out.splitlines()
-    assert "localrule split:" not in lines and "rule generate:" not in lines and "    jobid: 5" not in lines
-    assert "reason:" not in out and "Finished jobid" not in out and "wildcards:" not in out
-    assert "split: 120 members, 80 non-members" in out and "1 of 89 steps (1%) done" in out
-    assert "generated 20/40" in out
-    # a failure is shown whole, with the timestamp before it
-    assert "[Fri Dec  4 15:29:01 2026]\nError in rule generate:\n    jobid: 7\n    log: logs/generate" in out
-    assert out.startswith("Building DAG of jobs...\nUsing shell: /usr/bin/bash\n[15:27:12")
+    for block_line in ("localrule corpus:", "localrule generate:", "localrule score:"):
+        assert block_line not in lines
+    assert "reason: Missing output files" not in out and "Finished jobid" not in out
+    assert "    jobid: 3" not in out and "resources: tmpdir" not in out
+    # each step's own lines, in order, and Snakemake's progress
+    for kept in (
+        "corpus: 200 documents",
+        "generated 20/60 [generate/synthetic/qwen-rag/rag_mia/00000]",
+        "generated 40/60",
+        "generated 60/60",
+        "ragmi: WARNING: 2 answers were empty",
+        "1 of 4 steps (25%) done",
+        "2 of 4 steps (50%) done",
+    ):
+        assert kept in out, kept
+    assert out.index("generated 20/60") < out.index("generated 60/60") < out.index("2 of 4 steps")
+    # the failure whole: its timestamp, the Error block with its log path, and the end of the run
+    err = out[out.index("Error in rule score:") :]
+    assert "log: logs/score.log (check log file(s) for error details)" in err
+    assert "CalledProcessError" in out and "Exiting because a job execution failed" in out
+    assert " 2026]\nError in rule score:\n" in out  # its timestamp line right before it
 
 
-def test_the_filter_passes_lines_through_a_pipe_as_they_come():
-    p = subprocess.run(
-        [sys.executable, str(ROOT / "tools/console_filter.py")], input=SNAKEMAKE_OUT, capture_output=True, text=True
+def test_a_blank_line_still_ends_a_block():
+    # Snakemake versions before 9 ended a job block with a blank line: the captured output with one added
+    text = CAPTURED.replace("    resources: tmpdir=/tmp\n[05:02:12", "    resources: tmpdir=/tmp\n\n[05:02:12")
+    assert text != CAPTURED
+    out = _filter(text)
+    assert "corpus: 200 documents" in out and "localrule corpus:" not in out
+
+
+@pytest.mark.slow
+def test_make_runs_console_pipe_shows_progress_while_the_job_runs(tmp_path):
+    """The tiny workflow run live by the locked Snakemake, piped into the filter as `make run` pipes it: the
+    model job's progress lines reach the console while the job runs (seconds before its step is done)."""
+    (tmp_path / "Snakefile").write_text((DATA / "Snakefile").read_text())
+    cmd = (
+        f"{ROOT / '.venv/bin/snakemake'} --cores 1 --snakefile Snakefile 2>&1 "
+        f"| {sys.executable} -u {ROOT / 'tools/console_filter.py'}"
     )
-    assert p.returncode == 0 and "1 of 89 steps (1%) done" in p.stdout and "localrule" not in p.stdout
+    p = subprocess.Popen(["bash", "-c", cmd], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    seen: dict[str, float] = {}
+    for line in p.stdout:
+        for key in ("generated 20/60", "generated 60/60", "2 of 4 steps", "Error in rule score:"):
+            if key in line and key not in seen:
+                seen[key] = time.monotonic()
+        assert not line.startswith(("localrule ", "rule ")), line
+    p.wait(timeout=120)
+    assert set(seen) == {"generated 20/60", "generated 60/60", "2 of 4 steps", "Error in rule score:"}
+    # the job sleeps 1 s after each of its three lines: the first reaches the console before the job ends
+    assert seen["2 of 4 steps"] - seen["generated 20/60"] > 1.5

@@ -4,8 +4,10 @@
 
 Snakemake prints, for every job it starts, a block (a timestamp line, then ``rule <name>:`` or
 ``localrule``/``checkpoint``, then indented ``input:``, ``output:``, ``log:``, ``jobid:``,
-``reason:``, ``wildcards:``, ``resources:`` lines up to a blank line) and, for every job that ends, a
-timestamp and ``Finished jobid: …``.  This filter drops those, and passes every other line on at once:
+``reason:``, ``wildcards:``, ``resources:`` lines) and, for every job that ends, a timestamp and
+``Finished jobid: …``.  A block ends at the first line that is not indented: Snakemake 9 (the locked
+9.27) writes no blank line after it, older versions did (a blank line ends it too).  The job's own
+lines follow at once.  This filter drops the blocks, and passes every other line on at once:
 each step's own lines (a model job's answers as they come), Snakemake's ``N of M steps (P%) done``,
 warnings, ``Error in rule …`` blocks and the end-of-run summary.  Snakemake's own log under
 ``.snakemake/log/`` keeps every line (the run is not started with ``--quiet``).
@@ -31,7 +33,10 @@ def filtered(lines: Iterable[str]) -> Iterator[str]:
         if in_block:
             if text.strip() == "":
                 in_block = False
-            continue
+                continue
+            if text[:1] in (" ", "\t"):  # an indented line of the block (input:, reason:, ...)
+                continue
+            in_block = False  # the first line after the block: the job's own output, or Snakemake's
         if TIMESTAMP.match(text):
             if held is not None:
                 yield held
