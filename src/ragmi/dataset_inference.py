@@ -3,8 +3,8 @@
 The data owner's question is about a set, not one document.  Following Maini, Jia, Papernot &
 Dziedzic (NeurIPS 2024, "LLM Dataset Inference: Did you train on my dataset?"), the per-document
 scores of several membership-inference attacks are combined by a linear model learned on held-out documents whose
-membership is known, and a one-sided Welch t-test asks whether the suspect documents' combined
-scores exceed those of documents known to be outside the database.  One document rarely gives
+membership is known, and an exact one-sided rank test (Wilcoxon-Mann-Whitney) asks whether the suspect
+documents' combined scores exceed those of documents known to be outside the database.  One document rarely gives
 strong evidence; tens of them together can.
 
 Pipeline of the pure functions below (the rule that wires them in reads the score files and the
@@ -19,14 +19,20 @@ candidates' split):
    adversary knows.  Its combined score (the log-odds, higher = more member-like) is computed for
    other documents only: :meth:`Combiner.score` raises when asked to score a document it was fitted
    on (an in-sample combiner makes the test reject on non-members, see :func:`calibrate`).
-3. :func:`welch_one_sided`: Welch's t-test, alternative "suspect mean > outside mean"
-   (``scipy.stats.ttest_ind(equal_var=False, alternative="greater")``); degenerate inputs give a NaN
-   p-value with a reason, never a made-up 0 or 1.
+3. :func:`exact_one_sided`: the exact one-sided Mann-Whitney / permutation test with its floor
+   (:func:`rank_floor`, the smallest p the set sizes allow); degenerate inputs give a NaN p-value with
+   a reason, never a made-up 0 or 1.  :func:`welch_checked`: Welch's t-test as a secondary number,
+   only where its assumptions were checked.
 4. :func:`smallest_significant_size`: how many suspect documents the test needs.
 5. :func:`default_sets` / :func:`user_sets`: the experiments (which documents are suspect, which
    known outside) and :func:`dataset_inference_rows`: one row per experiment.
-6. :func:`calibrate`: the false-positive rate of the whole procedure on non-members, with its
-   Clopper-Pearson interval (:func:`ragmi.metrics.clopper_pearson`).
+6. :func:`calibrate`: the false-positive rate of the test on non-members disjoint from the tested
+   sets (:func:`out_of_fold_scores` of the reference non-members), from independent disjoint splits,
+   with its Clopper-Pearson interval (:func:`ragmi.metrics.clopper_pearson`).
+7. :func:`shift_sets` and :func:`difference_scores`: suspect sets of non-members that differ from the
+   outside set (length, topic), and the fix, each document's score on the target minus on its
+   null-database control (Duan et al. 2024, "Do membership inference attacks work on large language
+   models?"; Maini et al. 2024).
 
 :func:`dataset_inference` runs 1-5 on score frames and a candidates frame.
 
