@@ -296,3 +296,21 @@ def test_calibration_words():
     )
     bad = {**base, "calibration_rejections": 6, "calibration_lo": 0.26, "calibration_hi": 0.88}
     assert "not to be trusted" in it.calibration_words(bad)
+
+
+def test_another_datasets_non_members_are_a_shift_row():
+    """Two datasets in one run (make run-real: synthetic and Debian changelogs): the other dataset's
+    evaluation non-members, scored by this dataset's combiner, are a suspect set none of which is in this
+    database; scores that differ by source make the raw design read "in the database"."""
+    c1, c2 = _text_candidates(0), _text_candidates(1)
+    sc = {}
+    for d, c, offset in (("a", c1, 0.0), ("b", c2, 1.5)):
+        for j, a in enumerate(("rag_mia", "s2mia")):
+            s = scores_of(c.drop(columns="text"), 1.0, j + len(d), f"{a}/x")
+            sc[(d, "t", a)] = s.assign(score=s["score"] + offset)
+    df = it.dataset_inference_frame(sc, {"a": c1, "b": c2}, [("a", "t"), ("b", "t")], PARAMS, seed=3)
+    rows = df[df["shift"] == "dataset"].set_index("suspect_set")
+    assert set(rows.index) == {"dataset: b vs a", "dataset: a vs b"}
+    assert rows.loc["dataset: b vs a", "n_suspect"] == 40 and rows.loc["dataset: b vs a", "n_outside"] == 40
+    assert rows.loc["dataset: b vs a", "verdict"] == "in the database"  # the source shift, not membership
+    assert rows.loc["dataset: a vs b", "verdict"] == "no evidence"
