@@ -199,6 +199,14 @@ def test_smallest_significant_size_follows_the_documented_rule_exactly():
     assert None in found or max(found) > found[-1]  # weaker evidence needs more documents (or all do not suffice)
 
 
+def test_smallest_significant_size_with_ties_follows_the_rule():
+    """Repeated scores within the suspect set: each subsample is tested with the tie-aware permutation test."""
+    o = np.array([0.0, 0.5, 1.0, 1.0, 1.5, 0.0, 2.0, 0.5])
+    s = np.array([3.0, 3.0, 2.0, 2.5, 3.0, 1.0, 2.5])
+    m = di.smallest_significant_size(s, o, alpha=0.05, draws=200, seed=0)
+    assert m is not None and m == _rule_by_enumeration(s, o, 0.05)
+
+
 def test_smallest_significant_size_none_when_the_whole_set_does_not_suffice():
     rng = np.random.default_rng(5)
     s, o = rng.normal(0, 1, 20), rng.normal(0, 1, 10)

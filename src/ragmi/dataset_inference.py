@@ -357,18 +357,18 @@ def exact_one_sided(
     return ExactResult(u, max((1 + ge) / (int(resamples) + 1), floor), floor, test, "")
 
 
-def _exact_rows(s_rows: np.ndarray, o: np.ndarray) -> np.ndarray:
-    """The one-sided p of :func:`exact_one_sided` for each row of ``s_rows`` against ``o`` (vectorised
-    through scipy when no score repeats, else row by row)."""
-    pooled = np.concatenate([np.unique(s_rows), o])
-    if np.unique(pooled).size == pooled.size and s_rows.shape[-1] >= 2 and o.size >= 2:
+def _exact_rows(s: np.ndarray, idx: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """The one-sided p of :func:`exact_one_sided` for each subsample ``s[idx[i]]`` against ``o``
+    (vectorised through scipy when no score of ``s`` and ``o`` repeats, else row by row)."""
+    pooled = np.concatenate([s, o])
+    if np.unique(pooled).size == pooled.size and idx.shape[-1] >= 2 and o.size >= 2:
         from scipy import stats
 
         p = stats.mannwhitneyu(
-            s_rows, np.broadcast_to(o, (s_rows.shape[0], o.size)), alternative="greater", method="exact", axis=1
+            s[idx], np.broadcast_to(o, (idx.shape[0], o.size)), alternative="greater", method="exact", axis=1
         ).pvalue
-        return np.maximum(np.asarray(p, float), rank_floor(s_rows.shape[-1], o.size))
-    return np.array([exact_one_sided(r, o).p for r in s_rows])
+        return np.maximum(np.asarray(p, float), rank_floor(idx.shape[-1], o.size))
+    return np.array([exact_one_sided(s[row], o).p for row in idx])
 
 
 class WelchResult(NamedTuple):
@@ -478,7 +478,7 @@ def smallest_significant_size(
         else:
             rng = np.random.default_rng([int(seed), m])
             idx = rng.permuted(np.tile(np.arange(n), (draws, 1)), axis=1)[:, :m]
-        p = _exact_rows(s[idx], o)
+        p = _exact_rows(s, idx, o)
         if np.mean(p < alpha) >= 0.5:  # NaN < alpha is False
             return m
     return n  # not reached: m = n is the whole set, significant above
