@@ -88,6 +88,7 @@ def test_calibration_is_disjoint_from_every_tested_set(scores):
     cal = it.calibration(feats, cand, 0.01, 5, 3, tested)
     ref_non = cand.loc[(cand["role"] == "reference") & (cand["label"] == 0), "doc_id"]
     assert cal["calibration_pool"] == len(ref_non) == 20 and cal["calibration_splits"] == 2
+    assert set(cal["calibration_ids"]) == set(ref_non) and not set(cal["calibration_ids"]) & tested
     assert (cal["calibration_lo"], cal["calibration_hi"]) == clopper_pearson(cal["calibration_rejections"], 2)
     with pytest.raises(ValueError, match="shares"):
         it.calibration(feats, cand, 0.01, 5, 3, tested | {ref_non.iloc[0]})

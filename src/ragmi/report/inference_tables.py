@@ -275,6 +275,7 @@ def calibration(feats: pd.DataFrame, cand: pd.DataFrame, alpha: float, folds: in
         "calibration_pool": c["n_pool"],
         "calibrated": c["calibrated"],
         "calibration_resolves": c["resolves"],
+        "calibration_ids": c["ids"],  # the pool's doc_ids (not a column: for the disjointness check)
     }
 
 
