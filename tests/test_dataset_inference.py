@@ -5,6 +5,7 @@ non-members.  Synthetic, seeded data only (no results/ files)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from scipy import stats
 
 from ragmi import dataset_inference as di
+from ragmi.metrics import clopper_pearson
 
 # --------------------------------------------------------------------------------------------
 # Synthetic candidates and score frames
@@ -174,10 +176,10 @@ def test_welch_one_sided_degenerate_cases_give_nan_with_a_reason():
 # --------------------------------------------------------------------------------------------
 def _rule_by_enumeration(s, o, alpha):
     """The documented rule, computed over every subset of every size."""
-    if not di.welch_one_sided(s, o).p < alpha:
+    if not di.exact_one_sided(s, o).p < alpha:
         return None
     for m in range(2, len(s) + 1):
-        ps = [di.welch_one_sided(s[list(c)], o).p for c in itertools.combinations(range(len(s)), m)]
+        ps = [di.exact_one_sided(s[list(c)], o).p for c in itertools.combinations(range(len(s)), m)]
         if np.mean(np.array(ps) < alpha) >= 0.5:
             return m
     raise AssertionError("m = n qualifies")
@@ -197,10 +199,18 @@ def test_smallest_significant_size_follows_the_documented_rule_exactly():
     assert None in found or max(found) > found[-1]  # weaker evidence needs more documents (or all do not suffice)
 
 
+def test_smallest_significant_size_with_ties_follows_the_rule():
+    """Repeated scores within the suspect set: each subsample is tested with the tie-aware permutation test."""
+    o = np.array([0.0, 0.5, 1.0, 1.0, 1.5, 0.0, 2.0, 0.5])
+    s = np.array([3.0, 3.0, 2.0, 2.5, 3.0, 1.0, 2.5])
+    m = di.smallest_significant_size(s, o, alpha=0.05, draws=200, seed=0)
+    assert m is not None and m == _rule_by_enumeration(s, o, 0.05)
+
+
 def test_smallest_significant_size_none_when_the_whole_set_does_not_suffice():
     rng = np.random.default_rng(5)
     s, o = rng.normal(0, 1, 20), rng.normal(0, 1, 10)
-    assert di.welch_one_sided(s, o).p >= 0.01
+    assert di.exact_one_sided(s, o).p >= 0.01
     assert di.smallest_significant_size(s, o) is None
     assert di.smallest_significant_size([1.0], o) is None
 
@@ -317,7 +327,74 @@ def test_rows_mark_a_degenerate_set_uninformative():
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration
+# The exact test and its floor
+# --------------------------------------------------------------------------------------------
+def test_exact_p_of_20_against_10_perfectly_separated_is_the_floor_not_a_normal_tail():
+    """20 suspect documents above 10 outside ones: one arrangement of C(30, 10), p = 1/C(30, 10) = 3.3e-8,
+    where Welch's normal tail reads about 1e-18."""
+    s, o = np.linspace(5, 6, 20), np.linspace(0, 1, 10)
+    r = di.exact_one_sided(s, o)
+    assert r.p == pytest.approx(1 / math.comb(30, 10), rel=1e-12) and r.p == r.floor
+    assert r.floor == di.rank_floor(20, 10) and r.test == di.MW_EXACT and r.u == 200
+    assert di.welch_one_sided(s, o).p < 1e-15  # what the old table printed
+    row = di.dataset_inference_rows(
+        di.user_sets([f"s{i}" for i in range(20)], [f"o{i}" for i in range(10)]),
+        pd.Series(np.r_[s, o], index=[f"s{i}" for i in range(20)] + [f"o{i}" for i in range(10)]),
+        ["v"],
+    ).iloc[0]
+    assert row["p_value"] == pytest.approx(3.33e-8, rel=1e-3) and row["p_floor"] == row["p_value"]
+
+
+def test_exact_p_is_never_below_its_floor_ties_or_not():
+    rng = np.random.default_rng(4)
+    for n_s, n_o in ((2, 2), (3, 5), (8, 4), (12, 9)):
+        for shift in (0.0, 2.0, 50.0):
+            s, o = rng.normal(shift, 1, n_s), rng.normal(0, 1, n_o)
+            for a, b in ((s, o), (np.round(s), np.round(o))):  # rounding makes ties
+                r = di.exact_one_sided(a, b)
+                if r.p == r.p:
+                    assert r.floor >= 1 / math.comb(n_s + n_o, n_o) and r.p >= r.floor
+                    assert 0 < r.p <= 1
+
+
+def test_exact_permutation_with_ties_matches_enumeration_and_monte_carlo_states_b():
+    s, o = np.array([3.0, 3.0, 2.0, 5.0]), np.array([1.0, 2.0, 2.0, 0.0, 3.0])
+    r = di.exact_one_sided(s, o)
+    pooled = np.r_[s, o]
+
+    def u(idx):
+        return sum(
+            (pooled[i] > pooled[j]) + 0.5 * (pooled[i] == pooled[j]) for i in idx for j in range(9) if j not in idx
+        )
+
+    stat = [u(c) for c in itertools.combinations(range(9), 4)]
+    assert r.p == pytest.approx(np.mean(np.array(stat) >= u((0, 1, 2, 3)) - 1e-9)) and "all 126 splits" in r.test
+    big_s, big_o = np.round(np.linspace(0, 9, 40)), np.round(np.linspace(-3, 6, 40))
+    mc = di.exact_one_sided(big_s, big_o, resamples=999, seed=1)
+    assert "B = 999" in mc.test and mc.floor == pytest.approx(1 / 1000) and mc.p >= mc.floor
+    assert mc.p == di.exact_one_sided(big_s, big_o, resamples=999, seed=1).p  # seeded
+
+
+def test_welch_is_printed_only_where_its_assumptions_were_checked():
+    rng = np.random.default_rng(6)
+    small = di.welch_checked(rng.normal(1, 1, 9), rng.normal(0, 1, 20))
+    assert np.isnan(small.p) and "fewer than 10 suspect" in small.reason
+    skew = di.welch_checked(rng.exponential(1, 40) ** 3, rng.normal(0, 1, 20))
+    assert np.isnan(skew.p) and "Shapiro-Wilk rejects normality of the suspect" in skew.reason
+    ok_s, ok_o = rng.normal(1, 1, 20), rng.normal(0, 1, 20)
+    ok = di.welch_checked(ok_s, ok_o)
+    assert ok.reason == "" and ok.p == pytest.approx(di.welch_one_sided(ok_s, ok_o).p)
+
+
+def test_sets_too_small_to_reach_alpha_are_uninformative_with_the_floor():
+    comb = pd.Series({"a": 9.0, "b": 8.0, "c": 0.0, "d": 0.1})
+    row = di.dataset_inference_rows(di.user_sets(["a", "b"], ["c", "d"]), comb, ["v"]).iloc[0]
+    assert row["p_value"] == pytest.approx(1 / 6) and row["p_floor"] == pytest.approx(1 / 6)
+    assert row["verdict"] == di.UNINFORMATIVE and "cannot reach p < 0.01" in row["reason"]
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration: disjoint documents, α of the verdicts, independent splits
 # --------------------------------------------------------------------------------------------
 def _nonmember_features(n, seed, d=5):
     rng = np.random.default_rng(seed)
@@ -336,30 +413,22 @@ def _reference_combiner(d=5):
     return di.fit_combiner(x, y)
 
 
-def test_calibrate_honest_combiner_is_within_sampling_error_of_alpha():
+def test_calibrate_uses_independent_disjoint_splits_at_the_verdicts_alpha():
     comb = _reference_combiner()
-    results = [di.calibrate(comb.score(_nonmember_features(200, seed)), n_splits=200, seed=seed) for seed in range(5)]
-    for r in results:
-        assert r["n_pool"] == 200 and r["n_splits"] == 200 and r["n_nan"] == 0
-        assert r["rate"] == r["rejections"] / 200
-        assert r["rate_lo"] <= r["rate"] <= r["rate_hi"]
-        assert 0.01 <= r["rate"] <= 0.10
-    assert all(r["calibrated"] for r in results)
-    pooled = sum(r["rejections"] for r in results) / 1000
-    assert 0.03 <= pooled <= 0.07
+    pool = comb.score(_nonmember_features(200, 3))
+    r = di.calibrate(pool, seed=0)
+    assert r["alpha"] == di.ALPHA == 0.01 and r["split_size"] == di.min_balanced_size(0.01) == 5
+    assert r["n_splits"] == 200 // 10  # n of the interval = the number of disjoint splits
+    assert (r["rate_lo"], r["rate_hi"]) == clopper_pearson(r["rejections"], 20)
+    assert r["rejections"] <= 2 and r["calibrated"] and not r["resolves"]
+    with pytest.raises(ValueError, match="shares 1 documents with the tested sets"):
+        di.calibrate(pool, exclude_ids=[pool.index[7]])
 
 
-def test_calibrate_vectorised_path_is_the_per_split_test():
-    pool = np.random.default_rng(2).normal(size=60)
-    fast = di.calibrate(pool, n_splits=300, alpha=0.1, seed=9)
-    slow = di.calibrate(pool, n_splits=300, alpha=0.1, seed=9, score_split=lambda s, o: (s, o))
-    assert fast == slow and fast["rejections"] > 0
-
-
-def test_calibrate_flags_an_in_sample_combiner():
+def test_calibrate_catches_an_in_sample_combiner():
     """A combiner fitted on the very suspect/outside split it then tests separates pure noise: the
     guard of Combiner.score exists to prevent exactly this."""
-    pool = _nonmember_features(200, seed=7)
+    pool = _nonmember_features(400, seed=7)
 
     def in_sample(s_rows, o_rows):
         both = pd.concat([s_rows, o_rows])
@@ -370,24 +439,65 @@ def test_calibrate_flags_an_in_sample_combiner():
         scores = (both.to_numpy(float) - comb.mean) / comb.sd @ comb.coef + comb.intercept  # guard bypassed
         return scores[: len(s_rows)], scores[len(s_rows) :]
 
-    r = di.calibrate(pool, n_splits=200, seed=0, score_split=in_sample)
-    assert r["calibrated"] is False and r["rate_lo"] > 0.05 and r["rate"] > 0.3
+    r = di.calibrate(pool, seed=0, score_split=in_sample)
+    assert r["n_splits"] == 40 and r["calibrated"] is False and r["rate_lo"] > 0.01 and r["rate"] > 0.3
 
 
-def test_calibrate_flags_a_combiner_that_leaks_the_split():
-    pool = np.random.default_rng(12).normal(size=200)
-    r = di.calibrate(pool, n_splits=200, seed=0, score_split=lambda s, o: (s + 0.3, o))
-    assert r["calibrated"] is False and r["rate_lo"] > 0.05
+def test_out_of_fold_scores_never_come_from_a_combiner_fitted_on_the_document():
+    c, x, ref, comb = _fitted()
+    oof = di.out_of_fold_scores(x.loc[ref.index], ref, folds=5, seed=0)
+    assert set(oof.index) == set(ref.index)
+    # a document's out-of-fold score differs from its in-sample score (the in-sample combiner saw it)
+    insample = (x.loc[ref.index].to_numpy(float) - comb.mean) / comb.sd @ comb.coef + comb.intercept
+    assert not np.allclose(oof.loc[ref.index].to_numpy(), insample)
+    assert oof.equals(di.out_of_fold_scores(x.loc[ref.index], ref, folds=5, seed=0))
 
 
-def test_calibrate_on_a_pool_of_20_reports_its_rate():
-    """The default experiments have 20 evaluation non-members: each pool's rate is conditional on
-    its 20 documents, so it is reported, and only bounded loosely; over 10 pools it averages out."""
-    comb = _reference_combiner()
-    results = [di.calibrate(comb.score(_nonmember_features(20, 50 + s)), n_splits=200, seed=s) for s in range(10)]
-    rates = [r["rate"] for r in results]
-    assert all(r["n_pool"] == 20 and r["n_splits"] == 200 for r in results)
-    assert max(rates) <= 0.15
-    assert 0.025 <= np.mean(rates) <= 0.1
-    with pytest.raises(ValueError, match="at least 4"):
-        di.calibrate([0.0, 1.0, 2.0])
+# --------------------------------------------------------------------------------------------
+# Distribution shift: the raw design fails, the difference design holds
+# --------------------------------------------------------------------------------------------
+def _shift_fpr(reps=400, n=30, seed=0):
+    """Non-members only: each document's intrinsic score effect grows with its length (in the target's
+    and in the null-db control's answers alike); suspect = the longest third, outside = the rest."""
+    rng = np.random.default_rng(seed)
+    length = rng.uniform(100, 2000, (reps, n))
+    intrinsic = 1.5 * (length - 1050) / 550 + rng.normal(0, 0.5, (reps, n))
+    target = intrinsic + rng.normal(0, 0.5, (reps, n))
+    null = intrinsic + rng.normal(0, 0.5, (reps, n))
+    order = np.argsort(-length, axis=1)
+    k = n // 3
+    rej = {"raw": 0, "difference": 0}
+    for r in range(reps):
+        s_idx, o_idx = order[r, :k], order[r, k:]
+        rej["raw"] += di.exact_one_sided(target[r, s_idx], target[r, o_idx]).p < 0.01
+        d = target[r] - null[r]
+        rej["difference"] += di.exact_one_sided(d[s_idx], d[o_idx]).p < 0.01
+    return {kk: v / reps for kk, v in rej.items()}, reps
+
+
+def test_a_length_shifted_non_member_set_breaks_the_raw_design_not_the_difference():
+    rates, reps = _shift_fpr()
+    assert rates["raw"] > 0.5  # "in the database" for a set none of which is there
+    lo, hi = clopper_pearson(round(rates["difference"] * reps), reps)
+    assert lo <= 0.01 <= hi and rates["difference"] < 0.03
+
+
+def test_shift_sets_cut_by_length_and_topic():
+    words = {0: "kernel patch driver module", 1: "recipe flour oven butter"}
+    rows = [{"doc_id": f"n{i:02d}", "text": " ".join([words[i % 2]] * (1 + i))} for i in range(12)]
+    sets = di.shift_sets(pd.DataFrame(rows), n_topics=2, seed=0)
+    by = {s["name"]: s for s in sets}
+    assert by["length: longest third"]["suspect_ids"] == ["n08", "n09", "n10", "n11"]
+    topics = [s for s in sets if s["shift"] == "topic"]
+    assert len(topics) == 2 and {tuple(t["suspect_ids"]) for t in topics} == {
+        tuple(f"n{i:02d}" for i in range(0, 12, 2)),
+        tuple(f"n{i:02d}" for i in range(1, 12, 2)),
+    }
+    assert di.shift_sets(pd.DataFrame({"doc_id": ["a", "b", "c", "d"]})) == []  # no text: no set
+
+
+def test_difference_scores_cancel_the_document_effect():
+    t = pd.Series({"a": 5.0, "b": 1.0, "c": 2.0})
+    n = pd.Series({"a": 4.5, "b": 0.5, "z": 0.0})
+    d = di.difference_scores(t, n)
+    assert d.to_dict() == {"a": 0.5, "b": 0.5}

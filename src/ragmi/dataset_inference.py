@@ -3,8 +3,8 @@
 The data owner's question is about a set, not one document.  Following Maini, Jia, Papernot &
 Dziedzic (NeurIPS 2024, "LLM Dataset Inference: Did you train on my dataset?"), the per-document
 scores of several membership-inference attacks are combined by a linear model learned on held-out documents whose
-membership is known, and a one-sided Welch t-test asks whether the suspect documents' combined
-scores exceed those of documents known to be outside the database.  One document rarely gives
+membership is known, and an exact one-sided rank test (Wilcoxon-Mann-Whitney) asks whether the suspect
+documents' combined scores exceed those of documents known to be outside the database.  One document rarely gives
 strong evidence; tens of them together can.
 
 Pipeline of the pure functions below (the rule that wires them in reads the score files and the
@@ -19,14 +19,20 @@ candidates' split):
    adversary knows.  Its combined score (the log-odds, higher = more member-like) is computed for
    other documents only: :meth:`Combiner.score` raises when asked to score a document it was fitted
    on (an in-sample combiner makes the test reject on non-members, see :func:`calibrate`).
-3. :func:`welch_one_sided`: Welch's t-test, alternative "suspect mean > outside mean"
-   (``scipy.stats.ttest_ind(equal_var=False, alternative="greater")``); degenerate inputs give a NaN
-   p-value with a reason, never a made-up 0 or 1.
+3. :func:`exact_one_sided`: the exact one-sided Mann-Whitney / permutation test with its floor
+   (:func:`rank_floor`, the smallest p the set sizes allow); degenerate inputs give a NaN p-value with
+   a reason, never a made-up 0 or 1.  :func:`welch_checked`: Welch's t-test as a secondary number,
+   only where its assumptions were checked.
 4. :func:`smallest_significant_size`: how many suspect documents the test needs.
 5. :func:`default_sets` / :func:`user_sets`: the experiments (which documents are suspect, which
    known outside) and :func:`dataset_inference_rows`: one row per experiment.
-6. :func:`calibrate`: the false-positive rate of the whole procedure on non-members, with its
-   Clopper-Pearson interval (:func:`ragmi.metrics.clopper_pearson`).
+6. :func:`calibrate`: the false-positive rate of the test on non-members disjoint from the tested
+   sets (:func:`out_of_fold_scores` of the reference non-members), from independent disjoint splits,
+   with its Clopper-Pearson interval (:func:`ragmi.metrics.clopper_pearson`).
+7. :func:`shift_sets` and :func:`difference_scores`: suspect sets of non-members that differ from the
+   outside set (length, topic), and the fix, each document's score on the target minus on its
+   null-database control (Duan et al. 2024, "Do membership inference attacks work on large language
+   models?"; Maini et al. 2024).
 
 :func:`dataset_inference` runs 1-5 on score frames and a candidates frame.
 
@@ -63,10 +69,14 @@ ROW_COLUMNS = [
     "n_outside",
     "mean_suspect",
     "mean_outside",
-    "t",
+    "u",
     "p_value",
+    "p_floor",
+    "test",
     "verdict",
     "reason",
+    "p_welch",
+    "welch_reason",
     "min_suspect_size",
     "variants",
     "alpha",
@@ -248,14 +258,29 @@ def fit_combiner(
 
 
 # --------------------------------------------------------------------------------------------
-# The test
+# The test: an exact one-sided rank test, and Welch's only where its assumptions were checked
 # --------------------------------------------------------------------------------------------
-class WelchResult(NamedTuple):
-    """``t``, ``p`` and, when ``p`` is NaN, why (``reason``; "" otherwise)."""
+class ExactResult(NamedTuple):
+    """The exact test's ``u`` (Mann-Whitney U of the suspect side: pairs where the suspect score is
+    larger, ties counting one half), its one-sided ``p``, ``floor`` (the smallest p the two set sizes
+    allow), ``test`` (which test) and, when ``p`` is NaN, ``reason`` ("" otherwise)."""
 
-    t: float
+    u: float
     p: float
+    floor: float
+    test: str
     reason: str
+
+
+MW_EXACT = "exact Mann-Whitney (one-sided)"
+PERM_ALL = "exact permutation of mid-ranks (ties; all {c} splits)"
+PERM_MC = "Monte Carlo permutation of mid-ranks (ties; B = {b})"
+ALL_EQUAL = "every score is equal: no order to test"
+ENUMERATE_MAX = 20_000  # with ties, enumerate every split up to this many; else Monte Carlo
+RESAMPLES = 9_999  # Monte Carlo permutations B: p = (1 + #{stat >= observed}) / (B + 1), floor 1 / (B + 1)
+# Welch's t-test is printed (p_welch) only where its assumptions were checked
+WELCH_MIN_N = 10
+WELCH_SHAPIRO_LEVEL = 0.05
 
 
 def _scores(values, what: str) -> np.ndarray:
@@ -263,6 +288,95 @@ def _scores(values, what: str) -> np.ndarray:
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{what} scores contain NaN or infinite values")
     return x
+
+
+def rank_floor(n_suspect: int, n_outside: int) -> float:
+    """1 / C(n_suspect + n_outside, n_outside): the smallest one-sided p-value a rank or permutation test
+    of these set sizes can give (the suspect set ranks above every outside document in one of the
+    C(n_s + n_o, n_o) equally likely arrangements)."""
+    return 1.0 / math.comb(int(n_suspect) + int(n_outside), int(n_outside))
+
+
+def _u(s: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """Mann-Whitney U of the suspect side, row by row (the last axis): #{s_i > o_j} + #{s_i = o_j} / 2."""
+    d = s[..., :, None] - o[..., None, :]
+    return (d > 0).sum(axis=(-1, -2)) + 0.5 * (d == 0).sum(axis=(-1, -2))
+
+
+def exact_one_sided(
+    suspect: Sequence[float], outside: Sequence[float], resamples: int = RESAMPLES, seed: int = 0
+) -> ExactResult:
+    """The exact one-sided test that the suspect documents' scores tend to exceed the known-outside
+    documents' (Wilcoxon-Mann-Whitney; valid whenever the two sets' scores are exchangeable under the
+    null, with no distributional assumption).
+
+    * No ties: ``scipy.stats.mannwhitneyu(method="exact", alternative="greater")``, the exact null
+      distribution of U; its floor is :func:`rank_floor`.
+    * Ties: the permutation distribution of U (mid-ranks) over every split of the pooled scores into
+      sets of these sizes when there are at most :data:`ENUMERATE_MAX` of them (exact; floor
+      :func:`rank_floor`), else ``resamples`` seeded random splits (``numpy.random.default_rng(seed)``),
+      p = (1 + #{U* >= U}) / (resamples + 1), whose floor is the larger of :func:`rank_floor` and
+      1 / (resamples + 1).
+
+    ``p`` is NaN with a reason when a side has fewer than 2 documents (:data:`TOO_FEW_SUSPECT`,
+    :data:`TOO_FEW_OUTSIDE`) or every score is equal (:data:`ALL_EQUAL`).  Raises ``ValueError`` on NaN
+    or infinite scores."""
+    s, o = _scores(suspect, "suspect"), _scores(outside, "outside")
+    nan = float("nan")
+    reasons = [r for r, bad in ((TOO_FEW_SUSPECT, s.size < 2), (TOO_FEW_OUTSIDE, o.size < 2)) if bad]
+    if reasons:
+        return ExactResult(nan, nan, nan, MW_EXACT, "; ".join(reasons))
+    floor = rank_floor(s.size, o.size)
+    u = float(_u(s, o))
+    pooled = np.concatenate([s, o])
+    if np.all(pooled == pooled[0]):
+        return ExactResult(u, nan, floor, MW_EXACT, ALL_EQUAL)
+    if np.unique(pooled).size == pooled.size:
+        from scipy import stats
+
+        p = float(stats.mannwhitneyu(s, o, alternative="greater", method="exact").pvalue)
+        return ExactResult(u, max(p, floor), floor, MW_EXACT, "")
+    n, m = pooled.size, s.size
+    c = math.comb(n, m)
+    if c <= ENUMERATE_MAX:
+        idx = np.array(list(itertools.combinations(range(n), m)))
+        test = PERM_ALL.format(c=c)
+    else:
+        rng = np.random.default_rng(int(seed))
+        idx = rng.permuted(np.tile(np.arange(n), (int(resamples), 1)), axis=1)[:, :m]
+        test = PERM_MC.format(b=int(resamples))
+    # U of every split, from the mid-rank sum: U = R_s - m (m + 1) / 2
+    from scipy.stats import rankdata
+
+    ranks = rankdata(pooled)
+    stat = ranks[idx].sum(axis=1) - m * (m + 1) / 2
+    ge = int(np.sum(stat >= u - 1e-9))
+    if c <= ENUMERATE_MAX:
+        return ExactResult(u, max(ge / c, floor), floor, test, "")
+    floor = max(floor, 1.0 / (int(resamples) + 1))
+    return ExactResult(u, max((1 + ge) / (int(resamples) + 1), floor), floor, test, "")
+
+
+def _exact_rows(s: np.ndarray, idx: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """The one-sided p of :func:`exact_one_sided` for each subsample ``s[idx[i]]`` against ``o``
+    (vectorised through scipy when no score of ``s`` and ``o`` repeats, else row by row)."""
+    pooled = np.concatenate([s, o])
+    if np.unique(pooled).size == pooled.size and idx.shape[-1] >= 2 and o.size >= 2:
+        from scipy import stats
+
+        p = stats.mannwhitneyu(
+            s[idx], np.broadcast_to(o, (idx.shape[0], o.size)), alternative="greater", method="exact", axis=1
+        ).pvalue
+        return np.maximum(np.asarray(p, float), rank_floor(idx.shape[-1], o.size))
+    return np.array([exact_one_sided(s[row], o).p for row in idx])
+
+
+class WelchResult(NamedTuple):
+    """``t``, ``p`` and, when ``p`` is NaN, why (``reason``; "" otherwise)."""
+
+    t: float
+    p: float
+    reason: str
 
 
 def _welch_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -281,6 +395,7 @@ def _welch_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def welch_one_sided(suspect: Sequence[float], outside: Sequence[float]) -> WelchResult:
     """One-sided Welch t-test that the suspect documents' scores have a larger mean than the
     known-outside documents' (``scipy.stats.ttest_ind(equal_var=False, alternative="greater")``).
+    Its p rests on a normal tail: the table prints it only through :func:`welch_checked`.
 
     Degenerate inputs give ``p`` NaN (and ``t`` NaN) with the reason, never a fake 0 or 1: fewer
     than 2 scores on a side (:data:`TOO_FEW_SUSPECT`, :data:`TOO_FEW_OUTSIDE`: no variance
@@ -292,10 +407,33 @@ def welch_one_sided(suspect: Sequence[float], outside: Sequence[float]) -> Welch
     reasons = [r for r, bad in ((TOO_FEW_SUSPECT, s.size < 2), (TOO_FEW_OUTSIDE, o.size < 2)) if bad]
     if reasons:
         return WelchResult(nan, nan, "; ".join(reasons))
-    if np.ptp(s) == 0 and np.ptp(o) == 0:
-        return WelchResult(nan, nan, ZERO_VARIANCE)
     t, p = _welch_rows(s, o)
+    if not np.isfinite(t):
+        return WelchResult(nan, nan, ZERO_VARIANCE)
     return WelchResult(float(t), float(p), "")
+
+
+def welch_checked(suspect: Sequence[float], outside: Sequence[float]) -> WelchResult:
+    """:func:`welch_one_sided` where its assumptions were checked, else NaN with the reason: each side
+    has at least :data:`WELCH_MIN_N` documents and Shapiro-Wilk (``scipy.stats.shapiro``) does not reject
+    normality at :data:`WELCH_SHAPIRO_LEVEL` on either side.  Even then it is a secondary column: the
+    verdict is the exact test's."""
+    s, o = _scores(suspect, "suspect"), _scores(outside, "outside")
+    nan = float("nan")
+    small = [w for w, x in (("suspect", s), ("outside", o)) if x.size < WELCH_MIN_N]
+    if small:
+        return WelchResult(nan, nan, f"Welch not checked: fewer than {WELCH_MIN_N} {' and '.join(small)} documents")
+    from scipy import stats
+
+    for what, x in (("suspect", s), ("outside", o)):
+        if np.ptp(x) == 0:
+            return WelchResult(nan, nan, f"Welch not checked: the {what} scores are constant")
+        sw = float(stats.shapiro(x).pvalue)
+        if sw < WELCH_SHAPIRO_LEVEL:
+            return WelchResult(
+                nan, nan, f"Welch not valid: Shapiro-Wilk rejects normality of the {what} scores (p = {sw:.2g})"
+            )
+    return welch_one_sided(s, o)
 
 
 def smallest_significant_size(
@@ -305,14 +443,15 @@ def smallest_significant_size(
     draws: int = 200,
     seed: int = 0,
 ) -> int | None:
-    """The smallest number of suspect documents with which the test (:func:`welch_one_sided` against
+    """The smallest number of suspect documents with which the test (:func:`exact_one_sided` against
     the whole known-outside set) is significant, in the sense of this rule:
 
     1. The whole suspect set (n documents) is tested first; when its p-value is not below ``alpha``
        (or is NaN) the answer is None: even all the documents do not suffice.
     2. Otherwise, for m = 2, 3, ..., n in turn, the suspect set is subsampled without replacement
        to m documents and each subsample tested; the answer is the first m at which at least half of
-       the subsamples give p < ``alpha`` (a NaN p counts as not significant).  m = n always
+       the subsamples give p < ``alpha`` (a NaN p counts as not significant; a size whose floor
+       :func:`rank_floor` is not below ``alpha`` cannot qualify and is skipped).  m = n always
        qualifies (its only subsample is the whole set).  Subsamples: every subset of size m when
        there are at most ``draws`` of them (the fraction is then exact), else ``draws`` uniformly
        random subsets, drawn by the generator ``numpy.random.default_rng([seed, m])`` (each size's
@@ -327,17 +466,19 @@ def smallest_significant_size(
         raise ValueError(f"draws must be >= 1, got {draws}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    whole = welch_one_sided(s, o)
+    whole = exact_one_sided(s, o)
     if not whole.p < alpha:
         return None
     n = s.size
     for m in range(2, n + 1):
+        if not rank_floor(m, o.size) < alpha:
+            continue
         if math.comb(n, m) <= draws:
             idx = np.array(list(itertools.combinations(range(n), m)))
         else:
             rng = np.random.default_rng([int(seed), m])
             idx = rng.permuted(np.tile(np.arange(n), (draws, 1)), axis=1)[:, :m]
-        _, p = _welch_rows(s[idx], np.broadcast_to(o, (idx.shape[0], o.size)))
+        p = _exact_rows(s, idx, o)
         if np.mean(p < alpha) >= 0.5:  # NaN < alpha is False
             return m
     return n  # not reached: m = n is the whole set, significant above
@@ -474,9 +615,11 @@ def dataset_inference_rows(
 
     ``suspect_set`` (name), ``f`` (realised member fraction; NaN for a user's set), ``f_target``,
     ``n_suspect``, ``n_suspect_members`` (NA for a user's set), ``n_outside``, ``mean_suspect`` /
-    ``mean_outside`` (mean combined score), ``t`` and ``p_value`` (:func:`welch_one_sided`),
-    ``verdict`` (:func:`verdict` at ``alpha``: "in the database" when p < alpha, "no evidence"
-    otherwise, "uninformative" when p is NaN), ``reason`` (why p is NaN, else ""),
+    ``mean_outside`` (mean combined score), ``u``, ``p_value``, ``p_floor`` and ``test``
+    (:func:`exact_one_sided`), ``verdict`` (:func:`verdict` at ``alpha``: "in the database" when
+    p < alpha, "no evidence" otherwise, "uninformative" when p is NaN or when the sets' sizes cannot
+    reach alpha: p_floor >= alpha), ``reason`` (why, else ""), ``p_welch`` and ``welch_reason``
+    (:func:`welch_checked`: NaN with the reason where Welch's assumptions were not checked or fail),
     ``min_suspect_size`` (:func:`smallest_significant_size` with ``draws`` and ``seed``; NA when
     none), ``variants`` (the combiner's columns, comma-joined) and ``alpha``.  Every suspect and
     outside document must have a ``combined`` score (else ``ValueError``)."""
@@ -492,7 +635,11 @@ def dataset_inference_rows(
             )
         s = comb.loc[ids["suspect_ids"]].to_numpy(float)
         o = comb.loc[ids["outside_ids"]].to_numpy(float)
-        w = welch_one_sided(s, o)
+        x = exact_one_sided(s, o, seed=seed)
+        w = welch_checked(s, o) if not x.reason else WelchResult(float("nan"), float("nan"), x.reason)
+        reason = x.reason
+        if not reason and not x.floor < alpha:
+            reason = f"the sets' sizes cannot reach p < {alpha:g} (smallest p {x.floor:.2g})"
         rows.append(
             {
                 "suspect_set": st["name"],
@@ -503,10 +650,14 @@ def dataset_inference_rows(
                 "n_outside": int(o.size),
                 "mean_suspect": float(s.mean()) if s.size else float("nan"),
                 "mean_outside": float(o.mean()) if o.size else float("nan"),
-                "t": w.t,
-                "p_value": w.p,
-                "verdict": verdict(w.p, alpha),
-                "reason": w.reason,
+                "u": x.u,
+                "p_value": x.p,
+                "p_floor": x.floor,
+                "test": x.test,
+                "verdict": UNINFORMATIVE if reason else verdict(x.p, alpha),
+                "reason": reason,
+                "p_welch": w.p,
+                "welch_reason": w.reason,
                 "min_suspect_size": smallest_significant_size(s, o, alpha=alpha, draws=draws, seed=seed)
                 if s.size and o.size
                 else None,
@@ -564,62 +715,211 @@ def dataset_inference(
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration of the test
+# Calibration of the test, on documents disjoint from the tested sets
 # --------------------------------------------------------------------------------------------
+def out_of_fold_scores(
+    features: pd.DataFrame, labels: Mapping | pd.Series, folds: int = 5, seed: int = 0, C: float = 1.0
+) -> pd.Series:
+    """Cross-fitted combined scores of the labelled documents (the reference candidates): the documents
+    are dealt into ``folds`` folds, stratified by label (each class permuted by
+    ``numpy.random.default_rng([seed, label])`` and dealt in turn), and each fold is scored by a
+    combiner (:func:`fit_combiner`) fitted on the other folds only, so that no document is scored by a
+    combiner fitted on it.  A column constant on a fold's fitting documents is left out of that fold's
+    combiner; a fold whose fitting documents hold one class, or no varying column, leaves its documents
+    out (they are absent from the result).  Returns a Series indexed by doc_id (sorted)."""
+    lab = pd.Series(labels).copy()
+    lab.index = lab.index.astype(str)
+    lab = pd.to_numeric(lab).astype(int).sort_index()
+    fold = pd.Series(0, index=lab.index)
+    for cls in (0, 1):
+        ids = lab.index[lab == cls]
+        perm = np.random.default_rng([int(seed), cls]).permutation(len(ids))
+        fold.loc[ids[perm]] = np.arange(len(ids)) % int(folds)
+    out = []
+    for k in range(int(folds)):
+        test_ids, fit_ids = fold.index[fold == k], fold.index[fold != k]
+        if not len(test_ids) or lab.loc[fit_ids].nunique() < 2:
+            continue
+        x = features.loc[fit_ids]
+        cols = [c for c in features.columns if np.ptp(x[c].to_numpy(float)) > 0]
+        if not cols:
+            continue
+        comb = fit_combiner(features.loc[:, cols], lab.loc[fit_ids], C=C, random_state=seed)
+        out.append(comb.score(features.loc[test_ids, cols]))
+    if not out:
+        return pd.Series(dtype=float, name="combined", index=pd.Index([], name="doc_id"))
+    return pd.concat(out).sort_index()
+
+
+def min_balanced_size(alpha: float = ALPHA) -> int:
+    """The smallest m such that a test of m suspect against m outside documents can reject at ``alpha``
+    (:func:`rank_floor` (m, m) < alpha): 5 at 0.01 (1 / 252), 4 at 0.05 (1 / 70)."""
+    m = 2
+    while not rank_floor(m, m) < alpha:
+        m += 1
+    return m
+
+
 def calibrate(
     nonmember_scores,
-    n_splits: int = 200,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
+    split_size: int | None = None,
     seed: int = 0,
+    exclude_ids: Iterable = (),
     score_split: Callable | None = None,
 ) -> dict:
-    """The false-positive rate of the dataset-inference test on documents that are all non-members.
+    """The false-positive rate of the test on non-members, from INDEPENDENT tests: the pool is permuted
+    once (``numpy.random.default_rng(seed)``) and cut into disjoint blocks of 2 ``split_size``
+    documents (default :func:`min_balanced_size` (alpha), the smallest balanced sets that can reject at
+    alpha); each block is one test of its first ``split_size`` documents (suspect) against the others
+    (outside) with :func:`exact_one_sided`, a rejection being p < ``alpha``.  No document is in two
+    tests, so the tests are independent given the pool's scores and the Clopper-Pearson interval on the
+    count (:func:`ragmi.metrics.clopper_pearson`) is exact in n = the number of blocks.
 
-    The pool ``nonmember_scores`` (combined scores: a 1-D array or Series; or any rows, e.g. a
-    feature matrix, when ``score_split`` is given) is split ``n_splits`` times at random into a
-    suspect half (the first ``n // 2`` of a permutation) and a known-outside half (the rest), split i
-    drawn by ``numpy.random.default_rng([seed, i])``; each split is tested by
-    :func:`welch_one_sided` and a rejection is p < ``alpha``.  ``score_split(suspect_rows,
-    outside_rows) -> (suspect_scores, outside_scores)``, when given, turns each split's rows into
-    scores (e.g. a combiner fitted per split); by default the pool already holds the scores.
+    ``nonmember_scores``: a Series of combined scores indexed by doc_id (e.g. the reference non-members'
+    out-of-fold scores, :func:`out_of_fold_scores`), or any rows (e.g. a feature matrix) when
+    ``score_split(suspect_rows, outside_rows) -> (suspect_scores, outside_scores)`` turns each block into
+    scores.  ``exclude_ids``: the documents of the tested sets; the pool must share none of them (else
+    ``ValueError``: a calibration on the tested documents checks nothing).
 
-    Returns ``n_pool``, ``n_splits``, ``rejections``, ``rate``, ``rate_lo`` / ``rate_hi`` (the
-    two-sided 95% Clopper-Pearson interval of rejections / n_splits,
-    :func:`ragmi.metrics.clopper_pearson`), ``alpha``, ``n_nan`` (splits with a NaN p; they count as
-    no rejection) and ``calibrated``: whether ``alpha`` lies inside the interval.
+    Returns ``n_pool``, ``split_size``, ``n_splits`` (independent tests), ``rejections``, ``rate``,
+    ``rate_lo`` / ``rate_hi`` (95% Clopper-Pearson; NaN without a test), ``alpha``, ``calibrated``
+    (alpha inside the interval; None without a test), ``resolves`` (whether the interval's upper end
+    is below 2 alpha, i.e. the pool could tell a test at alpha from one at twice alpha; rarely true:
+    it takes about 180 tests at a 0 count) and ``ids`` (the pool's doc_ids, for the disjointness check).
 
-    The interval is approximate: the splits reuse the same documents, so they are not independent
-    trials, and the rate estimates the false-positive rate *conditional on this pool* (the
-    re-randomisation distribution of the test), which for a small pool can differ from ``alpha``
-    even for an exact test.  Read it with a pool of a few hundred non-members; with the default
-    experiments' 20 evaluation non-members it is a rough check.  200 or more splits are advised (the
-    interval at 200 splits and a rate of 5% is about [2.4%, 9.0%])."""
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be >= 1, got {n_splits}")
+    What it checks: the exact test is valid by construction when the two sets' scores are exchangeable;
+    random blocks of one pool are exchangeable by construction too, so this calibration catches a broken
+    pipeline (a combiner scoring its own fitting documents, scores that leak the split), not a suspect
+    set that differs in distribution from the outside set (:func:`shift_sets` does)."""
     pool = nonmember_scores
     if score_split is None:
-        pool = _scores(pool, "non-member")
+        if not isinstance(pool, pd.Series):
+            pool = pd.Series(_scores(pool, "non-member"), index=[f"#{i}" for i in range(len(pool))])
+        _scores(pool.to_numpy(), "non-member")
+    ids = [str(i) for i in pool.index]
+    shared = sorted(set(ids) & {str(x) for x in exclude_ids})
+    if shared:
+        raise ValueError(
+            f"the calibration pool shares {len(shared)} documents with the tested sets (e.g. {shared[0]!r}); "
+            "calibrate on documents disjoint from them"
+        )
+    m = int(split_size) if split_size is not None else min_balanced_size(alpha)
     n = len(pool)
-    if n < 4:
-        raise ValueError(f"calibrate needs at least 4 non-members (2 per side), got {n}")
-    half = n // 2
-    perms = np.array([np.random.default_rng([int(seed), i]).permutation(n) for i in range(int(n_splits))])
-    perms = np.concatenate([np.sort(perms[:, :half], axis=1), np.sort(perms[:, half:], axis=1)], axis=1)
-    if score_split is None:  # every split at once: the same test as welch_one_sided, row by row
-        _, p = _welch_rows(pool[perms[:, :half]], pool[perms[:, half:]])
-    else:
-        take = pool.iloc if isinstance(pool, (pd.DataFrame, pd.Series)) else np.asarray(pool)
-        p = np.array([welch_one_sided(*score_split(take[row[:half]], take[row[half:]])).p for row in perms])
-    rejections, n_nan = int(np.sum(p < alpha)), int(np.sum(np.isnan(p)))
-    lo, hi = clopper_pearson(rejections, int(n_splits))
+    k = n // (2 * m)
+    perm = np.random.default_rng(int(seed)).permutation(n)
+    rejections = 0
+    for b in range(k):
+        block = perm[2 * b * m : 2 * (b + 1) * m]
+        s_rows, o_rows = pool.iloc[np.sort(block[:m])], pool.iloc[np.sort(block[m:])]
+        s, o = score_split(s_rows, o_rows) if score_split is not None else (s_rows.to_numpy(), o_rows.to_numpy())
+        rejections += bool(exact_one_sided(s, o).p < alpha)
+    nan = float("nan")
+    lo, hi = clopper_pearson(rejections, k) if k else (nan, nan)
     return {
         "n_pool": int(n),
-        "n_splits": int(n_splits),
+        "split_size": m,
+        "n_splits": int(k),
         "rejections": int(rejections),
-        "rate": rejections / int(n_splits),
+        "rate": rejections / k if k else nan,
         "rate_lo": lo,
         "rate_hi": hi,
         "alpha": float(alpha),
-        "n_nan": int(n_nan),
-        "calibrated": bool(lo <= alpha <= hi),
+        "calibrated": bool(lo <= alpha <= hi) if k else None,
+        "resolves": bool(hi < 2 * alpha) if k else False,
+        "ids": ids,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Distribution shift: suspect sets of non-members that differ from the outside set
+# --------------------------------------------------------------------------------------------
+def shift_sets(nonmembers: pd.DataFrame, n_topics: int = 2, seed: int = 0) -> list[dict]:
+    """Suspect sets of NON-members that differ from their known-outside set by something other than
+    membership, from ``nonmembers`` (doc_id, text; the evaluation non-members).  Each is a set of
+    :func:`_set` with a ``shift`` key; every rejection of one is a false positive.
+
+    * ``length: longest third``: the ceil(n / 3) longest texts (characters; ties by doc_id) against the
+      rest.
+    * ``topic: cluster j of K``: k-means (``sklearn.cluster.KMeans(n_clusters=n_topics,
+      random_state=seed, n_init=10)``) on the TF-IDF vectors (``TfidfVectorizer(sublinear_tf=True)``) of
+      the texts; each cluster against the other clusters' documents (both directions of a split are
+      tested: the test is one-sided).
+
+    A set with fewer than 2 documents on a side is left out; a frame without text gives no set."""
+    if "text" not in nonmembers.columns or len(nonmembers) < 4:
+        return []
+    nm = nonmembers.assign(doc_id=nonmembers["doc_id"].astype(str), text=nonmembers["text"].fillna("").astype(str))
+    nm = nm.sort_values("doc_id", kind="stable").reset_index(drop=True)
+    out = []
+    order = nm.assign(n=nm["text"].str.len()).sort_values(["n", "doc_id"], ascending=[False, True], kind="stable")
+    k = math.ceil(len(nm) / 3)
+    longest = sorted(order["doc_id"].iloc[:k])
+    rest = sorted(order["doc_id"].iloc[k:])
+    if len(longest) >= 2 and len(rest) >= 2:
+        out.append({**_set("length: longest third", 0.0, 0.0, longest, rest, 0), "shift": "length"})
+    if n_topics >= 2 and nm["text"].str.strip().astype(bool).sum() >= 2 * n_topics:
+        from sklearn.cluster import KMeans
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        try:
+            x = TfidfVectorizer(sublinear_tf=True).fit_transform(nm["text"])
+        except ValueError:  # no word in any text
+            return out
+        with _single_thread():
+            lab = KMeans(n_clusters=int(n_topics), random_state=int(seed), n_init=10).fit_predict(x)
+        for j in range(int(n_topics)):
+            inside = sorted(nm.loc[lab == j, "doc_id"])
+            other = sorted(nm.loc[lab != j, "doc_id"])
+            if len(inside) >= 2 and len(other) >= 2:
+                name = f"topic: cluster {j + 1} of {int(n_topics)}"
+                out.append({**_set(name, 0.0, 0.0, inside, other, 0), "shift": "topic"})
+    return out
+
+
+def difference_scores(target: pd.Series, control: pd.Series) -> pd.Series:
+    """The difference-in-differences score of each document: its combined score on the target minus its
+    combined score on the target's null-database control (the same evaluation candidate answered by a
+    database holding none of the candidates; both scored by the one combiner fitted on the target's
+    reference candidates).  What the document itself brings to the score (its topic, its length, how
+    easy it is to answer without retrieval) is in both terms and cancels; what the database adds is
+    left.  Only documents scored on both sides are returned (index doc_id)."""
+    t, c = target.copy(), control.copy()
+    t.index, c.index = t.index.astype(str), c.index.astype(str)
+    both = t.index.intersection(c.index)
+    return (t.loc[both] - c.loc[both]).rename("combined").sort_index()
+
+
+def fit_on_reference(
+    score_frames: pd.DataFrame | Iterable[pd.DataFrame],
+    candidates: pd.DataFrame,
+    others: Mapping[str, Sequence[pd.DataFrame]] | None = None,
+    C: float = 1.0,
+    seed: int = 0,
+) -> tuple[Combiner, pd.DataFrame, dict[str, pd.Series]]:
+    """The combiner fitted on the reference candidates of ``candidates`` (:func:`feature_matrix`,
+    :func:`fit_combiner`), the feature matrix, and the combined scores of the documents of ``others``
+    ({name: score frames}: the same attack variants on other answers, e.g. the target's null-database
+    control, or the target on another dataset), scored by that one combiner: {name: Series indexed by
+    the documents' own doc_id}.  ``others``' documents enter the feature matrix under the doc_id
+    ``"<name>::<doc_id>"`` (so they never collide with the target's, and a missing score takes the
+    target's reference median); a variant the combiner uses that ``others[name]`` lacks is imputed the
+    same way."""
+    frames = [score_frames] if isinstance(score_frames, pd.DataFrame) else list(score_frames)
+    c = _check_candidates(candidates)
+    ref = c[c["role"] == "reference"]
+    extra = []
+    for name, fs in (others or {}).items():
+        extra += [f.assign(doc_id=f"{name}::" + f["doc_id"].astype(str)) for f in fs]
+    feats = feature_matrix(frames + extra, ref["doc_id"])
+    labels = ref.set_index("doc_id")["label"]
+    comb = fit_combiner(feats, labels[labels.index.isin(feats.index)], C=C, random_state=seed)
+    scored = {}
+    for name in others or {}:
+        rows = feats.loc[feats.index.str.startswith(f"{name}::")]
+        s = comb.score(rows)
+        s.index = pd.Index([i[len(name) + 2 :] for i in s.index], name="doc_id")
+        scored[name] = s
+    mine = feats.loc[~feats.index.str.contains("::", regex=False)]
+    mine.attrs["dropped"] = feats.attrs.get("dropped", {})
+    return comb, mine, scored

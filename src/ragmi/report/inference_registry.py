@@ -19,6 +19,7 @@ import pandas as pd
 from ..plan import runs, target_attacks, target_datasets
 from . import inference_tables
 from .declare import Figure, Files, Table, lazy_plot, read_scores
+from .inference_tables import NULL_DB
 
 
 def di_targets(config: Mapping) -> list[str]:
@@ -45,7 +46,13 @@ def _score_inputs(config: Mapping, pairs) -> dict[str, list[str]]:
 
 
 def _di_inputs(config: Mapping) -> dict[str, list[str]]:
-    files = _score_inputs(config, di_runs(config))
+    """The chosen targets' scores, and their null-database controls' (the difference design reads them
+    even where dataset_inference.targets leaves the control out), the candidates (with their text: the
+    distribution-shift sets are cut by length and topic) and the data owner's files."""
+    chosen = di_runs(config)
+    every = {(d, t) for d, t, _a in runs(config)}
+    controls = {(d, t + NULL_DB) for d, t in chosen if (d, t + NULL_DB) in every}
+    files = _score_inputs(config, set(chosen) | controls)
     di = config["dataset_inference"] if files["scores"] else {}
     if di.get("suspect") is not None:
         files["user_sets"] = [di["suspect"], di["known_outside"]]
@@ -53,9 +60,17 @@ def _di_inputs(config: Mapping) -> dict[str, list[str]]:
 
 
 def _candidates(paths) -> dict[str, pd.DataFrame]:
+    """{dataset: its candidates' doc_id, label, role and, where the split has it, text}."""
     from pathlib import Path
 
-    return {Path(p).parent.name: pd.read_parquet(p, columns=["doc_id", "label", "role"]) for p in paths}
+    import pyarrow.parquet as pq
+
+    out = {}
+    for p in paths:
+        have = set(pq.read_schema(p).names)
+        cols = ["doc_id", "label", "role"] + (["text"] if "text" in have else [])
+        out[Path(p).parent.name] = pd.read_parquet(p, columns=cols)
+    return out
 
 
 def _pairs(score_paths) -> list[tuple[str, str]]:
@@ -69,10 +84,12 @@ def _dataset_inference(files: Files, config: Mapping) -> pd.DataFrame:
     user = None
     if "user_sets" in files:
         user = tuple(inference_tables.read_ids(p) for p in files["user_sets"])
+    chosen = set(di_targets(config))
+    pairs = [(d, t) for d, t in _pairs(files["scores"]) if t in chosen]  # a control read only for its base: no rows
     return inference_tables.dataset_inference_frame(
         read_scores(files["scores"], files["candidates"]),
         _candidates(files["candidates"]),
-        _pairs(files["scores"]),
+        pairs,
         config["dataset_inference"],
         int(config["seed"]),
         user=user,
@@ -138,9 +155,18 @@ TABLES = (
             "logistic regression fitted on the reference candidates only (their out-of-fold "
             "scores; labels the adversary knows), then applied to the evaluation candidates, which no fitted part "
             'has seen (Maini et al., NeurIPS 2024, "LLM Dataset Inference: Did you train on my dataset?").',
-            "The test: one-sided Welch t-test that the suspect set's combined scores exceed the known-outside "
-            'set\'s; verdict "in the database" when p < α (dataset_inference.alpha, 0.01 by default), else "no '
-            'evidence"; "uninformative" with its reason when the test cannot be computed.',
+            "The test: an exact one-sided Wilcoxon-Mann-Whitney test that the suspect set's combined scores "
+            "exceed the known-outside set's (scipy's exact distribution without ties; with ties every split "
+            "enumerated, or B = 9999 seeded permutations, p = (1 + #)/(B + 1)); p_floor = 1/C(n_s + n_o, n_o) "
+            "(and 1/(B + 1) by Monte Carlo) is the smallest p the sets allow, and a p at its floor is printed "
+            '"≤ floor". Verdict "in the database" when p < α (dataset_inference.alpha, 0.01 by default), else "no '
+            'evidence"; "uninformative" with its reason when the test cannot be computed or the sets are too '
+            "small to reach α. p_welch (the one-sided Welch t-test) is a secondary column, printed only where "
+            "both sides have at least 10 documents and Shapiro-Wilk does not reject normality at 0.05 on either "
+            "side (else NaN, welch_reason says why).",
+            "p Holm: Holm's step-down adjustment over every finite p of this table (all datasets, targets, "
+            "evidence, designs and shift rows: one family); verdict (Holm) reads it at α and controls the "
+            "family-wise error rate.",
             "Sets (from the split, seeded): known outside = a fixed half of the evaluation non-members; suspect = "
             "the evaluation members (members), the other half of the evaluation non-members (non-members: "
             "expected no evidence), or a mixture of the suspect non-members and a few members so that a fraction "
@@ -151,10 +177,20 @@ TABLES = (
             "A small p says that the suspect set as a whole is in the database (more member-like than documents "
             "known to be outside), not which of its documents are; a large p is no evidence, not proof of "
             "absence: a mixture with few members, or a weak attack, can miss a set that is there.",
-            "Calibration: the false-positive rate of the same procedure at 0.05 over "
-            "dataset_inference.calibration_splits seeded splits of the evaluation non-members into suspect and "
-            "known-outside halves, with its 95% Clopper–Pearson interval; the splits reuse the same documents, so "
-            "the interval is approximate.",
+            "Distribution shift (shift ≠ none): suspect sets of evaluation NON-members that differ from the "
+            "outside set: the longest third of the texts against the rest, each TF-IDF k-means topic cluster "
+            "(dataset_inference.shift_topics) against the others, and another dataset's non-members against this "
+            "one's; every rejection is a false positive (Duan et al. 2024, \"Do membership inference attacks work "
+            'on large language models?"; Maini et al. 2024). design raw tests the combined scores; design '
+            "null-db difference, where the target's null-database control has scores, tests each document's "
+            "combined score on the target minus on the control (the same combiner), so that what the document "
+            "itself brings (length, topic) cancels.",
+            "Calibration: the exact test's false-positive rate at α on the reference non-members (disjoint from "
+            "every tested set), their combined scores cross-fitted over dataset_inference.calibration_folds folds "
+            "of the reference candidates, cut into disjoint splits of the smallest balanced size that can reach "
+            "α (5 + 5 at 0.01): k of n independent tests with the 95% Clopper-Pearson interval on n. Random "
+            "splits of one pool are exchangeable, so it checks the pipeline (no leak of the split into the "
+            "scores), not a shifted suspect set (the shift rows do that).",
         ),
         inputs=_di_inputs,
         build=_dataset_inference,

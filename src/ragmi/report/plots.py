@@ -637,12 +637,20 @@ def _nan(y_of, r) -> bool:
 
 
 def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
-    """Dataset inference: one group of bars per suspect set, one bar per (dataset, target), the bar's
-    height −log10 of the one-sided Welch p-value; the dashed line is the verdict's level α (a bar above
-    it: "in the database").  A NaN p (an uninformative test) draws no bar."""
+    """Dataset inference: one group of bars per suspect set, one bar per (dataset, target[, design]), the
+    bar's height −log10 of the exact one-sided p-value (never below its floor, the smallest p the sets
+    allow; a tick marks −log10 of the floor); the dashed line is the verdict's level α (a bar above it:
+    "in the database").  A NaN p (an uninformative test) draws no bar.  The distribution-shift rows
+    (``shift`` ≠ none) are in the table, not here."""
     if df.empty:
         raise ValueError("no dataset-inference rows to plot")
     rows = df.copy()
+    if "shift" in rows:
+        rows = rows[rows["shift"].fillna("none") == "none"]
+    if "design" in rows and rows["design"].nunique() > 1:
+        rows["suspect_set"] = [
+            s if d == "raw" else f"{s} [{d}]" for s, d in zip(rows["suspect_set"], rows["design"], strict=True)
+        ]
     rows["set"] = [
         s if s != "mixture" else f"mixture f={f:.2f}" for s, f in zip(rows["suspect_set"], rows["f"], strict=True)
     ]
@@ -662,13 +670,18 @@ def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: 
             else 0.0
             for s in sets
         ]
-        ax.bar(
-            np.arange(len(sets)) + (j - (len(who) - 1) / 2) * width, heights, width, label=w, color=_color(j, len(who))
-        )
+        x = np.arange(len(sets)) + (j - (len(who) - 1) / 2) * width
+        ax.bar(x, heights, width, label=w, color=_color(j, len(who)))
+        if "p_floor" in g:
+            floors = [
+                -math.log10(float(g.loc[s, "p_floor"])) if s in g.index and g.loc[s, "p_floor"] > 0 else np.nan
+                for s in sets
+            ]
+            ax.scatter(x, floors, marker="_", s=200, color="black", zorder=3)
     alpha = float(rows["alpha"].dropna().iloc[0]) if rows["alpha"].notna().any() else 0.01
     ax.axhline(-math.log10(alpha), color="black", ls="--", lw=1, label=f"α = {alpha:g}")
     ax.set_xticks(np.arange(len(sets)), sets, rotation=20, ha="right")
-    ax.set_ylabel("−log10 p (one-sided Welch)")
+    ax.set_ylabel("−log10 p (exact one-sided rank test; tick: its floor)")
     ax.set_title(title)
     ax.legend(fontsize="small")
     save_atomic(fig, out_png)

@@ -309,16 +309,40 @@ def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) 
         order.setdefault((r["dataset"], r["target"], r.get("evidence") or ""), []).append(r)
     several = len({d for d, _, _ in order}) > 1
     kinds = len({e for _, _, e in order}) > 1
-    for (d, t, e), rs in order.items():
+    for (d, t, e), every in order.items():
+        rs = [r for r in every if (r.get("shift") or "none") == "none"]
+        designs = len({r.get("design") or "raw" for r in rs}) > 1
         parts = []
         for r in rs:
             name = r["suspect_set"] if r["suspect_set"] != "mixture" else f"f={float(r['f']):.2f}"
-            parts.append(f"{name} p={_p(_num(r['p_value']))} {r['verdict']}")
+            if designs and (r.get("design") or "raw") != "raw":
+                name = f"{name} [{r['design']}]"
+            p, floor = _num(r["p_value"]), _num(r.get("p_floor"))
+            shown = f"≤{_p(floor)}" if p == p and floor == floor and p <= floor * (1 + 1e-9) else _p(p)
+            holm = _num(r.get("p_holm"))
+            holm_part = f" Holm p={_p(holm)}" if r.get("p_holm") is not None else ""
+            after = r.get("verdict_holm")
+            after_part = f" ({after} after Holm)" if after and after != r["verdict"] else ""
+            parts.append(f"{name} p={shown}{holm_part} {r['verdict']}{after_part}")
         who = (f"{d}/{t}" if several else t) + (f" ({e})" if kinds else "")
         lines += _wrap(f"{who}: " + "; ".join(parts), width, indent="  ", subsequent="      ")
-        if rs[0].get("calibrated") == "False" and _num(rs[0].get("calibration_lo")) > 0.05:
+        shifted = [
+            r for r in every if (r.get("shift") or "none") != "none" and _num(r["p_value"]) == _num(r["p_value"])
+        ]
+        if shifted:
+            counts = {}
+            for r in shifted:
+                k = counts.setdefault(r.get("design") or "raw", [0, 0])
+                k[0] += _num(r["p_value"]) < _num(r.get("alpha"))
+                k[1] += 1
+            text = "; ".join(f"{dsg} {k} of {n}" for dsg, (k, n) in counts.items())
+            lines += _wrap(f"{who}: shifted non-member sets read 'in the database': {text}", width, "  ")
+        alpha = _num(rs[0].get("alpha")) if rs and rs[0].get("alpha") else 0.05
+        if rs and rs[0].get("calibrated") == "False" and _num(rs[0].get("calibration_lo")) > alpha:
             lines += _wrap(
-                f"{who}: the test's false-positive rate is above 0.05: its p-values are not to be trusted", width, "  "
+                f"{who}: the test's false-positive rate is above {alpha:g}: its p-values are not to be trusted",
+                width,
+                "  ",
             )
     return lines
 
