@@ -363,3 +363,41 @@ def test_plots_reject_bad_input(tmp_path):
     with pytest.raises(ValueError, match="attack0/gray/t0"):
         plot_score_distributions(no_members, tmp_path / "d.png", "t")
     assert not list(tmp_path.iterdir())
+
+
+def test_an_uninformative_control_is_shown_as_such_never_flagged_nor_a_pass():
+    """A control that cannot tell candidates apart (constant scores; or no answer read, whatever its scores)
+    cannot fail: it is 'uninformative' in its cell and never flagged, and its AUC is not shown as a pass;
+    an informative control whose AUC interval excludes 0.5 is flagged."""
+    from ragmi.report.comparison import attach_controls, comparison_frame
+    from ragmi.report.tables import verdict_cell
+
+    def scores(shift, constant=False, no_answer=False):
+        df = scores_frame(1, n=30, seed=4)
+        if constant:
+            df["score"] = 0.0
+        df["score"] += shift * df["label"]
+        df["no_answer"] = no_answer
+        return evaluate(df, n_boot=20)
+
+    base = scores(1.5).assign(dataset="d", target="t")
+    ctl_const = scores(0.0, constant=True).assign(dataset="d", target="t--null-db")
+    ctl_unread = scores(3.0, no_answer=True).assign(dataset="d", target="t--no-retrieval")
+    assert not ctl_unread["informative"].iloc[0] and ctl_unread["auc_lo"].iloc[0] > 0.5  # separates, unread
+    targets = {
+        "t": {"control": "none"},
+        "t--null-db": {"control": "null_database"},
+        "t--no-retrieval": {"control": "no_retrieval"},
+    }
+    df = comparison_frame(pd.concat([base, ctl_const, ctl_unread], ignore_index=True), [])
+    out = attach_controls(df, targets)
+    assert out["target"].tolist() == ["t"]
+    assert out.loc[0, "null-db control AUC"] == "uninformative (constant scores)"
+    assert out.loc[0, "k=0 control AUC"] == "uninformative (no answer read)"
+    assert "excludes 0.5" not in out.loc[0, "note"] and verdict_cell(out.iloc[0]) != "control failed"
+    # the same control, informative: its interval excludes 0.5 and it is flagged
+    informative = scores(3.0).assign(dataset="d", target="t--no-retrieval")
+    out = attach_controls(comparison_frame(pd.concat([base, ctl_const, informative], ignore_index=True), []), targets)
+    assert out.loc[0, "k=0 control AUC"].startswith(f"{informative['auc'].iloc[0]:.2f} [")
+    assert "no-retrieval (k = 0) control AUC [" in out.loc[0, "note"] and "excludes 0.5" in out.loc[0, "note"]
+    assert verdict_cell(out.iloc[0]) == "control failed"
