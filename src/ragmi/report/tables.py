@@ -96,8 +96,10 @@ def retrieved_cell(row) -> str:
         return DASH if is_missing(g("auc")) else NOT_AVAILABLE
     if is_missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
         return NOT_ESTIMABLE
-    if int(n) == 0 or is_missing(g("tpr_retrieved")):
+    if int(n) == 0:
         return f"{DASH} (0 retrieved members)"
+    if is_missing(g("tpr_retrieved")):
+        return DASH
     level = float(g("tpr_retrieved_fpr"))
     k = fpr_key(level)
     fpr = realised_fpr(g(f"fpr_realized_{k}"), g(f"fpr_realized_{k}_lo"), g(f"fpr_realized_{k}_hi"), g("n_nonmembers"))
