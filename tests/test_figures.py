@@ -158,3 +158,33 @@ def test_sweep_points_leave_the_per_attack_figures():
     assert plots.sweep_point("ia/paper/n=3")
     assert not plots.sweep_point("dcmi/calibration=none") and not plots.sweep_point("dcmi/adv1")
     assert not plots.sweep_point("rag_mia/gray-pyes/t2/reading=first-topk")
+
+
+def test_roc_axes_say_they_read_the_evaluation_roc_and_a_rule_point_its_realised_fpr(tmp_path, drawn):
+    """Every TPR the ROC figure plots says which TPR it is: the axes the evaluation ROC's, a decision rule's
+    point its TPR at the FPR it realised on the evaluation non-members, with intervals and n."""
+    from ragmi.metrics import clopper_pearson
+
+    cand = candidates()
+    ev = cand[cand["role"] == "eval"]
+    rng = np.random.default_rng(1)
+    score = cand["label"] * 1.0 + rng.normal(0, 1, len(cand))
+    decision = (score > 0.5).astype(float)  # a Yes/No attack: the score is its decision
+    rows = [
+        cand.assign(variant="a/score", score=score),
+        cand.assign(variant="b/rule", score=decision, decision=decision),
+    ]
+    plots.plot_roc(pd.concat(rows, ignore_index=True), tmp_path / "roc.png", "t")
+    (fig,) = drawn
+    lin, log = fig.axes[:2]
+    assert "evaluation ROC" in lin.get_ylabel() and "evaluation ROC" in log.get_ylabel()
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    rule = next(t for t in labels if t.startswith("b/rule"))
+    e = ev.assign(d=(score[ev.index] > 0.5))
+    tp, n_m = int(e[e["label"] == 1]["d"].sum()), int((e["label"] == 1).sum())
+    fp, n_n = int(e[e["label"] == 0]["d"].sum()), int((e["label"] == 0).sum())
+    (flo, fhi), (tlo, thi) = clopper_pearson(fp, n_n), clopper_pearson(tp, n_m)
+    assert (
+        f"rule: TPR {tp / n_m:.2f} [{tlo:.2f}, {thi:.2f}]\nat its eval FPR {fp / n_n:.2f} [{flo:.2f}, {fhi:.2f}], "
+        f"n = {n_m}+{n_n}"
+    ) in rule

@@ -193,6 +193,24 @@ def test_tpr_at_low_fpr_without_a_number_is_no_evidence(tables):
     assert s == {("prod", "rag_mia"): BREACH, ("prod", "s2mia"): PASS, ("prod", "extraction"): NO_EVIDENCE}
     msg = next(c["message"] for c in r["cells"] if c["status"] == BREACH)
     assert "TPR 0.7 > max 0.5" in msg and "TPR at the reference threshold for 0% FPR" in msg
+    assert "(evaluation FPR not in the table)" in msg  # never read as "at 0% FPR" without it
+
+
+def test_a_tpr_limit_states_the_fpr_the_reference_threshold_realised(tmp_path):
+    """A TPR at the reference threshold for x% FPR is "at x% FPR" only as far as its realised evaluation FPR
+    says so: the finding states that FPR, its interval and n beside the TPR."""
+    d = tmp_path / "t"
+    write_tables(d)
+    df = pd.read_csv(d / "summary.csv")
+    df["fpr_realized"], df["fpr_realized_lo"], df["fpr_realized_hi"] = 0.15, 0.0321, 0.3789
+    df.to_csv(d / "summary.csv", index=False)
+    r = evaluate([lim("tpr_low_fpr", max=0.5, target="prod", attack="rag_mia")], d)
+    (cell,) = r["cells"]
+    assert cell["status"] == BREACH
+    assert (
+        "TPR at the reference threshold for 0% FPR 0.7 [0.5, 0.9] at evaluation FPR 0.15 [0.0321, 0.3789] "
+        "(n = 20 non-members)"
+    ) in cell["message"]
 
 
 def test_a_named_cell_that_did_not_run_is_no_evidence_never_a_pass(tables):

@@ -32,7 +32,7 @@ def test_black_box_is_compared_on_tpr_and_fpr_never_on_its_auc():
         bb_fpr_hi=0.6,
     )
     cell = published_cell(r, load_published(PUBLISHED))
-    assert "rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (RAG-MIA Tab. 7)" in cell
+    assert "rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (at rule FPR 0.50 [0.40, 0.60]" in cell
     assert "rule FPR: paper 0.61, ours 0.50 [0.40, 0.60] (RAG-MIA Tab. 7)" in cell
     assert "paper 0.81" not in cell and "AUC" not in cell
 
@@ -42,7 +42,40 @@ def test_each_prompt_gets_its_own_numbers():
     assert "rule TPR: paper 1.00" in cell and "rule FPR: paper 0.74" in cell and "0.61" not in cell
     gray = published_cell(row("rag_mia/gray/t2", auc=0.9, tpr_at_fpr_0=0.5), load_published(PUBLISHED))
     assert "AUC: paper 0.99, ours 0.90 (RAG-MIA Tab. 7)" in gray
-    assert "TPR at ref. threshold for 0% FPR: paper 0.83, ours 0.50 (RAG-MIA Tab. 7)" in gray
+    assert "TPR@0%FPR: paper 0.83, ours eval ROC n/e; 0.50 at the ref. threshold for 0% FPR" in gray
+
+
+def test_a_published_tpr_at_x_fpr_sits_beside_ours_read_from_the_eval_roc_and_the_operational_tpr():
+    """RAG-MIA's TPR@0%FPR is an ROC reading: ours beside it says which TPR it is -- the evaluation ROC's
+    (n/e at 0%: the level hinges on the single highest non-member score), and the TPR at the reference
+    threshold for 0% FPR with the FPR that threshold realised on the evaluation non-members (interval, n)."""
+    pub = load_published(PUBLISHED)
+    r = row(
+        "rag_mia/gray/t2",
+        n_nonmembers=50,
+        tpr_at_fpr_0=0.5,
+        tpr_at_fpr_0_lo=0.36,
+        tpr_at_fpr_0_hi=0.64,
+        fpr_realized_0=0.04,
+        fpr_realized_0_lo=0.005,
+        fpr_realized_0_hi=0.137,
+    )
+    cell = published_cell(r, pub)
+    assert (
+        "TPR@0%FPR: paper 0.83, ours eval ROC n/e; 0.50 [0.36, 0.64] at the ref. threshold for 0% FPR "
+        "(eval FPR 0.04 [0.01, 0.14], n = 50) (RAG-MIA Tab. 7)"
+    ) in cell
+    # a level the evaluation ROC resolves: ours read from it, labelled so, beside the operational one
+    from ragmi.report.comparison import ours_tpr
+
+    r5 = row("v", n_nonmembers=50, tpr_roc_5=0.6, tpr_roc_5_lo=0.45, tpr_roc_5_hi=0.74, tpr_at_fpr_5=0.5)
+    assert ours_tpr(r5, "5") == (
+        "0.60 [0.45, 0.74] read from the eval ROC (n = 50); 0.50 at the ref. threshold for 5% FPR "
+        "(eval FPR not recorded)"
+    )
+    # the rule's TPR carries the rule's FPR
+    bb = published_cell(row("rag_mia/black/t2", n_nonmembers=50, bb_tpr=0.9, bb_fpr=0.5), pub)
+    assert "rule TPR: paper 1.00, ours 0.90 (at rule FPR 0.50, n = 50) (RAG-MIA Tab. 7)" in bb
 
 
 def test_published_accuracy_sits_beside_the_rules_accuracy_not_the_best_threshold():

@@ -37,6 +37,8 @@ def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra)
         tpr_at_fpr_0_lo=0.0,
         tpr_at_fpr_0_hi=0.06,
         fpr_realized_0=0.0,
+        fpr_realized_0_lo=0.0,
+        fpr_realized_0_hi=0.0711,
         **{"tpr_at_fpr_0.5": 0.04, "tpr_at_fpr_0.5_lo": 0.0, "tpr_at_fpr_0.5_hi": 0.1, "fpr_realized_0.5": 0.02},
         tpr_at_fpr_1=0.1,
         tpr_at_fpr_1_lo=0.02,
@@ -46,6 +48,8 @@ def metrics_row(variant, attack, auc=(0.8123, 0.7512, 0.8649), bb=None, **extra)
         tpr_at_fpr_5_lo=0.18,
         tpr_at_fpr_5_hi=0.44,
         fpr_realized_5=0.06,
+        fpr_realized_5_lo=0.0125,
+        fpr_realized_5_hi=0.1655,
     )
     if bb is not None:  # a decision rule: its accuracy and rates
         row.update(bb_tpr=bb[0], bb_tpr_lo=bb[1], bb_tpr_hi=bb[2], bb_fpr=bb[3], bb_fpr_lo=bb[4], bb_fpr_hi=bb[5])
@@ -124,9 +128,11 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     # 50 evaluation non-members resolve 5% FPR on the evaluation ROC, not 0.5% or 1%: n/e in every row
     assert "TPR@5%FPR (eval ROC) n/e" in caption and "TPR@0.5%FPR (eval ROC) n/e" in caption
     # 40 reference non-members cannot resolve 0.5% or 1% FPR (200 and 100 needed): n/e, not a number
-    assert "TPR at ref. threshold for 5% FPR (eval FPR) 0.30 [0.18, 0.44] (eval FPR 0.06)" in caption
+    assert (
+        "TPR at ref. threshold for 5% FPR (eval FPR) 0.30 [0.18, 0.44] (eval FPR 0.06 [0.01, 0.17], n = 50)" in caption
+    )
     assert "TPR at ref. threshold for 0.5% FPR n/e" in caption and "TPR at ref. threshold for 1% FPR n/e" in caption
-    assert "TPR at ref. threshold for 0% FPR 0.02 [0.00, 0.06] at eval FPR 0.00" in caption
+    assert "TPR at ref. threshold for 0% FPR 0.02 [0.00, 0.06] (eval FPR 0.00 [0.00, 0.07], n = 50)" in caption
     assert "Best-threshold acc. (ragmi) 0.66 [0.57, 0.75]" in caption
     assert "0.04 [0.00, 0.10]" not in md
     # sorted by attack: rag_mia before s2mia
@@ -223,6 +229,39 @@ def test_table_from_evaluate_output(tmp_path):
     big = m.assign(n_ref_nonmembers=200)  # 1/200 = 0.5%: no FPR level is below the resolution
     write_tables(big, tmp_path / "m.csv", tmp_path / "m.md", "real")
     assert "TPR at ref. threshold for 0.5% FPR n/e" not in (tmp_path / "m.md").read_text()
+
+
+def test_every_tpr_cell_says_which_tpr_and_the_fpr_it_realised(tmp_path):
+    """A TPR at the reference threshold for x% FPR is "at x% FPR" only as far as its realised evaluation FPR
+    says so: every such cell carries that FPR with its interval and n; a TPR read from the evaluation ROC
+    says so in the cell."""
+    m = evaluate(scores_frame(2, black_box=(1,)), n_boot=20)
+    write_tables(m, tmp_path / "m.csv", tmp_path / "m.md", "real")
+    md = (tmp_path / "m.md").read_text()
+    cells = {}
+    for _, header, body in md_tables(md):
+        for row in body:
+            for h, c in zip(header, row):
+                cells.setdefault(h, []).append(c)
+    n = int(m["n_nonmembers"].iloc[0])
+    for line in md.splitlines():  # the caption: the columns with one value in every row
+        if line.startswith("Same in every row: "):
+            for part in line.rstrip(".").split("; "):
+                if part.startswith("TPR"):
+                    assert part.endswith(("n/e", "(eval ROC)", f", n = {n})")), part
+    tpr = {h: v for h, v in cells.items() if h.startswith("TPR")}
+    roc = [h for h in tpr if "eval ROC" in h]
+    ref = [h for h in tpr if h.startswith("TPR at ref. threshold")]
+    assert roc and ref
+    for h in ref:
+        for c in tpr[h]:
+            assert c == "n/e" or "(eval FPR 0." in c and f"], n = {n})" in c, (h, c)
+    for h in roc:
+        for c in tpr[h]:
+            assert c == "n/e" or c.endswith("(eval ROC)"), (h, c)
+    r = m.iloc[0]
+    want = f"(eval FPR {r['fpr_realized_5']:.2f} [{r['fpr_realized_5_lo']:.2f}, {r['fpr_realized_5_hi']:.2f}], n = {n})"
+    assert any(want in c for c in tpr["TPR at ref. threshold for 5% FPR"])
 
 
 def test_table_errors(metrics_df, tmp_path):
@@ -324,3 +363,41 @@ def test_plots_reject_bad_input(tmp_path):
     with pytest.raises(ValueError, match="attack0/gray/t0"):
         plot_score_distributions(no_members, tmp_path / "d.png", "t")
     assert not list(tmp_path.iterdir())
+
+
+def test_an_uninformative_control_is_shown_as_such_never_flagged_nor_a_pass():
+    """A control that cannot tell candidates apart (constant scores; or no answer read, whatever its scores)
+    cannot fail: it is 'uninformative' in its cell and never flagged, and its AUC is not shown as a pass;
+    an informative control whose AUC interval excludes 0.5 is flagged."""
+    from ragmi.report.comparison import attach_controls, comparison_frame
+    from ragmi.report.tables import verdict_cell
+
+    def scores(shift, constant=False, no_answer=False):
+        df = scores_frame(1, n=30, seed=4)
+        if constant:
+            df["score"] = 0.0
+        df["score"] += shift * df["label"]
+        df["no_answer"] = no_answer
+        return evaluate(df, n_boot=20)
+
+    base = scores(1.5).assign(dataset="d", target="t")
+    ctl_const = scores(0.0, constant=True).assign(dataset="d", target="t--null-db")
+    ctl_unread = scores(3.0, no_answer=True).assign(dataset="d", target="t--no-retrieval")
+    assert not ctl_unread["informative"].iloc[0] and ctl_unread["auc_lo"].iloc[0] > 0.5  # separates, unread
+    targets = {
+        "t": {"control": "none"},
+        "t--null-db": {"control": "null_database"},
+        "t--no-retrieval": {"control": "no_retrieval"},
+    }
+    df = comparison_frame(pd.concat([base, ctl_const, ctl_unread], ignore_index=True), [])
+    out = attach_controls(df, targets)
+    assert out["target"].tolist() == ["t"]
+    assert out.loc[0, "null-db control AUC"] == "uninformative (constant scores)"
+    assert out.loc[0, "k=0 control AUC"] == "uninformative (no answer read)"
+    assert "excludes 0.5" not in out.loc[0, "note"] and verdict_cell(out.iloc[0]) != "control failed"
+    # the same control, informative: its interval excludes 0.5 and it is flagged
+    informative = scores(3.0).assign(dataset="d", target="t--no-retrieval")
+    out = attach_controls(comparison_frame(pd.concat([base, ctl_const, informative], ignore_index=True), []), targets)
+    assert out.loc[0, "k=0 control AUC"].startswith(f"{informative['auc'].iloc[0]:.2f} [")
+    assert "no-retrieval (k = 0) control AUC [" in out.loc[0, "note"] and "excludes 0.5" in out.loc[0, "note"]
+    assert verdict_cell(out.iloc[0]) == "control failed"

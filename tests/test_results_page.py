@@ -256,3 +256,62 @@ def test_screenshot_at_1280_shows_the_page(page, tmp_path):
     assert white < 0.97, f"{shot}: {white:.1%} white"
     if red >= 0:
         assert red > 100, f"{shot}: no red 'leaks' badge rendered"
+
+
+# ---------------------------------------------------------------------------------------------------
+# which TPR each cell is
+
+
+def _cells(table_html: str) -> tuple[list[str], list[list[str]]]:
+    """(header, rows of cell texts) of one HTML table, tags stripped."""
+    import html as _html
+
+    def text(x):
+        return _html.unescape(re.sub(r"<[^>]+>", "", x))
+
+    header = [text(h) for h in re.findall(r"<th>(.*?)</th>", table_html)]
+    rows = [
+        [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)] for tr in re.findall(r"<tr>(.*?)</tr>", table_html)
+    ]
+    return header, [r for r in rows if r]
+
+
+def test_summary_tpr_cells_say_which_tpr_and_the_fpr_it_realised(tmp_path):
+    """Each TPR cell of the page's summary says which TPR it is: "(eval ROC)", or the FPR its reference
+    threshold realised on the evaluation non-members, with its interval and n."""
+    from ragmi.report.results_page import Linker, read_csv, summary_table
+
+    res = write_fixture(tmp_path, figures=False, gate=False)
+    _, rows = read_csv(res / "tables" / "summary.csv")
+    header, body = _cells(summary_table(rows, Linker(res / "tables" / "summary.csv", res)))
+    roc = next(i for i, h in enumerate(header) if "(eval ROC)" in h)
+    ref = next(i for i, h in enumerate(header) if h.startswith("TPR at ref. threshold"))
+    computed = [(r, cells) for r, cells in zip(rows, body) if r["tpr"] != ""]
+    assert computed
+    for r, cells in computed:
+        assert cells[roc].endswith(" (eval ROC)"), cells[roc]
+        assert cells[ref] == f"{float(r['tpr']):.2f} [0.02, 0.55] (eval FPR 0.05 [0.00, 0.25], n = 20)"
+
+
+def test_privacy_utility_tpr_cell_carries_its_realised_fpr(tmp_path):
+    from ragmi.report.results_page import Linker, csv_table
+
+    row = {
+        "dataset": "d",
+        "target": "pad",
+        "utility_metric": "f1",
+        "auc": "0.8",
+        "auc_lo": "0.7",
+        "auc_hi": "0.9",
+        "tpr_fpr": "0.05",
+        "tpr_low_fpr": "0.6",
+        "tpr_low_fpr_lo": "0.4",
+        "tpr_low_fpr_hi": "0.8",
+        "tpr_fpr_realized": "0.15",
+        "tpr_fpr_realized_lo": "0.0321",
+        "tpr_fpr_realized_hi": "0.3789",
+        "tpr_n_nonmembers": "20",
+    }
+    header, body = _cells(csv_table("privacy_utility", list(row), [row], Linker(tmp_path / "pu.csv", tmp_path)))
+    i = next(i for i, h in enumerate(header) if h.startswith("TPR at ref. threshold"))
+    assert body[0][i] == "0.60 [0.40, 0.80] at the ref. threshold for 5% FPR (eval FPR 0.15 [0.03, 0.38], n = 20)"

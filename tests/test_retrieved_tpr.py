@@ -135,10 +135,10 @@ def test_markdown_column_cells_and_note():
     rows = {r["target"]: r for r in records(rest)}
     own = m[m["target"] == "own"].iloc[0]
     assert rows["own"]["TPR \\| retrieved"] == retrieved_cell(own)
-    assert retrieved_cell(own).endswith("(n=10 at 5% FPR)")
+    assert " of 10 retrieved members at the ref. threshold for 5% FPR (eval FPR " in retrieved_cell(own)
     assert retrieved_cell(own).startswith(f"{own['tpr_retrieved']:.2f} [")
     assert rows["remote"]["TPR \\| retrieved"] == NOT_AVAILABLE
-    assert rows["empty"]["TPR \\| retrieved"] == "– (n=0 at 5% FPR)"
+    assert rows["empty"]["TPR \\| retrieved"] == "– (0 retrieved members)"
     assert "- TPR \\| retrieved: the TPR of the evaluation members" in md
     # same column count in every row of each table
     for _, header, body in tables:
@@ -146,6 +146,30 @@ def test_markdown_column_cells_and_note():
     # metrics written before the column: no column, no note
     old = markdown_table(m.drop(columns=[c for c in m if "retrieved" in c]), "t")
     assert "retrieved" not in old
+
+
+def test_retrieved_cell_names_the_threshold_and_the_fpr_it_realised_on_the_eval_nonmembers():
+    """The cell is "at x% FPR" only as far as the realised FPR says so: it names the reference threshold and
+    the FPR that threshold gave on the evaluation non-members, with its Clopper-Pearson interval and n,
+    counted here from the scores themselves."""
+    df = _scores(n_ref=20, n_eval=20, seed=3)
+    out = evaluate(df, n_boot=20)
+    ev = df[df["role"] == "eval"]
+    flags = {d: i % 2 == 0 for i, d in enumerate(ev[ev["label"] == 1]["doc_id"])}  # 10 of 20 retrieved
+    r = pd.concat([out, retrieved_tpr(df, out, {"a/v": flags})], axis=1).iloc[0]
+    t = out.loc[0, "threshold_fpr_5"]
+    nonmembers = ev[ev["label"] == 0]["score"]
+    fp = int((nonmembers >= t).sum())
+    lo, hi = clopper_pearson(fp, len(nonmembers))
+    cell = retrieved_cell(r)
+    assert cell.startswith(f"{r['tpr_retrieved']:.2f} [{r['tpr_retrieved_lo']:.2f}, {r['tpr_retrieved_hi']:.2f}] ")
+    assert cell.endswith(
+        f" of 10 retrieved members at the ref. threshold for 5% FPR "
+        f"(eval FPR {fp / len(nonmembers):.2f} [{lo:.2f}, {hi:.2f}], n = 20)"
+    )
+    # a row written without the realised FPR is never read as "at 5% FPR"
+    old = r.drop([c for c in r.index if c.startswith("fpr_realized")])
+    assert retrieved_cell(old).endswith("(eval FPR not recorded)")
 
 
 def test_summary_keeps_eight_columns_and_carries_the_numbers_in_its_csv():

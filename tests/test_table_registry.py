@@ -257,8 +257,9 @@ def test_comparison_tables(tmp_path):
     assert list(df["variant"]) == ["rag_mia/gray/t2", "ia/paper"]  # headline variants, metrics order
     ours = df.loc[0]  # each published number beside the same metric of ours
     assert df.loc[0, "published"] == (
-        f"TPR at ref. threshold for 0% FPR: paper 0.83, ours {ours.tpr_at_fpr_0:.2f} [{ours.tpr_at_fpr_0_lo:.2f}, {ours.tpr_at_fpr_0_hi:.2f}] "
-        f"(RAG-MIA Tab. 7); AUC: paper 0.99, ours {ours.auc:.2f} [{ours.auc_lo:.2f}, {ours.auc_hi:.2f}] (RAG-MIA Tab. 7)"
+        f"TPR@0%FPR: paper 0.83, ours eval ROC n/e; {ours.tpr_at_fpr_0:.2f} [{ours.tpr_at_fpr_0_lo:.2f}, {ours.tpr_at_fpr_0_hi:.2f}] "
+        f"at the ref. threshold for 0% FPR (eval FPR {ours.fpr_realized_0:.2f} [{ours.fpr_realized_0_lo:.2f}, "
+        f"{ours.fpr_realized_0_hi:.2f}], n = {int(ours.n_nonmembers)}) (RAG-MIA Tab. 7); AUC: paper 0.99, ours {ours.auc:.2f} [{ours.auc_lo:.2f}, {ours.auc_hi:.2f}] (RAG-MIA Tab. 7)"
     )
     assert df.loc[1, "published"] == ""
     md = (tmp_path / "c.md").read_text()

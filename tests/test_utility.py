@@ -497,3 +497,58 @@ def test_the_tables_are_not_built_without_utility():
     assert not built(TABLES["privacy_utility"], cfg) and not built(TABLES["utility"], cfg)
     minimal = {"datasets": {"a": {}}, "targets": {}, "attacks": {}}  # no utility block at all
     assert not built(TABLES["privacy_utility"], minimal)
+
+
+def _pu_frames(fpr_defended: float, fpr_base: float, n_nonmembers: int = 20):
+    """A utility frame of an undefended and a defended target (f1 only) and the metrics of one headline
+    variant on each, at the reference threshold for 5% FPR, with the eval FPR each threshold realised."""
+    from ragmi.metrics import clopper_pearson, metric_columns
+    from ragmi.report.utility_tables import UTILITY_COLUMNS
+
+    urows, mrows = [], []
+    for target, tpr, fpr in (("plain", 0.5, fpr_base), ("pad", 0.6, fpr_defended)):
+        u = dict.fromkeys(UTILITY_COLUMNS, float("nan"))
+        u.update(dataset="syn", target=target, base_target="plain", defenses="pad" if target == "pad" else "")
+        u.update(utility_metric="f1", utility=0.5, utility_lo=0.4, utility_hi=0.6, n=30, n_questions=30)
+        u.update(n_paired=pd.NA, utility_change="", note="")
+        urows.append(u)
+        m = dict.fromkeys(metric_columns(), float("nan"))
+        fp = round(fpr * n_nonmembers)
+        lo, hi = clopper_pearson(fp, n_nonmembers)
+        m.update(dataset="syn", target=target, attack="rag_mia", variant="rag_mia/gray/t2", auc=0.8, auc_lo=0.7)
+        m.update(auc_hi=0.9, n_members=20, n_nonmembers=n_nonmembers, n_ref_members=20, n_ref_nonmembers=20)
+        m.update(tpr_at_fpr_5=tpr, tpr_at_fpr_5_lo=tpr - 0.2, tpr_at_fpr_5_hi=tpr + 0.2, threshold_fpr_5=1.0)
+        m.update(fpr_realized_5=fp / n_nonmembers, fpr_realized_5_lo=lo, fpr_realized_5_hi=hi)
+        mrows.append(m)
+    return pd.DataFrame(urows, columns=UTILITY_COLUMNS), pd.DataFrame(mrows)
+
+
+def _pu(fpr_defended, fpr_base):
+    from ragmi.report.utility_tables import privacy_utility_frame
+
+    u, met = _pu_frames(fpr_defended, fpr_base)
+    return privacy_utility_frame(u, met, {}, None, None, None, "f1", 50, 0, channels_of=lambda a, v: ("text",))
+
+
+def test_privacy_utility_tpr_carries_its_realised_fpr_and_a_mixed_delta_tpr_says_so():
+    """A ΔTPR between a target whose reference threshold realised eval FPR 0.15 and one that realised 0.00 is
+    not a like-for-like change: the cell says both realised FPRs and so; every TPR cell carries its own."""
+    from ragmi.report.utility_tables import privacy_utility_markdown
+
+    df = _pu(0.15, 0.0).set_index("target")
+    pad, plain = df.loc["pad"], df.loc["plain"]
+    assert pad["tpr_fpr_realized"] == pytest.approx(0.15) and pad["base_tpr_fpr_realized"] == 0.0
+    assert pad["tpr_n_nonmembers"] == 20 and pad["delta_tpr_low_fpr"] == pytest.approx(0.1)
+    assert pad["delta_tpr_note"].startswith("not like for like")
+    md = privacy_utility_markdown(df.reset_index(), "t")
+    assert "0.60 [0.40, 0.80] at the ref. threshold for 5% FPR (eval FPR 0.15 [0.03, 0.38], n = 20)" in md
+    assert "0.50 [0.30, 0.70] at the ref. threshold for 5% FPR (eval FPR 0.00 [0.00, 0.17], n = 20)" in md
+    assert (
+        "ΔTPR at the ref. threshold for 5% FPR +0.10 (eval FPR 0.15 [0.03, 0.38], n = 20 vs undefended "
+        "eval FPR 0.00 [0.00, 0.17], n = 20): not like for like"
+    ) in md
+    assert "ΔTPR at 5% FPR" not in md and "TPR@5%FPR" not in md
+    # the same realised FPR on both targets: like for like
+    same = _pu(0.05, 0.05).set_index("target").loc["pad"]
+    assert same["delta_tpr_note"] == "like for like: both realised eval FPR 0.05"
+    assert plain["delta_tpr_note"] == ""  # the baseline has no ΔTPR

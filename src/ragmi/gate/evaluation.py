@@ -62,8 +62,24 @@ def _cell_n(metric: Metric, r: Mapping) -> tuple[float, str]:
     return n, f"n = {_fmt(n)}"
 
 
+def _realised_fpr(r: Mapping) -> str:
+    """``"at evaluation FPR 0.05 [0, 0.25] (n = 20 non-members)"``: the FPR the summary row's reference
+    threshold realised on the evaluation non-members, with its interval and n -- a TPR at the reference
+    threshold for x% FPR is "at x% FPR" only as far as this says so; ``"(evaluation FPR not in the table)"``
+    when the row has none."""
+    realised = number(r.get("fpr_realized"))
+    if math.isnan(realised):
+        return "(evaluation FPR not in the table)"
+    lo, hi, n = number(r.get("fpr_realized_lo")), number(r.get("fpr_realized_hi")), number(r.get("n_nonmembers"))
+    out = f"at evaluation FPR {_fmt(realised)}"
+    if not (math.isnan(lo) or math.isnan(hi)):
+        out += f" [{_fmt(lo)}, {_fmt(hi)}]"
+    return out + ("" if math.isnan(n) else f" (n = {_fmt(n)} non-members)")
+
+
 def _detail(metric: Metric, r: Mapping) -> str:
-    """What the finding adds to the number: the interval, the FPR level, the table's verdict."""
+    """What the finding adds to the number: the interval, the FPR level and the evaluation FPR the
+    reference threshold realised (:func:`_realised_fpr`), the table's verdict."""
     if metric.table == "summary":
         out = f"AUC {_fmt(number(r.get('auc')))} [{_fmt(number(r.get('auc_lo')))}, {_fmt(number(r.get('auc_hi')))}]"
         level = number(r.get("tpr_fpr"))
@@ -72,9 +88,7 @@ def _detail(metric: Metric, r: Mapping) -> str:
                 f", TPR at the reference threshold for {100 * level:g}% FPR {_fmt(number(r.get('tpr')))} "
                 f"[{_fmt(number(r.get('tpr_lo')))}, {_fmt(number(r.get('tpr_hi')))}]"
             )
-            realised = number(r.get("fpr_realized"))
-            if not math.isnan(realised):
-                out += f" at evaluation FPR {_fmt(realised)}"
+            out += " " + _realised_fpr(r)
         mda, mda80 = number(r.get("min_detectable_auc")), number(r.get("min_detectable_auc_80"))
         if not math.isnan(mda):
             out += f", AUC detected at this n with 50% power {mda:.2f}"

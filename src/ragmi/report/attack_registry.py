@@ -130,7 +130,15 @@ TABLES: tuple[Table, ...] = (
             "(config/published.yaml), each printed as '<metric>: paper <value>, ours <value [CI]>' beside the same "
             "metric of ours, with the paper's caveat where it left the setting open; numbers that are not the "
             "quantity ragmi computes (RAG-MIA's black-box AUC) are not shown (docs/provenance.md#published). "
+            "A published TPR@x%FPR is shown beside ours read from the evaluation ROC ('eval ROC', n/e at 0%) and "
+            "beside our TPR at the reference threshold for x% with the FPR it realised on the evaluation "
+            "non-members (interval, n); a rule TPR beside the rule's FPR. "
             "note = where the numbers show the attack carries no information in this setting.",
+            "Control columns (null-db / k=0 control AUC, in the CSV): the AUC of the row's negative control; "
+            "'uninformative' for a control "
+            "whose scores cannot tell candidates apart (constant scores, no answer read): it cannot fail, so it is "
+            "never flagged and is no pass either; an informative control whose AUC interval excludes 0.5 is "
+            "flagged in note.",
             "Costs are per candidate document: queries sent to the target, prompt and output tokens of those "
             "queries, and attacker-LLM tokens spent once in offline query generation.",
         ),

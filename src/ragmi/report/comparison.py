@@ -18,17 +18,63 @@ from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from ..io import read_project_yaml
 from ..plan import is_plain
 from ..rag.frameworks import framework_rank
-from .cells import format_ci, format_n
+from .cells import DASH, EVAL_ROC, format_ci, format_level, format_n, is_missing, ref_tpr
+from .metric_rows import is_informative
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
 # is a column of ragmi.metrics, so the paper's number is always shown beside the same quantity of ours.
+# A published "TPR@x%FPR" (``tpr_at_fpr_<k>``) is the field's reading of an ROC: it is shown beside ours read
+# from the evaluation ROC (``tpr_roc_<k>``, labelled so) and beside the operational TPR at the reference
+# threshold for x% with the FPR that threshold realised (:func:`ours_tpr`), never as a bare "ours".
 PUBLISHED_METRICS = {
     "auc": "AUC",
     "accuracy": "accuracy (rule)",
     "bb_tpr": "rule TPR",
     "bb_fpr": "rule FPR",
-    "tpr_at_fpr_0": "TPR at ref. threshold for 0% FPR",
+    "tpr_at_fpr_0": "TPR@0%FPR",
 }
+
+
+def ours_tpr(row, key: str) -> str:
+    """Our TPR at ``key``% FPR beside a published one, each of its two kinds named: ``"read from the eval ROC
+    0.55 [0.40, 0.69] (n = 50)"`` (or ``"eval ROC n/e"``: the evaluation non-members do not resolve the level;
+    never at 0%) and ``"0.50 [0.38, 0.62] at the ref. threshold for 5% FPR (eval FPR 0.04 [0.00, 0.14], n =
+    50)"``."""
+    g = row.get
+    level = float(key) / 100
+    n = g("n_nonmembers")
+    if is_missing(g(f"tpr_roc_{key}")):
+        roc = f"{EVAL_ROC} n/e"
+    else:
+        roc = (
+            f"{format_ci(g(f'tpr_roc_{key}'), g(f'tpr_roc_{key}_lo'), g(f'tpr_roc_{key}_hi'))} read from the {EVAL_ROC}"
+        )
+        roc += "" if is_missing(n) else f" (n = {int(n)})"
+    ref = ref_tpr(
+        g(f"tpr_at_fpr_{key}"),
+        g(f"tpr_at_fpr_{key}_lo"),
+        g(f"tpr_at_fpr_{key}_hi"),
+        level,
+        g(f"fpr_realized_{key}"),
+        g(f"fpr_realized_{key}_lo"),
+        g(f"fpr_realized_{key}_hi"),
+        n,
+    )
+    if ref == DASH:
+        ref = f"at the ref. threshold for {format_level(level)} FPR {DASH}"
+    return f"{roc}; {ref}"
+
+
+def _ours(row, m: str) -> str:
+    """Our number of published metric ``m``: a TPR with what it is and the FPR beside it."""
+    if m.startswith("tpr_at_fpr_"):
+        return ours_tpr(row, m[len("tpr_at_fpr_") :])
+    ours = format_ci(row.get(m), row.get(f"{m}_lo"), row.get(f"{m}_hi"))
+    if m == "bb_tpr" and ours != DASH and not is_missing(row.get("bb_fpr")):
+        g = row.get
+        ours += f" (at rule FPR {format_ci(g('bb_fpr'), g('bb_fpr_lo'), g('bb_fpr_hi'))}"
+        ours += ")" if is_missing(g("n_nonmembers")) else f", n = {int(g('n_nonmembers'))})"
+    return ours
 
 
 def is_main_variant(variant: str) -> bool:
@@ -81,8 +127,9 @@ def published_entries(row: pd.Series, published: list[dict], defenses=(), framew
 def published_cell(row: pd.Series, published: list[dict], defenses=(), framework: str = "standard") -> str:
     """The published numbers of the same setting — dataset source, generator model, variant,
     defenses ``[(kind, params)]`` and framework of the row's target —, each beside the same metric of ours:
-    ``"rule TPR: paper 1.00, ours 0.90 [0.81, 0.97] (RAG-MIA Tab. 7)"`` (the entry's ``note`` after
-    its source); '' when there is none.  Entries marked ``comparable: false`` are never shown: they
+    ``"rule FPR: paper 0.61, ours 0.50 [0.40, 0.60] (RAG-MIA Tab. 7)"`` (the entry's ``note`` after
+    its source), a rule TPR with the rule's FPR beside it, a TPR@x%FPR as :func:`ours_tpr` reads it; ''
+    when there is none.  Entries marked ``comparable: false`` are never shown: they
     are not the quantity ragmi computes (docs/provenance.md#published)."""
     hits = published_entries(row, published, defenses, framework)
     cells = []
@@ -90,7 +137,7 @@ def published_cell(row: pd.Series, published: list[dict], defenses=(), framework
         m = p["metric"]
         if m not in PUBLISHED_METRICS:
             raise ValueError(f"published entry {p} names metric {m!r}; allowed: {', '.join(PUBLISHED_METRICS)}")
-        ours = format_ci(row.get(m), row.get(f"{m}_lo"), row.get(f"{m}_hi"))
+        ours = _ours(row, m)
         where = p["paper"] + (f"; {p['note']}" if p.get("note") else "")
         cells.append(f"{PUBLISHED_METRICS[m]}: paper {_paper_number(p['value'])}, ours {ours} ({where})")
     return "; ".join(cells)
@@ -178,13 +225,32 @@ def control_excludes_chance(row) -> bool:
     return bool(pd.notna(lo) and pd.notna(hi) and (lo > 0.5 or hi < 0.5))
 
 
+UNINFORMATIVE_CONTROL = "uninformative"
+
+
+def control_cell(c) -> str:
+    """A control's cell: its AUC with the interval, or ``"uninformative (constant scores)"`` for a control
+    whose scores cannot tell candidates apart (``informative`` False, ragmi.metrics): such a control cannot
+    fail, and its AUC of 0.5 is no pass either."""
+    if not is_informative(c):
+        why = str(c.get("uninformative_reason") or "").strip()
+        return f"{UNINFORMATIVE_CONTROL} ({why})" if why and why != "nan" else UNINFORMATIVE_CONTROL
+    return format_ci(c["auc"], c["auc_lo"], c["auc_hi"])
+
+
+def control_failed(c) -> bool:
+    """Whether a control row failed: it is informative and its AUC interval excludes 0.5."""
+    return is_informative(c) and control_excludes_chance(c)
+
+
 def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
     """Move the negative-control targets' AUCs beside their base target's rows (one column per
-    control) and drop the control rows; flag in ``note`` an attack whose control AUC interval
-    excludes 0.5: on the null database it separates members from non-members that are not in the
-    database, with k = 0 it separates them without any retrieval — either way it learns something
-    other than membership (corpus artefacts, label order, prompt effects, the generator's own
-    training data)."""
+    control) and drop the control rows; flag in ``note`` an attack whose informative control's AUC
+    interval excludes 0.5 (:func:`control_failed`): on the null database it separates members from
+    non-members that are not in the database, with k = 0 it separates them without any retrieval —
+    either way it learns something other than membership (corpus artefacts, label order, prompt effects,
+    the generator's own training data).  An uninformative control (constant scores, no answer read) is
+    shown as such (:func:`control_cell`) and never flagged: it could not have failed."""
     control_of = {t: c["control"] for t, c in targets.items() if c["control"] != "none"}
     if not control_of:
         return df
@@ -202,8 +268,8 @@ def attach_controls(df: pd.DataFrame, targets: dict) -> pd.DataFrame:
                 cells.append("")
                 continue
             c = key.loc[ctl]
-            cells.append(format_ci(c["auc"], c["auc_lo"], c["auc_hi"]))
-            if control_excludes_chance(c):
+            cells.append(control_cell(c))
+            if control_failed(c):
                 flag = (
                     f"{CONTROL_NAMES[kind]} control AUC [{c['auc_lo']:.2f}, {c['auc_hi']:.2f}] excludes 0.5: "
                     + (CONTROL_FLAGS[kind])

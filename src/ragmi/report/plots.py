@@ -6,7 +6,11 @@ PNG is rendered to a temporary file in the target directory and moved into place
 ``os.replace``, so a crash never leaves a half-written figure.
 
 The ROC figure has a linear panel and a log-log panel of the low-FPR region, where membership
-inference is judged (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  Its axes run a little
+inference is judged (TPR at low FPR, Carlini et al. 2022, as used in RAG-MIA §5).  Its TPR axes say what
+they plot: the TPR read from the evaluation ROC, every threshold chosen on the evaluation scores it is
+scored on (ragmi.metrics ``tpr_roc_<k>``), not an operational TPR at a reference threshold; a decision
+rule's point is labelled with its TPR at the FPR it realised on the evaluation non-members (Clopper–Pearson
+intervals, n).  Its axes run a little
 beyond [0, 1] (:data:`ROC_LIMITS`), so that a perfect attack's curve (AUC 1.0: up the left edge, along the
 top) is drawn inside them and not on the frame; every variant has its own colour, line style and marker,
 and the legend sits outside the panels.
@@ -36,7 +40,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..io import atomic_path  # noqa: E402
-from ..metrics import check_scores_frame, roc_auc, roc_points  # noqa: E402
+from ..metrics import check_scores_frame, clopper_pearson, roc_auc, roc_points  # noqa: E402
 from ..utility.measures import METRIC_LABELS  # noqa: E402
 from .cells import DASH  # noqa: E402
 from .utility_tables import CHANNEL_GROUPS, CHANNEL_LABELS  # noqa: E402
@@ -104,13 +108,34 @@ def _style(i: int) -> dict:
     }
 
 
+ROC_TPR_LABEL = "TPR read from the evaluation ROC"
+
+
+def rule_point_label(decision: np.ndarray, labels: np.ndarray) -> str:
+    """``"rule: TPR 0.52 [0.38, 0.65]\\nat its eval FPR 0.45 [0.32, 0.58], n = 30+30"``: a decision rule's
+    TPR on the evaluation members at the FPR it realised on the evaluation non-members, each with its
+    Clopper–Pearson interval and n (rows without a decision left out)."""
+    d, y = np.asarray(decision, float), np.asarray(labels, int)
+    ok = ~np.isnan(d)
+    m, n = d[ok & (y == 1)], d[ok & (y == 0)]
+    tpr_lo, tpr_hi = clopper_pearson(int(m.sum()), m.size)
+    fpr_lo, fpr_hi = clopper_pearson(int(n.sum()), n.size)
+    tpr = float(m.mean()) if m.size else float("nan")
+    fpr = float(n.mean()) if n.size else float("nan")
+    return (
+        f"rule: TPR {tpr:.2f} [{tpr_lo:.2f}, {tpr_hi:.2f}]\nat its eval FPR {fpr:.2f} [{fpr_lo:.2f}, {fpr_hi:.2f}], "
+        f"n = {m.size}+{n.size}"
+    )
+
+
 def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
     """ROC curves of every variant on the eval rows: linear panel and log-log low-FPR panel.
 
     Score-based variants are drawn as curves, labelled with their AUC, each with its own colour, line
     style and marker (markers spread along the curve); the axes run over :data:`ROC_LIMITS`, so that an
-    AUC of 1.0 is a visible corner inside the frame.  Black-box point attacks (``decision`` given) are
-    drawn as one marker at the (FPR, TPR) of their hard decision.  On the log panel rates of 0 are drawn
+    AUC of 1.0 is a visible corner inside the frame; the TPR axes say they read the evaluation ROC
+    (:data:`ROC_TPR_LABEL`).  Black-box point attacks (``decision`` given) are drawn as one marker at the
+    (FPR, TPR) of their hard decision, labelled with both and their intervals (:func:`rule_point_label`).  On the log panel rates of 0 are drawn
     at the floor ``1 / (2 n)`` (n = the largest class size).  The legend is outside the panels.
     """
     df, variants = _eval_variants(scores_df)
@@ -132,7 +157,7 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
             dec = sub["decision"].to_numpy(float)
             tpr = float(np.nanmean(dec[y == 1]))
             fpr = float(np.nanmean(dec[y == 0]))
-            label = f"{v} (point: TPR {tpr:.2f}, FPR {fpr:.2f}; AUC {auc:.2f})"
+            label = f"{v} (AUC {auc:.2f})\n{rule_point_label(dec, y)}"
             ax_lin.plot([fpr], [tpr], marker=style["marker"], ms=8, ls="none", color=color, mec="black", label=label)
             ax_log.plot([max(fpr, floor)], [max(tpr, floor)], marker=style["marker"], ms=8, ls="none", color=color)
         else:
@@ -147,8 +172,8 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
     ax_lin.set(
         xlim=ROC_LIMITS,
         ylim=ROC_LIMITS,
-        xlabel="false-positive rate",
-        ylabel="true-positive rate",
+        xlabel="false-positive rate (evaluation non-members)",
+        ylabel=f"{ROC_TPR_LABEL}\n(threshold at each evaluation score)",
         title="ROC (evaluation set)",
     )
     ax_lin.set_aspect("equal")
@@ -158,7 +183,7 @@ def plot_roc(scores_df: pd.DataFrame, out_png: str | os.PathLike, title: str) ->
         xlim=(floor / 1.3, 1.3),
         ylim=(floor / 1.3, 1.3),
         xlabel=f"false-positive rate (log; 0 drawn at {floor:.2g})",
-        ylabel="true-positive rate (log)",
+        ylabel=f"{ROC_TPR_LABEL} (log)",
         title="low-FPR region",
     )
     ax_log.set_aspect("equal")

@@ -12,8 +12,9 @@ In order:
 1. the summary: one row per (dataset ×) target × attack headline variant, with its verdict as a
    coloured badge (``leaks`` red; ``control failed`` and ``inverted`` orange; ``uninformative`` grey;
    ``no evidence at this n`` light; ``not computed`` outlined), the AUC with its 95% interval, the two
-   TPR figures (the evaluation ROC's TPR at x% FPR; the TPR at the reference threshold with the FPR it
-   realised) and the costs per candidate;
+   TPR figures, each cell saying which it is (the evaluation ROC's TPR at x% FPR, "(eval ROC)"; the TPR
+   at the reference threshold with the FPR it realised on the n evaluation non-members, interval and n)
+   and the costs per candidate;
 2. per target: its ROC figure (every attack), the per-attack ROC and score figures (folded) and the
    defense effect (ΔAUC against the undefended target);
 3. the audit: hook inventory, canaries, leakage dashboard;
@@ -39,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .audit_tables import MACHINE_COLUMNS  # numbers for the gate, not for people
+from .cells import EVAL_ROC, realised_fpr, ref_tpr
 from .provenance import format_seconds
 from .run_summary import VERDICTS, ci, count, pct, verdict_counts
 
@@ -78,6 +80,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
         "utility_change",
         "variant",
         "auc",
+        "tpr_low_fpr",
         "delta_auc",
         "leakage_change",
         "canaries_recovered",
@@ -94,7 +97,7 @@ HEADERS = {
     "canaries_recovered": "canaries recovered",
     "nel_per_run": "NEL/run",
     "auc": "AUC",
-    "tpr_low_fpr": "TPR at low FPR",
+    "tpr_low_fpr": "TPR at ref. threshold, at its realised eval FPR",
 }
 AUDIT_TABLES = ("hook_inventory", "canaries", "leakage_dashboard")
 SHOWN = ("summary", "defense_effect", *AUDIT_TABLES, "privacy_utility")
@@ -281,8 +284,33 @@ def _levels(rows, col) -> list[float]:
     return sorted({v for r in rows if not math.isnan(v := _num(r.get(col)))})
 
 
+def _realised(fpr, lo, hi, n) -> str:
+    """``"eval FPR 0.05 [0.00, 0.25], n = 20"`` from CSV strings (ragmi.report.cells.realised_fpr)."""
+    return realised_fpr(*(None if math.isnan(_num(x)) else _num(x) for x in (fpr, lo, hi, n)))
+
+
+def _ref_tpr_csv(r: Mapping) -> tuple[str, float]:
+    """A privacy_utility row's operational TPR as the page prints it: ``"0.30 [0.18, 0.44] at the ref. threshold
+    for 5% FPR (eval FPR 0.05 [0.00, 0.25], n = 20)"`` (ragmi.report.cells.ref_tpr), with its sort key."""
+    v = [None if math.isnan(_num(r.get(c))) else _num(r.get(c)) for c in _REF_TPR_COLUMNS]
+    return ref_tpr(*v), _num(r.get("tpr_low_fpr"))
+
+
+_REF_TPR_COLUMNS = (
+    "tpr_low_fpr",
+    "tpr_low_fpr_lo",
+    "tpr_low_fpr_hi",
+    "tpr_fpr",
+    "tpr_fpr_realized",
+    "tpr_fpr_realized_lo",
+    "tpr_fpr_realized_hi",
+    "tpr_n_nonmembers",
+)
+
+
 def summary_table(rows: Sequence[Mapping], link: Linker) -> str:
-    """The summary as an HTML table (``id="summary-table"``), one badge per row."""
+    """The summary as an HTML table (``id="summary-table"``), one badge per row; each TPR cell says which TPR
+    it is: "(eval ROC)", or the FPR its reference threshold realised on the n evaluation non-members."""
     datasets = sorted({r.get("dataset", "") for r in rows})
     roc_levels, ref_levels = _levels(rows, "roc_tpr_fpr"), _levels(rows, "tpr_fpr")
     roc_head = f"TPR@{pct(roc_levels[0])}FPR (eval ROC)" if len(roc_levels) == 1 else "TPR at low FPR (eval ROC)"
@@ -326,14 +354,18 @@ def summary_table(rows: Sequence[Mapping], link: Linker) -> str:
             roc = esc(ci(r.get("roc_tpr"), r.get("roc_tpr_lo"), r.get("roc_tpr_hi")))
             if len(roc_levels) > 1:
                 roc += esc(f" at {pct(r.get('roc_tpr_fpr'))}")
-            roc = link(i, roc)
+            roc = link(i, roc + esc(f" ({EVAL_ROC})"))
         cells.append(_td(roc, _num(r.get("roc_tpr"))))
         if math.isnan(_num(r.get("tpr"))):
             ref = esc(r.get("tpr_note") or "–")
         else:
             ref = ci(r.get("tpr"), r.get("tpr_lo"), r.get("tpr_hi"))
-            fpr = ci(r.get("fpr_realized"), r.get("fpr_realized_lo"), r.get("fpr_realized_hi"))
-            ref = link(i, esc(f"{ref} at FPR {fpr}"))
+            if len(ref_levels) > 1:
+                ref += f" at ref. threshold for {pct(r.get('tpr_fpr'))}"
+            fpr = _realised(
+                r.get("fpr_realized"), r.get("fpr_realized_lo"), r.get("fpr_realized_hi"), r.get("n_nonmembers")
+            )
+            ref = link(i, esc(f"{ref} ({fpr})"))
         cells.append(_td(ref, _num(r.get("tpr"))))
         cost = f"{count(r.get('queries_per_candidate'))} / {count(r.get('tokens_per_candidate'))}"
         cells.append(_td(link(i, esc(cost)), _num(r.get("tokens_per_candidate"))))
@@ -388,8 +420,10 @@ def table_columns(name: str, columns: Sequence[str]) -> list[str]:
 
 
 def _cell(col: str, r: Mapping, merged: Mapping[str, tuple[str, str]]) -> tuple[str, float]:
-    """(text, sort key) of one cell."""
+    """(text, sort key) of one cell; an operational TPR with the FPR its threshold realised."""
     value = str(r.get(col, "") or "")
+    if col == "tpr_low_fpr" and value != "":
+        return _ref_tpr_csv(r)
     if col in merged:
         lo, hi = merged[col]
         if value == "":

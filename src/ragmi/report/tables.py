@@ -31,9 +31,10 @@ import pandas as pd
 
 from ..costs import COST_LABELS
 from ..io import atomic_write_text
-from ..metrics import fpr_estimable
+from ..metrics import fpr_estimable, fpr_key
 from .cells import (
     DASH,
+    EVAL_ROC,
     NOT_AVAILABLE,
     NOT_ESTIMABLE,
     escape,
@@ -42,6 +43,7 @@ from .cells import (
     format_level,
     format_n,
     is_missing,
+    realised_fpr,
     signed,
 )
 from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, tpr_estimable
@@ -53,42 +55,58 @@ GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 # Cells of the metric tables
 # --------------------------------------------------------------------------------------------
 def tpr_cell(row, key: str, realized: bool = True) -> str:
-    """The TPR at the reference threshold for ``key``% FPR: ``"0.30 [0.18, 0.44] at eval FPR 0.05 [0.00,
-    0.25]"`` (the FPR that threshold realised on the evaluation non-members, Clopper–Pearson); "n/e" when
+    """The TPR at the reference threshold for ``key``% FPR: ``"0.30 [0.18, 0.44] (eval FPR 0.05 [0.00,
+    0.25], n = 20)"`` (the FPR that threshold realised on the n evaluation non-members, Clopper–Pearson:
+    :func:`ragmi.report.cells.realised_fpr`, "eval FPR not recorded" for metrics without it); "n/e" when
     the reference set cannot resolve the level (whatever the CSV holds: metrics written before that rule
     repeat TPR@0%FPR there)."""
     if not tpr_estimable(row, key):
         return NOT_ESTIMABLE
     g = row.get
     cell = format_ci(g(f"tpr_at_fpr_{key}"), g(f"tpr_at_fpr_{key}_lo"), g(f"tpr_at_fpr_{key}_hi"))
-    fpr = g(f"fpr_realized_{key}")
-    if realized and cell != DASH and not is_missing(fpr):
-        cell += f" at eval FPR {format_ci(fpr, g(f'fpr_realized_{key}_lo'), g(f'fpr_realized_{key}_hi'))}"
+    if realized and cell != DASH:
+        fpr = realised_fpr(
+            g(f"fpr_realized_{key}"), g(f"fpr_realized_{key}_lo"), g(f"fpr_realized_{key}_hi"), g("n_nonmembers")
+        )
+        cell += f" ({fpr})"
     return cell
 
 
 def roc_tpr_cell(row, key: str) -> str:
-    """The evaluation ROC's TPR at ``key``% FPR (``tpr_roc_<key>``, Clopper–Pearson), "n/e" when the
-    evaluation non-members do not resolve the level (x·n < 1)."""
+    """The evaluation ROC's TPR at ``key``% FPR (``tpr_roc_<key>``, Clopper–Pearson), labelled ``(eval
+    ROC)`` in the cell itself; "n/e" when the evaluation non-members do not resolve the level (x·n < 1)."""
     g = row.get
     if is_missing(g(f"tpr_roc_{key}")):
         return DASH if is_missing(g("auc")) else NOT_ESTIMABLE
-    return format_ci(g(f"tpr_roc_{key}"), g(f"tpr_roc_{key}_lo"), g(f"tpr_roc_{key}_hi"))
+    return f"{format_ci(g(f'tpr_roc_{key}'), g(f'tpr_roc_{key}_lo'), g(f'tpr_roc_{key}_hi'))} ({EVAL_ROC})"
 
 
 def retrieved_cell(row) -> str:
-    """``"0.40 [0.20, 0.63] (n=10 at 5% FPR)"``: TPR among the evaluation members the target retrieved
-    (``tpr_retrieved``, Clopper–Pearson interval, ``n_retrieved_members``, at the reference threshold of the level
-    ``tpr_retrieved_fpr``); "n/a" where the target does not say what it retrieved; "n/e" where no
-    configured FPR level is resolvable; "–" for a row without metrics (a skipped variant)."""
+    """``"0.40 [0.20, 0.63] of 10 retrieved members at the ref. threshold for 5% FPR (eval FPR 0.05 [0.00,
+    0.25], n = 20)"``: TPR among the evaluation members the target retrieved (``tpr_retrieved``,
+    Clopper–Pearson interval, ``n_retrieved_members``) at the reference threshold of the level
+    ``tpr_retrieved_fpr``, with the FPR that threshold realised on all n evaluation non-members
+    (``fpr_realized_<k>`` of the row: the retrieval condition selects members only, so the non-members'
+    FPR is the row's); "n/a" where the target does not say what it retrieved; "n/e" where no configured
+    FPR level is resolvable; "– (0 retrieved members)" where none was retrieved; "–" for a row without
+    metrics (a skipped variant)."""
     g = row.get
     n = g("n_retrieved_members")
     if is_missing(n):
         return DASH if is_missing(g("auc")) else NOT_AVAILABLE
     if is_missing(g("tpr_retrieved_fpr")):  # no configured FPR level is resolvable by the reference set
         return NOT_ESTIMABLE
-    level = f"{round(100 * float(g('tpr_retrieved_fpr')), 6):g}%"
-    return f"{format_ci(g('tpr_retrieved'), g('tpr_retrieved_lo'), g('tpr_retrieved_hi'))} (n={int(n)} at {level} FPR)"
+    if int(n) == 0:
+        return f"{DASH} (0 retrieved members)"
+    if is_missing(g("tpr_retrieved")):
+        return DASH
+    level = float(g("tpr_retrieved_fpr"))
+    k = fpr_key(level)
+    fpr = realised_fpr(g(f"fpr_realized_{k}"), g(f"fpr_realized_{k}_lo"), g(f"fpr_realized_{k}_hi"), g("n_nonmembers"))
+    return (
+        f"{format_ci(g('tpr_retrieved'), g('tpr_retrieved_lo'), g('tpr_retrieved_hi'))} of {int(n)} retrieved "
+        f"members at the ref. threshold for {format_level(level)} FPR ({fpr})"
+    )
 
 
 RETRIEVED_NOTE = (
@@ -96,11 +114,13 @@ RETRIEVED_NOTE = (
     "least one of the variant's queries (its retrieved ids: ragmi's own targets, a remote target with "
     "sources_path, a python target that returns them), at the reference-set threshold of the level named in "
     "the cell (the lowest configured non-zero FPR level the reference set resolves, else 0%; the same "
-    "threshold as that reference-threshold TPR column, never refitted), with the number n of such members and a "
+    "threshold as that reference-threshold TPR column, never refitted), with the number of such members and a "
     "95% Clopper–Pearson interval (tpr_retrieved, tpr_retrieved_lo/_hi, n_retrieved_members, tpr_retrieved_fpr in the CSV; the "
-    "share of all queries is candidate_retrieved_rate); n/a = the target does not say what it retrieved; "
+    "share of all queries is candidate_retrieved_rate), and the false-positive rate that threshold realised "
+    "on the n evaluation non-members with its Clopper–Pearson interval (fpr_realized_<x> in the CSV): the TPR "
+    "is 'at x% FPR' only as far as that eval FPR says so; n/a = the target does not say what it retrieved; "
     "n/e = no configured FPR level is resolvable; "
-    f"{DASH} (n=0) = none of the members was retrieved."
+    f"{DASH} (0 retrieved members) = none of the members was retrieved."
 )
 
 
@@ -219,8 +239,9 @@ def verdict_cell(row) -> str:
 
 def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str], str, list[str]]:
     """The two headline TPR columns of the core table, one level per row (the summary's): the evaluation
-    ROC's TPR at the lowest level its non-members resolve, and the TPR at the reference threshold of the
-    lowest level the reference set resolves, with the FPR that threshold realised on the evaluation set."""
+    ROC's TPR at the lowest level its non-members resolve, labelled "(eval ROC)" in every cell, and the TPR
+    at the reference threshold of the lowest level the reference set resolves, with the FPR that threshold
+    realised on the n evaluation non-members and its interval (:func:`ragmi.report.cells.realised_fpr`)."""
     roc, ref, roc_levels, ref_levels = [], [], set(), set()
     for _, r in df.iterrows():
         if is_missing(r.get("auc")):  # a skipped variant: no number at all
@@ -234,8 +255,9 @@ def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str
         level, tpr, lo, hi, _ = lowest_tpr(r, keys)
         cell = DASH
         if not is_missing(tpr):
-            fpr = r.get(f"fpr_realized_{round(100 * level, 6):g}")
-            cell = format_ci(tpr, lo, hi) + ("" if is_missing(fpr) else f" (eval FPR {float(fpr):.2f})")
+            k = fpr_key(level)
+            fpr = realised_fpr(*(r.get(f"fpr_realized_{k}{s}") for s in ("", "_lo", "_hi")), r.get("n_nonmembers"))
+            cell = (format_ci(tpr, lo, hi), fpr)
         ref.append((level, cell))
         if not is_missing(level):
             ref_levels.add(level)
@@ -248,9 +270,17 @@ def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str
         else "TPR at ref. threshold for low FPR (eval FPR)"
     )
     roc_cells = [
-        c if one_roc or is_missing(lv) or c in (NOT_ESTIMABLE, DASH) else f"{c} at {format_level(lv)}" for lv, c in roc
+        c
+        if c in (NOT_ESTIMABLE, DASH)
+        else f"{c}{'' if one_roc or is_missing(lv) else f' at {format_level(lv)}'} ({EVAL_ROC})"
+        for lv, c in roc
     ]
-    ref_cells = [c if one_ref or is_missing(lv) or c == DASH else f"{c} at {format_level(lv)}" for lv, c in ref]
+    ref_cells = [
+        c
+        if c == DASH
+        else f"{c[0]}{'' if one_ref or is_missing(lv) else f' at ref. threshold for {format_level(lv)}'} ({c[1]})"
+        for lv, c in ref
+    ]
     return roc_head, roc_cells, ref_head, ref_cells
 
 
@@ -372,7 +402,8 @@ def markdown_table(
         "else n/e.",
         "TPR at ref. threshold for x% FPR: the operational rate, at the threshold whose false-positive rate "
         "on the reference non-members is at most x%, with the false-positive rate that threshold actually "
-        "realised on the evaluation non-members ('eval FPR' in the core table, 'at eval FPR' with its interval below).",
+        "realised on the n evaluation non-members and its Clopper–Pearson interval in every cell ('eval FPR "
+        "0.05 [0.00, 0.25], n = 20'): the TPR is 'at x% FPR' only as far as that eval FPR says so.",
         "Accuracy (decision rule): the accuracy of the variant's own decision rule on the evaluation set "
         "(RAG-MIA's Yes/No, DCMI's C > γ, MBA's γ, S2MIA's T, an attack model's predicted class), the "
         f"accuracy the papers report; {DASH} for a variant without a rule. Best-threshold acc. (ragmi): the "

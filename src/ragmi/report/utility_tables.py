@@ -5,9 +5,12 @@ quality against what it saves in leakage.
   with its 95% bootstrap interval and n, and the paired Δ against the undefended target over the same
   questions (its 95% paired bootstrap interval and a change verdict).
 * ``privacy_utility``: the same rows joined with the leakage of the target: the headline attack's AUC
-  and TPR at low FPR (with the paired ΔAUC of ``defense_effect``), the canaries recovered, the
-  NELstrict entities per extraction run; and per (dataset, undefended target, measure) the targets on
-  the Pareto front of (utility, AUC).
+  and its TPR at the reference threshold of the lowest FPR level the reference set resolves, with the
+  FPR that threshold realised on the evaluation non-members (with the paired ΔAUC of
+  ``defense_effect``, and a ΔTPR only between two TPRs at the same reference level, named like for like
+  only when both targets realised the same evaluation FPR: :func:`delta_tpr_note`), the canaries
+  recovered, the NELstrict entities per extraction run; and per (dataset, undefended target, measure)
+  the targets on the Pareto front of (utility, AUC).
 
 A Δ whose interval contains 0 reads ``no detectable change``, never as a finding.  The frames are
 deterministic in their inputs: every bootstrap generator is seeded from the configured seed and the
@@ -27,9 +30,9 @@ from .. import metrics as metrics_mod
 from ..audit import stats
 from ..utility.measures import METRIC_LABELS, METRICS
 from .audit_tables import effect_verdict, paired_eval_scores
-from .cells import DASH, escape, format_ci, signed
+from .cells import DASH, escape, format_ci, format_level, realised_fpr, ref_tpr, signed
 from .comparison import is_main_variant
-from .metric_rows import fpr_keys, lowest_tpr
+from .metric_rows import fpr_keys, lowest_tpr, to_float
 from .tables import APPENDIX_HEADING, APPENDIX_LEAD, grid, plain_markdown
 
 UTILITY_COLUMNS = [
@@ -67,7 +70,16 @@ LEAKAGE_COLUMNS = [
     "tpr_low_fpr",
     "tpr_low_fpr_lo",
     "tpr_low_fpr_hi",
+    "tpr_fpr_realized",
+    "tpr_fpr_realized_lo",
+    "tpr_fpr_realized_hi",
+    "tpr_n_nonmembers",
     "delta_tpr_low_fpr",
+    "base_tpr_fpr_realized",
+    "base_tpr_fpr_realized_lo",
+    "base_tpr_fpr_realized_hi",
+    "base_tpr_n_nonmembers",
+    "delta_tpr_note",
     "canaries_recovered",
     "canaries_planted",
     "canary_fisher_p",
@@ -250,6 +262,7 @@ def _leakage_cells(
     nan = float("nan")
     cells = {c: nan for c in LEAKAGE_COLUMNS}
     cells.update(attack="", variant="", leakage_change="", n_paired_members=pd.NA, n_paired_nonmembers=pd.NA)
+    cells["delta_tpr_note"] = ""
     k, n = _canaries(canaries, target)
     cells.update(canaries_recovered=k, canaries_planted=n)
     if base and base != target:
@@ -275,6 +288,8 @@ def _leakage_cells(
     cells.update(auc=float(r["auc"]), auc_lo=float(r["auc_lo"]), auc_hi=float(r["auc_hi"]))
     level, tpr, tlo, thi, _ = lowest_tpr(r, fpr_keys(metrics.columns))
     cells.update(tpr_fpr=level, tpr_low_fpr=tpr, tpr_low_fpr_lo=tlo, tpr_low_fpr_hi=thi)
+    cells.update(zip(("tpr_fpr_realized", "tpr_fpr_realized_lo", "tpr_fpr_realized_hi"), _realised(r, level)))
+    cells["tpr_n_nonmembers"] = to_float(r.get("n_nonmembers"))
     if base is None:
         cells["leakage_change"] = "no undefended target"
         return cells
@@ -284,8 +299,18 @@ def _leakage_cells(
     b = metrics[(metrics["dataset"] == dataset) & (metrics["target"] == base) & (metrics["variant"] == variant)]
     if len(b):
         b_level, b_tpr, _, _, _ = lowest_tpr(b.iloc[0], fpr_keys(metrics.columns))
+        cells.update(
+            zip(
+                ("base_tpr_fpr_realized", "base_tpr_fpr_realized_lo", "base_tpr_fpr_realized_hi"),
+                _realised(b.iloc[0], b_level),
+            )
+        )
+        cells["base_tpr_n_nonmembers"] = to_float(b.iloc[0].get("n_nonmembers"))
         if b_level == level and not (math.isnan(tpr) or math.isnan(b_tpr)):
             cells["delta_tpr_low_fpr"] = tpr - b_tpr
+        cells["delta_tpr_note"] = delta_tpr_note(
+            level, b_level, cells["tpr_fpr_realized"], cells["base_tpr_fpr_realized"]
+        )
     a, bs = scores.get((dataset, target, attack)), scores.get((dataset, base, attack))
     pair = paired_eval_scores(a, bs, variant) if a is not None and bs is not None else None
     if pair is None:
@@ -304,6 +329,36 @@ def _leakage_cells(
     verdict = effect_verdict(lo, hi)
     cells["leakage_change"] = {"reduces": "lower", "increases": "higher"}.get(verdict, verdict)
     return cells
+
+
+def _realised(r, level) -> tuple[float, float, float]:
+    """The FPR the reference threshold of ``level`` realised on the row's evaluation non-members, with its
+    Clopper–Pearson interval (``fpr_realized_<k>``, ``_lo``, ``_hi``); NaN where the row has none."""
+    if level is None or math.isnan(level):
+        return (float("nan"),) * 3
+    k = metrics_mod.fpr_key(level)
+    return tuple(to_float(r.get(f"fpr_realized_{k}{s}")) for s in ("", "_lo", "_hi"))
+
+
+LIKE_FOR_LIKE = "like for like"
+NOT_LIKE_FOR_LIKE = "not like for like"
+
+
+def delta_tpr_note(level: float, base_level: float, fpr: float, base_fpr: float) -> str:
+    """Whether a ΔTPR (defended − undefended, each at its reference threshold) is a like-for-like change:
+    only two TPRs at the same reference level are subtracted at all, and even then the thresholds may have
+    realised different FPRs on the evaluation non-members (one 0.00, the other 0.15): the difference then
+    mixes a move along the ROC with a change of it, and is ``not like for like``.  ``like for like`` only
+    when both realised FPRs are known and equal."""
+    if any(math.isnan(x) for x in (level, base_level)):
+        return "no TPR at a reference threshold"
+    if level != base_level:
+        return f"no ΔTPR: the reference levels differ ({format_level(level)} vs {format_level(base_level)} FPR)"
+    if math.isnan(fpr) or math.isnan(base_fpr):
+        return f"{NOT_LIKE_FOR_LIKE}: a realised eval FPR is not recorded"
+    if abs(fpr - base_fpr) > 1e-9:
+        return f"{NOT_LIKE_FOR_LIKE}: the realised eval FPRs differ ({fpr:.2f} vs {base_fpr:.2f} undefended)"
+    return f"{LIKE_FOR_LIKE}: both realised eval FPR {fpr:.2f}"
 
 
 def channel_cells(
@@ -420,7 +475,15 @@ def privacy_utility_frame(
         rows.append({**u.to_dict(), **cache[key], "headline_metric": u["utility_metric"] == headline_metric})
     df = pd.DataFrame(rows, columns=[c for c in PRIVACY_UTILITY_COLUMNS if c not in ("pareto", "dominated_by")])
     df = mark_pareto(df)[PRIVACY_UTILITY_COLUMNS]
-    for c in ("n", "n_paired", "n_paired_members", "n_paired_nonmembers", "nel_runs"):
+    for c in (
+        "n",
+        "n_paired",
+        "n_paired_members",
+        "n_paired_nonmembers",
+        "nel_runs",
+        "tpr_n_nonmembers",
+        "base_tpr_n_nonmembers",
+    ):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
     for c in ("canaries_recovered", "canaries_planted"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
@@ -463,24 +526,59 @@ def utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     return _table(title, header, cells, notes)
 
 
+def _tpr_fpr(r, prefix: str = "") -> str:
+    """The realised-FPR phrase of the row's TPR (``prefix`` ``"base_"``: of its undefended target's)."""
+    g = r.get
+    c = f"{prefix}tpr_fpr_realized"
+    return realised_fpr(g(c), g(f"{c}_lo"), g(f"{c}_hi"), g(f"{prefix}tpr_n_nonmembers"))
+
+
 def _leak_cell(r) -> str:
+    """``"v: 0.81 [0.75, 0.86]; TPR 0.30 [0.18, 0.44] at the ref. threshold for 5% FPR (eval FPR 0.05 [0.00,
+    0.25], n = 20)"``: the headline AUC and the operational TPR with the FPR its threshold realised."""
     if pd.isna(r["auc"]):
         return r["leakage_change"] or DASH
     cell = f"{r['variant']}: {format_ci(r['auc'], r['auc_lo'], r['auc_hi'])}"
     if not pd.isna(r["tpr_low_fpr"]):
-        cell += f"; TPR at ref. threshold for {round(100 * r['tpr_fpr'], 6):g}% FPR {format_ci(r['tpr_low_fpr'], r['tpr_low_fpr_lo'], r['tpr_low_fpr_hi'])}"
+        g = r.get
+        tpr = ref_tpr(
+            r["tpr_low_fpr"],
+            r["tpr_low_fpr_lo"],
+            r["tpr_low_fpr_hi"],
+            r["tpr_fpr"],
+            g("tpr_fpr_realized"),
+            g("tpr_fpr_realized_lo"),
+            g("tpr_fpr_realized_hi"),
+            g("tpr_n_nonmembers"),
+        )
+        cell += f"; TPR {tpr}"
     return cell
+
+
+def _dtpr_cell(r) -> str:
+    """``"ΔTPR at the ref. threshold for 5% FPR +0.10 (eval FPR 0.15 [0.03, 0.38], n = 20 vs undefended eval
+    FPR 0.00 [0.00, 0.17], n = 20): not like for like"`` (:func:`delta_tpr_note`); '' without a ΔTPR.  Never "at x% FPR": each
+    threshold is the reference set's for x, and the cell says what each realised."""
+    note = str(r.get("delta_tpr_note") or "")
+    if pd.isna(r.get("delta_tpr_low_fpr")):
+        return note if note.startswith("no ΔTPR") else ""
+    return (
+        f"ΔTPR at the ref. threshold for {format_level(r['tpr_fpr'])} FPR {signed(r['delta_tpr_low_fpr'])} "
+        f"({_tpr_fpr(r)} vs undefended {_tpr_fpr(r, 'base_')}): {note.split(':')[0]}"
+    )
 
 
 def _dleak_cell(r) -> str:
     if r["leakage_change"] == "baseline":
         return "baseline"
+    dtpr = _dtpr_cell(r)
     if pd.isna(r["delta_auc"]):
-        return r["leakage_change"] or DASH
-    return (
+        return "; ".join(x for x in (r["leakage_change"] or DASH, dtpr) if x)
+    cell = (
         f"ΔAUC {signed(r['delta_auc'])} [{signed(r['delta_auc_lo'])}, {signed(r['delta_auc_hi'])}] "
         f"(n = {int(r['n_paired_members'])}+{int(r['n_paired_nonmembers'])}): {r['leakage_change']}"
     )
+    return f"{cell}; {dtpr}" if dtpr else cell
 
 
 def _canary_cell(r) -> str:
@@ -597,6 +695,11 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
         "on that target — a defense that rewrites the answer text can only change the first; canaries (p): "
         "recovered/planted with the one-sided Fisher p against the undefended target; NEL/run (Δ): NELstrict "
         "entities per extraction run, with the difference from the undefended target.",
+        "- TPR (under 'All columns'): the headline attack's TPR at the threshold chosen on the reference "
+        "non-members for x% FPR, with the FPR that threshold realised on the n evaluation non-members and its "
+        "Clopper–Pearson interval: it is 'at x% FPR' only as far as that eval FPR says so. ΔTPR (defended − "
+        "undefended) only between two TPRs at the same reference level, with both realised FPRs; 'not like for "
+        "like' where they differ (the change then mixes a move along the ROC with a change of it).",
         *(f"- {n}" for n in notes),
     ]
     if rest:
