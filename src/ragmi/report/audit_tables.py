@@ -457,7 +457,7 @@ def effect_verdict(lo: float, hi: float) -> str:
 def paired_eval_scores(defended: pd.DataFrame, baseline: pd.DataFrame, variant: str):
     """``(labels, defended scores, undefended scores)`` of one variant over the evaluation candidates
     both targets scored (rows with ``role == "eval"`` and a finite score, doc_ids present in both),
-    sorted by doc_id so that the bootstrap does not depend on row order; None when either class is
+    sorted by doc_id so that nothing depends on row order; None when either class is
     missing.  The frames have doc_id, variant, score, label and role."""
 
     def one(df):
@@ -487,14 +487,13 @@ def defense_effect_frame(
     attack_channels,
     baselines: dict,
     scores: dict | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> pd.DataFrame:
     """Metrics rows of the headline variants of every attack on every target, with the columns
     ``defenses``, ``channels`` (what the attack reads ∩ what the defenses can change), ``delta_auc``,
     ``delta_auc_lo``, ``delta_auc_hi`` (AUC of the defended target minus AUC of its undefended target
-    on the same evaluation candidates, with a 95% paired stratified bootstrap interval:
-    :func:`ragmi.metrics.paired_auc_difference`), ``n_paired_members`` / ``n_paired_nonmembers``,
+    on the same evaluation candidates, with its 95% MOVER interval, the two AUCs' score intervals combined
+    with DeLong's correlation of the paired estimates: :func:`ragmi.metrics.paired_auc_difference`, which
+    keeps its width where an AUC is 1), ``n_paired_members`` / ``n_paired_nonmembers``,
     ``delta_tpr`` (the point difference of TPR at the lowest non-zero FPR level, NaN where either
     target's reference set cannot resolve it), ``effect`` (the Markdown cell) and ``verdict``:
     ``baseline`` (an undefended target), ``reduces`` / ``increases`` (the interval excludes 0),
@@ -505,9 +504,8 @@ def defense_effect_frame(
     ``target_defenses``: {target: [defense names]}; ``defense_channels``: {(target, defense): set of
     effective channels}; ``attack_channels(attack, variant)`` → channels the variant reads;
     ``baselines``: :func:`baseline_targets`; ``scores``: {(dataset, target, attack): scores frame with
-    doc_id, variant, score, label, role} of the defended targets and their baselines; ``n_boot`` and
-    ``seed`` drive the bootstrap, whose generator is :func:`ragmi.metrics.paired_rng` of (target,
-    variant)."""
+    doc_id, variant, score, label, role} of the defended targets and their baselines.  Nothing is
+    resampled: the frame is a function of its inputs."""
     scores = scores or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
     tpr_key = _tpr_level(df.columns)
@@ -555,8 +553,7 @@ def defense_effect_frame(
             add(defenses=names, channels=chans, effect=effect, verdict="indirect" if indirect else "not compared")
             continue
         labels, sa, sb = pair
-        rng = metrics_mod.paired_rng(t, str(r["variant"]), seed)
-        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb, n_boot, rng)
+        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
         cell = format_delta(delta, lo, hi)
         d_tpr = float("nan")
         if tpr_col and tpr_col in df.columns:
