@@ -184,7 +184,9 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
             control_p[kind] = p_raw
             adjusted = family_p.get(ck, float("nan"))
             if adjusted < FAMILY_ALPHA:
-                failed.append(f"{cell}{_inherited(base, t)} excludes 0.5 after Holm (p = {_p(p_raw)}, adjusted {_p(adjusted)})")
+                failed.append(
+                    f"{cell}{_inherited(base, t)} excludes 0.5 after Holm (p = {_p(p_raw)}, adjusted {_p(adjusted)})"
+                )
             elif control_excludes_chance(c):
                 per_test.append(
                     f"{cell}{_inherited(base, t)}: excludes 0.5 per test (p = {_p(p_raw)}), not after Holm over the "
@@ -267,7 +269,8 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     adjusted = holm(np.where(tested, out["auc_p_greater"].to_numpy(float), np.nan))
     out["auc_p_greater_holm"] = adjusted
     out["verdict_holm"] = [
-        v if v in ("uninformative", "not computed", "control failed")
+        v
+        if v in ("uninformative", "not computed", "control failed")
         else ("leaks" if a < FAMILY_ALPHA else "no evidence after Holm")
         for v, a in zip(out["verdict"], adjusted)
     ]
