@@ -51,6 +51,25 @@ def test_canaries_frame_fisher_against_the_baseline():
     assert df.loc["lprag", "before output hooks"] == "52/150"
     assert float(df.loc["lprag", "Fisher p (one-sided, vs undefended)"]) < 1e-14
     assert df.loc["plain", "Fisher p (one-sided, vs undefended)"] == "–"
+    assert df.loc["plain", "Fisher p, Holm over the table"] == "–"  # no test: not in the family
+
+
+def test_canaries_fisher_p_gets_its_holm_adjustment_over_the_table():
+    res = pd.DataFrame(
+        [
+            {"target": t, "seed": 1, "n_leaked": k, "n_canaries": 50, "n_leaked_raw": 20}
+            for t, k in (("plain", 20), ("a", 8), ("b", 19), ("c", 0))
+        ]
+    )
+    df = canaries_frame(res, {"plain": "plain", "a": "plain", "b": "plain", "c": "plain"}).set_index("target")
+    from ragmi.audit import stats
+
+    raw = {t: stats.fisher_one_sided(20, 50, k, 50) for t, k in (("a", 8), ("b", 19), ("c", 0))}
+    assert raw["a"] < 0.05  # one by one, a reduces the leak
+    holm = {t: float(df.loc[t, "Fisher p, Holm over the table"]) for t in raw}
+    assert holm["c"] == pytest.approx(float(f"{3 * raw['c']:.2g}"))
+    assert holm["a"] == pytest.approx(float(f"{2 * raw['a']:.2g}"))
+    assert holm["b"] == pytest.approx(float(f"{max(raw['b'], 2 * raw['a']):.2g}"))
 
 
 def test_leakage_dashboard_changes_and_collapsed_runs():

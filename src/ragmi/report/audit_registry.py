@@ -227,7 +227,9 @@ TABLES: tuple[Table, ...] = (
             "before output hooks: the same count on the generator's raw text, so an output defense's effect is "
             "visible as the gap.",
             "Fisher p: one-sided exact test of the target's total against the undefended target's, treating "
-            "canaries as independent (they are grouped by seed: read the per-seed pattern first).",
+            "canaries as independent (they are grouped by seed: read the per-seed pattern first); beside it, its "
+            "Holm adjustment over the table's tests (Holm 1979), the reading when several defended targets are "
+            "compared at once.",
             "A remote target with a store: one seed (the first of audit.canary_seeds), its knowledge base planted "
             "in the service's own collection by the membership game and the query pool sent to the service; its "
             "before-output-hooks count is the service's answer (docs/vector-stores.md).",
