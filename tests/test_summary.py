@@ -381,3 +381,16 @@ def test_verdict_holm_reads_the_cells_family_wise():
     md = summary_markdown(df, "S")
     assert "- Family-wise: 20 of 20 tested cells leak read one by one (95% interval above 0.5), 1 after Holm" in md
     assert "| leaks (not after Holm) |" in md and "| leaks (also after Holm) |" in md
+
+
+def test_the_false_alarm_benchmark_runs_at_a_tiny_size(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "control_rule.py"
+    spec = importlib.util.spec_from_file_location("control_rule", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--reps", "50", "--controls", "3", "--sizes", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "m=3   n=8+8: Holm " in out and "former rule " in out
