@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragmi.metrics import roc_auc
+from ragmi.metrics import auc_ci, roc_auc
 from ragmi.plan import baseline_targets
 from ragmi.report.audit_tables import (
     canaries_frame,
@@ -51,6 +51,25 @@ def test_canaries_frame_fisher_against_the_baseline():
     assert df.loc["lprag", "before output hooks"] == "52/150"
     assert float(df.loc["lprag", "Fisher p (one-sided, vs undefended)"]) < 1e-14
     assert df.loc["plain", "Fisher p (one-sided, vs undefended)"] == "–"
+    assert df.loc["plain", "Fisher p, Holm over the table"] == "–"  # no test: not in the family
+
+
+def test_canaries_fisher_p_gets_its_holm_adjustment_over_the_table():
+    res = pd.DataFrame(
+        [
+            {"target": t, "seed": 1, "n_leaked": k, "n_canaries": 50, "n_leaked_raw": 20}
+            for t, k in (("plain", 20), ("a", 8), ("b", 19), ("c", 0))
+        ]
+    )
+    df = canaries_frame(res, {"plain": "plain", "a": "plain", "b": "plain", "c": "plain"}).set_index("target")
+    from ragmi.audit import stats
+
+    raw = {t: stats.fisher_one_sided(20, 50, k, 50) for t, k in (("a", 8), ("b", 19), ("c", 0))}
+    assert raw["a"] < 0.05  # one by one, a reduces the leak
+    holm = {t: float(df.loc[t, "Fisher p, Holm over the table"]) for t in raw}
+    assert holm["c"] == pytest.approx(float(f"{3 * raw['c']:.2g}"))
+    assert holm["a"] == pytest.approx(float(f"{2 * raw['a']:.2g}"))
+    assert holm["b"] == pytest.approx(float(f"{max(raw['b'], 2 * raw['a']):.2g}"))
 
 
 def test_leakage_dashboard_changes_and_collapsed_runs():
@@ -169,13 +188,19 @@ def test_defense_effect_paired_delta_and_verdicts():
     m, scores, ch, reads = effect_inputs()
     args = (m, {"plain": [], "pad": ["pad"], "lprag": ["lprag"]}, ch, reads)
     base = {"plain": "plain", "pad": "plain", "lprag": "plain"}
-    df = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=3)
+    df = defense_effect_frame(*args, base, scores=scores)
     by = df.set_index(["target", "variant"])
-    # identical scores on the same candidates: delta 0 and a degenerate interval
+    # identical, perfectly separating scores on the same candidates: delta 0, and an interval that keeps the
+    # width of AUC 1's score interval at 30 + 30 (the paired bootstrap collapsed it to [0, 0])
     same = by.loc[("pad", "r/black/t2")]
-    assert (same["delta_auc"], same["delta_auc_lo"], same["delta_auc_hi"]) == (0.0, 0.0, 0.0)
+    one_lo = auc_ci(1.0, 30, 30)[0]
+    assert same["delta_auc"] == 0.0
+    assert same["delta_auc_lo"] == pytest.approx(one_lo - 1) and same["delta_auc_hi"] == pytest.approx(1 - one_lo)
+    assert same["delta_auc_hi"] - same["delta_auc_lo"] > 0.1
     assert same["verdict"] == "no detectable change"
-    assert same["effect"] == "ΔAUC +0.00 [+0.00, +0.00], ΔTPR at ref. threshold for 5% FPR +0.00"
+    assert same["effect"] == (
+        f"ΔAUC +0.00 [−{1 - one_lo:.2f}, +{1 - one_lo:.2f}], ΔTPR at ref. threshold for 5% FPR +0.00"
+    )
     # random scores against a perfect undefended target: the whole interval is below 0
     red = by.loc[("lprag", "r/gray/t2")]
     auc_noise = roc_auc(np.r_[np.ones(30), np.zeros(30)], scores[("d", "lprag", "r")]["score"][:60])
@@ -196,19 +221,16 @@ def test_defense_effect_paired_delta_and_verdicts():
         reads,
         {"plain": "lprag", "lprag": "lprag"},
         scores=scores,
-        n_boot=200,
     ).set_index(["target", "variant"])
     assert up.loc[("plain", "r/gray/t2"), "verdict"] == "increases"
     assert up.loc[("plain", "r/gray/t2"), "delta_auc_lo"] > 0
-    # reproducible, and independent of the other rows
-    again = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=3)
+    # a function of its inputs, independent of the other rows
+    again = defense_effect_frame(*args, base, scores=scores)
     pd.testing.assert_frame_equal(df, again)
-    alone = defense_effect_frame(
-        m[m["target"].isin(["plain", "lprag"])], *args[1:], base, scores=scores, n_boot=200, seed=3
-    ).set_index(["target", "variant"])
+    alone = defense_effect_frame(m[m["target"].isin(["plain", "lprag"])], *args[1:], base, scores=scores).set_index(
+        ["target", "variant"]
+    )
     assert alone.loc[("lprag", "r/gray/t2"), "delta_auc_lo"] == red["delta_auc_lo"]
-    other_seed = defense_effect_frame(*args, base, scores=scores, n_boot=200, seed=4).set_index(["target", "variant"])
-    assert other_seed.loc[("lprag", "r/gray/t2"), "delta_auc_lo"] != red["delta_auc_lo"]
 
 
 def test_defense_effect_pairs_only_shared_eval_candidates():
@@ -231,7 +253,6 @@ def test_defense_effect_pairs_only_shared_eval_candidates():
         reads,
         {"plain": "plain", "pad": "plain", "lprag": "plain"},
         scores=scores,
-        n_boot=50,
     ).set_index(["target", "variant"])
     r = df.loc[("lprag", "r/gray/t2")]
     assert (r["n_paired_members"], r["n_paired_nonmembers"]) == (28, 29)  # m0 (NaN), m1 and n1 (no baseline)

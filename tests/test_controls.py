@@ -105,3 +105,63 @@ def test_a_control_applies_the_base_targets_fitted_attack_and_answers_eval_candi
     assert (s["theta"] == 0.08).all() and (s["threshold"] == 0.3).all()
     assert s.loc["e1", "score"] == pytest.approx(swapped[0.08]["e1"])  # the control's own answer
     assert s.loc["r1", "score"] == pytest.approx(CAL[0.08]["r1"])  # the base target's answer
+
+
+# ---------------------------------------------------------------------------------------------------
+# the control rule (ragmi.report.summary): Holm over the run's controls still catches a control that
+# separates the classes for a reason
+
+
+def _metrics_of(target, variant, member_scores, nonmember_scores, seed):
+    """evaluate()'s row of one variant: the given eval scores, a reference set drawn at chance."""
+    import numpy as np
+
+    from ragmi.metrics import evaluate
+
+    rng = np.random.default_rng(seed)
+    ev_m, ev_n = np.asarray(member_scores, float), np.asarray(nonmember_scores, float)
+    ref = rng.uniform(0.2, 0.8, 40)
+    frame = pd.DataFrame(
+        {
+            "doc_id": [f"e{i}" for i in range(ev_m.size + ev_n.size)] + [f"r{i}" for i in range(40)],
+            "variant": variant,
+            "score": np.r_[ev_m, ev_n, ref],
+            "label": np.r_[np.ones(ev_m.size, int), np.zeros(ev_n.size, int), np.ones(20, int), np.zeros(20, int)],
+            "role": ["eval"] * (ev_m.size + ev_n.size) + ["reference"] * 40,
+        }
+    )
+    m = evaluate(frame, n_boot=1)
+    return m.assign(dataset="d", target=target, attack=variant.split("/")[0])
+
+
+def test_a_null_database_with_planted_near_duplicates_of_the_members_still_fails_the_control():
+    """A null database that holds near-duplicates of the member candidates (a split that leaked) lets the
+    retriever find a member's text: RAG-MIA's gray-box P(Yes) is then high for members, as for a
+    retrieved document (0.85 to 0.99), and spread at chance for non-members (0.2 to 0.8, what a model
+    that finds nothing in its context says: tests/known_answer_model.py's blind model).  Among the run's
+    20 informative controls, 19 at chance, Holm still rejects it: control failed."""
+    import numpy as np
+
+    from ragmi.report.summary import summary_frame
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(10):
+        v = f"rag_mia/v{i}"
+        rows.append(_metrics_of("t", v, rng.uniform(0.6, 1.0, 20), rng.uniform(0.2, 0.8, 20), 10 * i))
+        if i == 0:  # the planted null database
+            null = _metrics_of("t--null-db", v, rng.uniform(0.85, 0.99, 20), rng.uniform(0.2, 0.8, 20), 10 * i + 1)
+        else:
+            null = _metrics_of("t--null-db", v, rng.uniform(0.2, 0.8, 20), rng.uniform(0.2, 0.8, 20), 10 * i + 1)
+        rows += [null, _metrics_of("t--no-retrieval", v, *rng.uniform(0.2, 0.8, (2, 20)), 10 * i + 2)]
+    targets = {
+        "t": {"defenses": [], "control": "none"},
+        "t--null-db": {"defenses": [], "control": "null_database"},
+        "t--no-retrieval": {"defenses": [], "control": "no_retrieval"},
+    }
+    df = summary_frame(pd.concat(rows, ignore_index=True), targets).set_index("variant")
+    assert df["n_run_controls"].iloc[0] == 20
+    assert df.loc["rag_mia/v0", "control_p_null_database"] < 1e-6  # exact Mann-Whitney: complete separation
+    assert df.loc["rag_mia/v0", "verdict"] == "control failed"
+    assert df.loc["rag_mia/v0", "controls_failed_holm"] == 1
+    assert (df.drop(index="rag_mia/v0")["controls_failed_holm"] == 0).all()

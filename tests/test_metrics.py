@@ -379,34 +379,68 @@ def test_unresolvable_fpr_level_is_nan_not_a_copy_of_tpr_at_0():
     assert r["threshold_fpr_50"] == 0.3 and r["tpr_at_fpr_50"] == pytest.approx(1.0)  # 1/3 of 3 at 0.3
 
 
-def test_paired_auc_difference_identical_scores_give_zero():
+def test_paired_auc_difference_identical_scores_give_zero_with_a_narrow_interval():
     rng = np.random.default_rng(2)
     labels = np.r_[np.ones(40, int), np.zeros(40, int)]
     s = rng.normal(size=80) + labels
-    d, lo, hi = metrics.paired_auc_difference(labels, s, s.copy(), 300, np.random.default_rng(1))
-    assert (d, lo, hi) == (0.0, 0.0, 0.0)
+    d, lo, hi = metrics.paired_auc_difference(labels, s, s.copy())
+    # the two AUCs move together (DeLong correlation 1): only the asymmetry of their score intervals is left
+    assert d == 0.0 and -0.05 < lo < 0 < hi < 0.05
+    assert metrics.paired_auc_difference(labels, s, s.copy(), 300, np.random.default_rng(1)) == (d, lo, hi)
 
 
 def test_paired_auc_difference_random_vs_perfect_is_negative_and_paired():
     labels = np.r_[np.ones(30, int), np.zeros(30, int)]
     perfect = labels + np.linspace(0, 0.5, 60)
     noise = np.random.default_rng(3).normal(size=60)
-    d, lo, hi = metrics.paired_auc_difference(labels, noise, perfect, 500, np.random.default_rng(0))
+    d, lo, hi = metrics.paired_auc_difference(labels, noise, perfect)
     assert d == pytest.approx(roc_auc(labels, noise) - 1.0)
     assert lo <= d <= hi < 0
-    # the same resample scores both: a constant shift of the scores changes nothing, so the
-    # interval of (a + 1) - a is exactly 0, which independent resampling would not give
-    d2, lo2, hi2 = metrics.paired_auc_difference(labels, noise + 1.0, noise, 200, np.random.default_rng(0))
-    assert (d2, lo2, hi2) == (0.0, 0.0, 0.0)
-    # reproducible from the generator; the pair's generator depends on target and variant only
-    again = metrics.paired_auc_difference(labels, noise, perfect, 500, np.random.default_rng(0))
-    assert again == (d, lo, hi)
-    a = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "v", 0))
-    b = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "v", 0))
-    c = metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "w", 0))
-    assert a == b and a[1:] != c[1:]
+    # a constant shift of the scores changes neither AUC: the difference is 0, and the interval is that of
+    # two perfectly correlated AUCs, far narrower than two independent ones would give
+    d2, lo2, hi2 = metrics.paired_auc_difference(labels, noise + 1.0, noise)
+    a_lo, a_hi = metrics.auc_ci(roc_auc(labels, noise), 30, 30)
+    assert d2 == 0.0 and hi2 - lo2 < 0.3 * np.hypot(a_hi - a_lo, a_hi - a_lo)
+    # not random: n_boot and the generator change no number
+    assert metrics.paired_auc_difference(labels, noise, perfect, 200, metrics.paired_rng("pad", "v", 0)) == (d, lo, hi)
     with pytest.raises(ValueError, match="length"):
-        metrics.paired_auc_difference(labels, noise[:-1], perfect, 10, np.random.default_rng(0))
+        metrics.paired_auc_difference(labels, noise[:-1], perfect)
+
+
+def test_paired_auc_mover_matches_delong_on_a_hand_example():
+    """DeLong et al. 1988 components written out: 2 members, 2 non-members, a = (3, 1 | 2, 0), b = (3, 2 | 1, 0)."""
+    a_m, a_n, b_m, b_n = np.array([3.0, 1.0]), np.array([2.0, 0.0]), np.array([3.0, 2.0]), np.array([1.0, 0.0])
+    d, lo, hi = metrics.paired_auc_mover(a_m, a_n, b_m, b_n)
+    assert d == pytest.approx(0.75 - 1.0)
+    # v10_a = (1, 0.5), v01_a = (0.5, 1); b separates perfectly: variance 0, correlation taken as 0
+    la, ua = metrics.auc_ci(0.75, 2, 2)
+    lb, ub = metrics.auc_ci(1.0, 2, 2)
+    assert lo == pytest.approx(max(-1.0, d - np.hypot(0.75 - la, ub - 1.0)))
+    assert hi == pytest.approx(min(1.0, d + np.hypot(ua - 0.75, 1.0 - lb)))
+
+
+def test_auc_pvalues_exact_without_ties_normal_with_them():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    m, n = rng.normal(0.8, 1, 20), rng.normal(0, 1, 20)
+    p, g = metrics.auc_pvalues(m, n)
+    assert p == pytest.approx(stats.mannwhitneyu(m, n, method="exact").pvalue)
+    assert g == pytest.approx(stats.mannwhitneyu(m, n, alternative="greater", method="exact").pvalue)
+    # complete separation at 5+5: the exact one-sided p is 1 / C(10, 5)
+    assert metrics.auc_pvalues([5, 6, 7, 8, 9], [0, 1, 2, 3, 4])[1] == pytest.approx(1 / 252)
+    tied = metrics.auc_pvalues([1, 1, 2, 2], [0, 1, 1, 0])
+    assert tied[0] == pytest.approx(stats.mannwhitneyu([1, 1, 2, 2], [0, 1, 1, 0], method="asymptotic").pvalue)
+    assert metrics.auc_pvalues([1, 1], [1, 1]) == (1.0, 1.0)
+    # evaluate() carries them beside the interval
+    df = frame("v", ref_m=[2.0, 3.0], ref_n=[0.1, 0.2], ev_m=[5, 6, 7, 8, 9], ev_n=[0, 1, 2, 3, 4])
+    r = evaluate(df, n_boot=1).iloc[0]
+    assert r["auc_p_greater"] == pytest.approx(1 / 252) and r["auc_p"] == pytest.approx(2 / 252)
+    cols = metrics.metric_columns()
+    assert cols.index("auc_p") == cols.index("auc_hi") + 1 and cols.index("auc_p_greater") == cols.index("auc_p") + 1
+    # the fallback for rows written before the columns: the normal approximation from the AUC alone
+    p0, g0 = metrics.auc_pvalues_from_auc(0.5, 20, 20)
+    assert p0 == pytest.approx(1.0) and g0 == pytest.approx(0.5)
 
 
 def hm_se(a, nm, nn):

@@ -522,3 +522,39 @@ def test_dataset_inference_lines(tmp_path):
     assert lines[3] == "  c: members p=0.930 no evidence"
     assert lines[4] == "  c: the test's false-positive rate is above 0.05: its p-values are not to be trusted"
     assert lines[5:] == ["  k: members p=0.500 no evidence"]  # conservative (below 0.05): no warning
+
+
+def test_one_line_counts_the_runs_pvalues_raw_and_after_holm(tmp_path):
+    """Every p-value the run prints, each test once: the cells' one-sided p (those read family-wise), the
+    controls' of the rows that own them, dataset inference's and the canaries' Fisher p; how many are below
+    0.05 one by one and after Holm over all of them."""
+    rows = _summary_rows()
+    for i, r in enumerate(rows):
+        if r["verdict"] != "not computed":
+            r["auc_p_greater"] = 0.03 if i else 1e-6  # one strong cell, the others at p = 0.03
+            r["auc_p_greater_holm"] = 0.5
+        if r["target"] == "qwen-rag":
+            r["controls_from"] = "qwen-rag"
+            r["control_p_null_database"] = 0.02
+        else:  # a defended target reads qwen-rag's controls: not counted twice
+            r["controls_from"] = "qwen-rag"
+            r["control_p_null_database"] = 0.02
+    t = tmp_path / "tables"
+    _write_csv(t / "summary.csv", rows)
+    (t / "dataset_inference.csv").write_text(
+        "dataset,target,suspect_set,f,p_value,verdict\nd,t,members,1,1e-9,in\nd,t,non-members,0,0.88,no evidence\n"
+    )
+    canaries = [{"target": "qwen-rag", run_summary.CANARY_P: "–"}, {"target": "pad", run_summary.CANARY_P: "3.1e-06"}]
+    _write_csv(t / "canaries.csv", canaries)
+    _write_csv(t / "privacy_utility.csv", [{"target": "pad", "canary_fisher_p": 3.1e-06}])  # the same test
+    by = run_summary.run_pvalues(tmp_path, rows)
+    assert {k: len(v) for k, v in by.items()} == {"cells": 8, "controls": 5, "dataset inference": 2, "canaries": 1}
+    line = " ".join(run_summary.pvalue_line(tmp_path, rows, width=300))
+    # 16 p-values, 15 below 0.05 (7 cells at 0.03, 5 controls at 0.02, 1e-6, 1e-9, 3.1e-6; not 0.88); Holm over
+    # 16 keeps the three smallest (16 × 1e-9, 15 × 1e-6, 14 × 3.1e-6), not 13 × 0.02
+    assert line == (
+        "p-values: 16 printed by this run (8 cells, 5 controls, 2 dataset inference, 1 canaries): 15 below 0.05 "
+        "read one by one, 3 after Holm over all 16 (family-wise 0.05)."
+    )
+    assert line in " ".join(run_summary.summary_text(tmp_path, width=300).splitlines())
+    assert run_summary.pvalue_line(tmp_path / "nothing", [], width=100) == []

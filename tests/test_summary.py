@@ -69,11 +69,11 @@ def metrics():
             mrow("pad", "b/inv", (0.3, 0.2, 0.4)),
             mrow("pad", "c/chance", (0.55, 0.45, 0.65), n_ref=3),
             mrow("t", "a/leaky", (0.8, 0.7, 0.9)),
-            mrow("t--null-db", "a/leaky", (0.7, 0.6, 0.8)),  # the null-db control separates: control failed
+            mrow("t--null-db", "a/leaky", (0.85, 0.72, 0.93)),  # the null-db control separates: control failed
             mrow("t--no-retrieval", "a/leaky", (0.5, 0.4, 0.6)),
             mrow("t", "b/inv", (0.3, 0.2, 0.4)),
             mrow("t--null-db", "b/inv", (0.5, 0.45, 0.55)),
-            mrow("t--no-retrieval", "b/inv", (0.35, 0.25, 0.45)),  # k = 0 below 0.5: control failed too
+            mrow("t--no-retrieval", "b/inv", (0.15, 0.07, 0.28)),  # k = 0 below 0.5: control failed too
             mrow("t", "c/chance", (0.55, 0.45, 0.65)),
             mrow("t--null-db", "c/chance", (0.5, 0.4, 0.6)),
             mrow("t", "g/gray", (np.nan, np.nan, np.nan), skipped="skipped: no log-probabilities"),
@@ -110,13 +110,13 @@ def test_summary_verdicts_controls_and_columns():
     assert v[("pad", "c/chance")] == "no evidence at this n"
     by = df.set_index(["target", "variant"])
     assert by.loc[("t", "a/leaky"), "verdict_detail"] == (
-        "null-db AUC 0.70 [0.60, 0.80] excludes 0.5 (own verdict: leaks)"
+        "null-db AUC 0.85 [0.72, 0.93] excludes 0.5 after Holm (p = 2e-04, adjusted 8e-04) (own verdict: leaks)"
     )
     assert by.loc[("pad", "a/leaky"), "verdict_detail"] == (
-        "null-db AUC 0.70 [0.60, 0.80] (of t) excludes 0.5 (own verdict: leaks)"
+        "null-db AUC 0.85 [0.72, 0.93] (of t) excludes 0.5 after Holm (p = 2e-04, adjusted 8e-04) (own verdict: leaks)"
     )
     assert by.loc[("pad", "a/leaky"), "controls_from"] == "t" and by.loc[("t", "a/leaky"), "controls_from"] == "t"
-    assert "k=0 AUC 0.35 [0.25, 0.45] excludes 0.5" in by.loc[("t", "b/inv"), "verdict_detail"]
+    assert "k=0 AUC 0.15 [0.07, 0.28] excludes 0.5 after Holm" in by.loc[("t", "b/inv"), "verdict_detail"]
     assert by.loc[("t", "c/chance"), "controls"] == "null-db AUC 0.50 [0.40, 0.60]"
     assert by.loc[("t", "g/gray"), "verdict_detail"] == "skipped: no log-probabilities"
     assert by.loc[("pad", "a/leaky"), "defenses"] == "pad" and by.loc[("t", "a/leaky"), "defenses"] == ""
@@ -184,7 +184,10 @@ def test_summary_markdown_is_narrow_and_explains_power():
         in row
     )
     t_row = next(line for line in table if line.startswith("| t | a/leaky |"))
-    assert t_row.endswith("| control failed (null-db AUC 0.70 [0.60, 0.80] excludes 0.5 (own verdict: leaks)) |")
+    assert t_row.endswith(
+        "| control failed (null-db AUC 0.85 [0.72, 0.93] excludes 0.5 after Holm (p = 2e-04, adjusted 8e-04) "
+        "(own verdict: leaks)) |"
+    )
     assert table.index(t_row) < table.index(row)  # undefended rows first
     x, y = min_detectable_auc(20, 20), min_detectable_auc_power(20, 20, 0.8)
     assert f"at n = 20+20 a true AUC of about {x:.2f} is detected with 50% power and {y:.2f} with 80% power" in md
@@ -194,7 +197,8 @@ def test_summary_markdown_is_narrow_and_explains_power():
     # t's own controls: 5 informative intervals (a/leaky and b/inv two each, c/chance one), 2 excluding 0.5;
     # pad's inherited ones are not counted twice
     assert (
-        "- Controls: 2 of 5 informative control AUC intervals exclude 0.5 (about 0.25 would by chance alone; 23% " in md
+        "- Controls: 2 of 5 informative controls exclude 0.5 per test (95% interval; about 0.25 would by chance "
+        "alone), 2 after Holm over the run's 5" in md
     )
     assert "Defended targets read their undefended counterpart's controls: pad from t" in md
     assert "Controls:" not in summary_markdown(summary_frame(metrics().query("target in ['t', 'pad']"), TARGETS), "S")
@@ -287,3 +291,106 @@ def test_summary_markdown_keeps_eight_columns_with_two_datasets():
     assert table[0].startswith("| dataset/target | attack/variant |")
     assert any(line.startswith("| e/pad (pad) | a/leaky |") for line in table)
     assert "Dataset:" not in md
+
+
+# ---------------------------------------------------------------------------------------------------
+# the control rule at a known false-alarm rate (Holm over the run's controls) and the cells' Holm reading
+
+NULL_TARGETS = {
+    "t": {"defenses": [], "control": "none"},
+    "t--null-db": {"defenses": [], "control": "null_database"},
+    "t--no-retrieval": {"defenses": [], "control": "no_retrieval"},
+}
+
+
+def twenty_controls(first_null=(0.27, 0.15, 0.45), first_p=0.02, main_p=1e-6):
+    """10 headline variants of t, each with a null-db and a k=0 control: 20 informative controls, all
+    at chance but the first null-db control (a per-test rejection at p ≈ first_p)."""
+    rows = []
+    for i in range(10):
+        v = f"a/v{i}"
+        rows.append(mrow("t", v, (0.9, 0.78, 0.96), auc_p=main_p * 2, auc_p_greater=main_p))
+        null = first_null if i == 0 else (0.52, 0.35, 0.68)
+        rows.append(mrow("t--null-db", v, null, auc_p=first_p if i == 0 else 0.8, auc_p_greater=0.4))
+        rows.append(mrow("t--no-retrieval", v, (0.48, 0.32, 0.65), auc_p=0.85, auc_p_greater=0.6))
+    return pd.DataFrame(rows)
+
+
+def test_one_of_twenty_null_controls_rejecting_at_p_002_does_not_fail_the_cell():
+    df = summary_frame(twenty_controls(), NULL_TARGETS)
+    by = df.set_index(["target", "variant"])
+    assert by.loc[("t", "a/v0"), "verdict"] == "leaks"  # the former rule read "control failed"
+    assert by.loc[("t", "a/v0"), "verdict_detail"] == (
+        "null-db AUC 0.27 [0.15, 0.45]: excludes 0.5 per test (p = 0.02), not after Holm over the run's 20 "
+        "controls (adjusted p = 0.4)"
+    )
+    assert (df["n_run_controls"] == 20).all()
+    assert by.loc[("t", "a/v0"), "controls_failed_per_test"] == 1
+    assert by.loc[("t", "a/v0"), "controls_failed_holm"] == 0
+    assert by.loc[("t", "a/v0"), "control_p_null_database"] == 0.02
+    md = summary_markdown(df, "S")
+    assert "- Controls: 1 of 20 informative controls exclude 0.5 per test" in md
+    assert "0 after Holm over the run's 20" in md
+    assert "| leaks (also after Holm) (null-db AUC 0.27 [0.15, 0.45]: excludes 0.5 per test" in md
+
+
+def test_the_footnote_gives_the_simulated_false_alarm_rate_of_both_rules():
+    from ragmi.report.summary import control_false_alarm_rates
+
+    md = summary_markdown(summary_frame(twenty_controls(), NULL_TARGETS), "S")
+    rates = control_false_alarm_rates([(20, 20)] * 20, [("d", "t", "a", k) for k in ("null-db", "k=0")] * 10)
+    # Holm keeps the run's chance of a spurious 'control failed' at about 5% (at most, up to the simulation's
+    # error); the former rule raised it to 1 - 0.95^20 ≈ 64% for independent controls
+    assert rates["holm_independent"] <= 0.05 + 0.015 and rates["old_independent"] > 0.55
+    assert rates["holm_shared"] <= rates["holm_independent"] + 0.015 and rates["old_shared"] < rates["old_independent"]
+    assert f"{rates['holm_independent']:.1%} independent, {rates['holm_shared']:.1%} with the variants" in md
+    assert f"(any 95% interval excluding 0.5) {rates['old_independent']:.0%} and {rates['old_shared']:.0%}" in md
+
+
+def test_a_control_that_rejects_after_holm_still_fails_the_cell():
+    m = twenty_controls(first_null=(0.88, 0.75, 0.95), first_p=1e-5)
+    by = summary_frame(m, NULL_TARGETS).set_index(["target", "variant"])
+    assert by.loc[("t", "a/v0"), "verdict"] == "control failed"
+    assert by.loc[("t", "a/v0"), "controls_failed_holm"] == 1
+    assert by.loc[("t", "a/v0"), "verdict_detail"].startswith(
+        "null-db AUC 0.88 [0.75, 0.95] excludes 0.5 after Holm (p = 1e-05, adjusted 2e-04)"
+    )
+    assert by.loc[("t", "a/v1"), "verdict"] == "leaks"
+
+
+def test_the_footnote_counts_a_failing_control_behind_an_uninformative_main_row():
+    m = twenty_controls(first_null=(0.88, 0.75, 0.95), first_p=1e-5)
+    main = (m["target"] == "t") & (m["variant"] == "a/v0")
+    m.loc[main, ["informative", "uninformative_reason"]] = [False, "constant scores"]
+    df = summary_frame(m, NULL_TARGETS)
+    assert df.set_index("variant").loc["a/v0", "verdict"] == "uninformative"
+    md = summary_markdown(df, "S")
+    assert "- Controls: 1 of 20 informative controls exclude 0.5 per test" in md
+    assert "1 after Holm over the run's 20" in md
+
+
+def test_verdict_holm_reads_the_cells_family_wise():
+    rows = [mrow("t", f"a/v{i}", (0.7, 0.55, 0.82), auc_p_greater=0.03, auc_p=0.06) for i in range(19)]
+    rows.append(mrow("t", "a/strong", (0.95, 0.84, 0.99), auc_p_greater=1e-6, auc_p=2e-6))
+    df = summary_frame(pd.DataFrame(rows), {"t": {"defenses": [], "control": "none"}})
+    by = df.set_index("variant")
+    assert (df["verdict"] == "leaks").all()
+    assert by.loc["a/strong", "verdict_holm"] == "leaks"
+    assert by.loc["a/v0", "verdict_holm"] == "no evidence after Holm"
+    assert by.loc["a/v0", "auc_p_greater_holm"] == pytest.approx(0.57)  # Holm: 19 × 0.03, step-down maxima
+    md = summary_markdown(df, "S")
+    assert "- Family-wise: 20 of 20 tested cells leak read one by one (95% interval above 0.5), 1 after Holm" in md
+    assert "| leaks (not after Holm) |" in md and "| leaks (also after Holm) |" in md
+
+
+def test_the_false_alarm_benchmark_runs_at_a_tiny_size(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "control_rule.py"
+    spec = importlib.util.spec_from_file_location("control_rule", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--reps", "50", "--controls", "3", "--sizes", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "m=3   n=8+8: Holm " in out and "former rule " in out

@@ -43,8 +43,12 @@ Protocol (the project's standards)
     Biometrika 26:404-413) on the count and its n (:func:`clopper_pearson`); an accuracy is k
     correct of the n eval rows.
 
-  None of them is random: ``n_boot`` changes no number of :func:`evaluate` (it is still recorded;
-  the paired comparisons, :func:`paired_auc_difference`, bootstrap).
+  - The test of AUC = 0.5 beside it: ``auc_p`` (two-sided) and ``auc_p_greater`` (one-sided, AUC >
+    0.5), the Mann-Whitney test on the eval scores, exact where scipy can (:func:`auc_pvalues`).  The
+    summary reads the negative controls and the leaking cells of a whole run family-wise from them
+    (Holm, ragmi.multiplicity).
+
+  None of them is random: ``n_boot`` changes no number of :func:`evaluate` (it is still recorded).
 
 TPR at low FPR is the headline number for membership inference (Carlini et al. 2022, "Membership
 Inference Attacks From First Principles"), as used in RAG-MIA §5: an attack is only dangerous if it
@@ -77,7 +81,8 @@ counts them).  Its AUC of 0.5 then says nothing about the target: it is no measu
 evidence of no leakage.
 
 Two more quantities serve the headline tables: :func:`paired_auc_difference` (the change in AUC
-between two targets scored on the same candidates, with a paired stratified bootstrap interval) and
+between two targets scored on the same candidates, with a MOVER interval built from the two AUCs'
+score intervals and DeLong's correlation, which keeps its width at AUC 1) and
 :func:`min_detectable_auc` / :func:`min_detectable_auc_power` (the smallest AUC a run of a given size
 can tell from 0.5, at 50% and at a chosen power).
 """
@@ -226,6 +231,8 @@ def metric_columns(fprs: Iterable[float] = DEFAULT_FPRS) -> list[str]:
         "auc",
         "auc_lo",
         "auc_hi",
+        "auc_p",
+        "auc_p_greater",
         "accuracy",
         "accuracy_lo",
         "accuracy_hi",
@@ -361,7 +368,7 @@ def _split(df: pd.DataFrame, variant: str):
 # Bootstrap
 # --------------------------------------------------------------------------------------------
 def paired_rng(target: str, variant: str, seed: int = 0) -> np.random.Generator:
-    """The generator of the paired bootstrap of one (defended target, variant): seeded from ``seed``
+    """The generator of a paired bootstrap of one (defended target, variant): seeded from ``seed``
     and the CRC-32 of each name, so a pair's interval depends neither on the other pairs nor on the
     order in which they are computed."""
     crc = [zlib.crc32(str(x).encode("utf-8")) for x in (target, variant)]
@@ -411,21 +418,86 @@ def _ci(values: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _placements(members: np.ndarray, nonmembers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong's structural components of the Mann-Whitney AUC, batched over the leading axes:
+    ``v10[..., i]`` = the share of non-members that member i outscores (ties one half) and
+    ``v01[..., j]`` = the share of members that outscore non-member j.  Their means are the AUC."""
+    cmp = members[..., :, None] - nonmembers[..., None, :]
+    psi = (cmp > 0) + 0.5 * (cmp == 0)
+    return psi.mean(axis=-1), psi.mean(axis=-2)
+
+
+def _cov_last(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Sample covariance (ddof 1) along the last axis; 0 with a single item."""
+    k = x.shape[-1]
+    if k < 2:
+        return np.zeros(x.shape[:-1])
+    return ((x - x.mean(-1, keepdims=True)) * (y - y.mean(-1, keepdims=True))).sum(-1) / (k - 1)
+
+
+def paired_auc_mover(a_members, a_nonmembers, b_members, b_nonmembers, z: float = Z95):
+    """The vectorised core of :func:`paired_auc_difference`: arrays of shape ``(..., m)`` (members) and
+    ``(..., n)`` (non-members), the same candidates in the same order for ``a`` and ``b``; returns
+    ``(delta, lo, hi)`` of shape ``(...)``.
+
+    MOVER (Zou & Donner 2008, "Construction of confidence limits about effect measures: a general
+    approach", Statistics in Medicine 27:1693-1702; Newcombe 1998, "Improved confidence intervals for
+    the difference between binomial proportions based on paired data", Statistics in Medicine
+    17:2635-2650, for correlated proportions): with the score intervals ``(l_a, u_a)``, ``(l_b, u_b)`` of
+    the two AUCs (:func:`auc_ci`) and the correlation ``r`` of the two estimates (DeLong, DeLong &
+    Clarke-Pearson 1988, "Comparing the areas under two or more correlated receiver operating
+    characteristic curves: a nonparametric approach", Biometrics 44:837-845: the covariance of the
+    paired structural components),::
+
+        lo = Δ - sqrt((A_a - l_a)² + (u_b - A_b)² - 2 r (A_a - l_a)(u_b - A_b))
+        hi = Δ + sqrt((u_a - A_a)² + (A_b - l_b)² - 2 r (u_a - A_a)(A_b - l_b))
+
+    Where either DeLong variance is 0 (an AUC of exactly 0 or 1: every resample agrees) the correlation
+    is not estimable and is taken as 0, the conservative choice for positively correlated scores; r is
+    clipped to [-1, 1].  The single-AUC score intervals keep their width at the boundary, so the
+    difference's does too."""
+    am, an = np.asarray(a_members, float), np.asarray(a_nonmembers, float)
+    bm, bn = np.asarray(b_members, float), np.asarray(b_nonmembers, float)
+    if am.shape != bm.shape or an.shape != bn.shape:
+        raise ValueError("the two targets' scores must cover the same candidates")
+    m, n = am.shape[-1], an.shape[-1]
+    a10, a01 = _placements(am, an)
+    b10, b01 = _placements(bm, bn)
+    auc_a, auc_b = a10.mean(-1), b10.mean(-1)
+    var_a = _cov_last(a10, a10) / m + _cov_last(a01, a01) / n
+    var_b = _cov_last(b10, b10) / m + _cov_last(b01, b01) / n
+    cov = _cov_last(a10, b10) / m + _cov_last(a01, b01) / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where((var_a > 0) & (var_b > 0), cov / np.sqrt(var_a * var_b), 0.0)
+    r = np.clip(np.nan_to_num(r), -1.0, 1.0)
+    la, ua = auc_ci(auc_a, m, n, z)
+    lb, ub = auc_ci(auc_b, m, n, z)
+    delta = auc_a - auc_b
+    da, db = auc_a - la, ub - auc_b
+    lo = delta - np.sqrt(np.maximum(da * da + db * db - 2 * r * da * db, 0.0))
+    ea, eb = ua - auc_a, auc_b - lb
+    hi = delta + np.sqrt(np.maximum(ea * ea + eb * eb - 2 * r * ea * eb, 0.0))
+    return delta, np.maximum(lo, -1.0), np.minimum(hi, 1.0)
+
+
 def paired_auc_difference(
     labels: Sequence[int],
     scores_a: Sequence[float],
     scores_b: Sequence[float],
-    n_boot: int,
-    rng: np.random.Generator,
+    n_boot: int | None = None,
+    rng: np.random.Generator | None = None,
 ) -> tuple[float, float, float]:
     """``(delta, lo, hi)``: ``delta = AUC(scores_a) - AUC(scores_b)`` over the same candidates (one
     label and two scores per candidate, e.g. a defended target's and the undefended target's) and its
-    95% paired stratified bootstrap interval: members and non-members are resampled separately, with
-    replacement, and *the same* resampled candidates score both AUCs, so the interval reflects the
-    variability of the difference, not that of two independent AUCs; percentiles 2.5 / 97.5 of
-    ``n_boot`` replicates (vectorised with :func:`_weighted_auc`).  Identical score sets give
-    ``(0, 0, 0)``."""
-    if n_boot < 1:
+    95% MOVER interval (:func:`paired_auc_mover`: the two single-AUC score intervals of :func:`auc_ci`
+    combined with DeLong's correlation of the paired estimates).
+
+    It keeps its width at the boundary, where the paired percentile bootstrap it replaces collapsed
+    (two perfectly separating targets gave ``(0, 0, 0)``; now about ``(0, -0.10, 0.10)`` at 20+20).
+    Coverage on paired binormal scores at 20+20 (``tests/test_intervals.py``, seeded, vectorised) is
+    at least 93% for true ΔAUC from 0 to 0.3, one AUC exactly 1 included.  Nothing is random:
+    ``n_boot`` and ``rng`` are accepted for the callers that still pass them and change no number."""
+    if n_boot is not None and n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     y = np.asarray(labels, dtype=int)
     a = np.asarray(scores_a, dtype=float)
@@ -434,13 +506,11 @@ def paired_auc_difference(
         raise ValueError("labels, scores_a and scores_b differ in length")
     _check_finite(a, "scores_a")
     _check_finite(b, "scores_b")
-    delta = roc_auc(y, a) - roc_auc(y, b)
+    if not ((y == 1).any() and (y == 0).any()):
+        raise ValueError("AUC is undefined unless both members and non-members are present")
     mem, non = y == 1, y == 0
-    cm = _resample_counts(rng, int(mem.sum()), int(n_boot))
-    cn = _resample_counts(rng, int(non.sum()), int(n_boot))
-    diff = _weighted_auc(a[mem], a[non], cm, cn) - _weighted_auc(b[mem], b[non], cm, cn)
-    lo, hi = _ci(diff)
-    return float(delta), lo, hi
+    delta, lo, hi = paired_auc_mover(a[mem], a[non], b[mem], b[non])
+    return float(delta), float(lo), float(hi)
 
 
 def bootstrap_mean(values: Sequence[float], n_boot: int, rng: np.random.Generator) -> tuple[float, float, float, int]:
@@ -567,6 +637,47 @@ def auc_ci(auc, n_members: int, n_nonmembers: int, z: float = Z95):
     if a.ndim == 0:
         return float(lo[0]), float(hi[0])
     return lo.reshape(a.shape), hi.reshape(a.shape)
+
+
+EXACT_MWU_MAX_PAIRS = 10_000  # the exact Mann-Whitney null up to 100 x 100 pairs (0.1 s); normal beyond
+
+
+def auc_pvalues(member_scores: Sequence[float], nonmember_scores: Sequence[float]) -> tuple[float, float]:
+    """``(p, p_greater)``: the Mann-Whitney test of AUC = 0.5 on a variant's evaluation scores, two-sided
+    (``auc_p``) and one-sided against AUC > 0.5 (``auc_p_greater``: members score higher).
+
+    Exact (the permutation null of U, :func:`scipy.stats.mannwhitneyu` ``method="exact"``) when no two
+    scores tie and there are at most :data:`EXACT_MWU_MAX_PAIRS` member × non-member pairs; otherwise
+    the normal approximation with the tie-corrected variance and a continuity correction.  Constant
+    scores (every pair tied) give 1, 1: an uninformative variant rejects nothing."""
+    from scipy import stats
+
+    m = np.asarray(member_scores, dtype=float)
+    n = np.asarray(nonmember_scores, dtype=float)
+    if m.size == 0 or n.size == 0:
+        raise ValueError("the Mann-Whitney test needs members and non-members")
+    pooled = np.r_[m, n]
+    if np.all(pooled == pooled[0]):
+        return 1.0, 1.0
+    ties = np.unique(pooled).size < pooled.size
+    method = "exact" if not ties and m.size * n.size <= EXACT_MWU_MAX_PAIRS else "asymptotic"
+    two = stats.mannwhitneyu(m, n, alternative="two-sided", method=method).pvalue
+    greater = stats.mannwhitneyu(m, n, alternative="greater", method=method).pvalue
+    return float(min(1.0, two)), float(min(1.0, greater))
+
+
+def auc_pvalues_from_auc(auc, n_members: int, n_nonmembers: int) -> tuple[float, float]:
+    """``(p, p_greater)`` of AUC = 0.5 from an AUC and its sizes alone, for a metrics row written
+    before ``auc_p`` existed: the normal approximation with the null variance of U without ties,
+    ``(m + n + 1) / (12 m n)`` on the AUC scale.  NaN, NaN for a missing AUC."""
+    from statistics import NormalDist
+
+    a, nm, nn = float(auc), int(n_members), int(n_nonmembers)
+    if a != a or nm < 1 or nn < 1:
+        return float("nan"), float("nan")
+    z = (a - 0.5) / float(np.sqrt((nm + nn + 1) / (12.0 * nm * nn)))
+    greater = 1.0 - NormalDist().cdf(z)
+    return float(min(1.0, 2 * min(greater, 1.0 - greater))), float(greater)
 
 
 def clopper_pearson_lower(k: int, n: int, confidence: float = 0.95) -> float:
@@ -757,6 +868,7 @@ def evaluate_variant(
 
     row["auc"] = roc_auc(labels, np.r_[m, n])
     row["auc_lo"], row["auc_hi"] = auc_ci(row["auc"], m.size, n.size)
+    row["auc_p"], row["auc_p_greater"] = auc_pvalues(m, n)
 
     t_acc = threshold_max_accuracy(np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n])
     correct = int((m >= t_acc).sum() + (n < t_acc).sum())

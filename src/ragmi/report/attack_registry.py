@@ -109,10 +109,15 @@ TABLES: tuple[Table, ...] = (
             "higher); no evidence at this n = it contains 0.5; uninformative = the attack gave every evaluation "
             "candidate the same score or read no answer (uninformative_reason in the CSV); control failed = an "
             "informative negative control of the same dataset and variant (null database <base>--null-db, no "
-            "retrieval <base>--no-retrieval, <base> the target or its undefended counterpart) has an AUC interval "
-            "excluding 0.5, so the attack separates candidates by something other than membership of the database "
-            "(the control applies the base target's fitted attack to the control's answers; the CSV's controls, "
-            "controls_from and verdict_detail say which); not computed = a skipped variant.",
+            "retrieval <base>--no-retrieval, <base> the target or its undefended counterpart) rejects AUC = 0.5 "
+            "family-wise (two-sided Mann–Whitney p, Holm-adjusted over every informative control of the run, below "
+            "0.05), so the attack separates candidates by something other than membership of the database (the "
+            "control applies the base target's fitted attack to the control's answers; the CSV's controls, "
+            "controls_from and verdict_detail say which; a control excluding 0.5 per test but not after Holm is "
+            "named in the detail); not computed = a skipped variant.",
+            "verdict_holm (CSV; in the verdict cell of a leaking row): the cells read together, leaks when the "
+            "one-sided Mann–Whitney p of AUC > 0.5 (auc_p_greater), Holm-adjusted over every informative computed "
+            "cell of the run (auc_p_greater_holm), is below 0.05.",
         ),
         inputs=MetricsOf(),
         build=_summary,

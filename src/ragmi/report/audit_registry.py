@@ -132,8 +132,6 @@ def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
         attack_channels,
         baseline_targets(config["targets"]),
         scores=read_scores(files.get("scores", ()), files.get("candidates", ())),
-        n_boot=int(config["metrics"]["n_boot"]),
-        seed=int(config["seed"]),
     )
     published, defenses = load_published(files["published"][0]), target_defenses(config)
     frameworks = target_frameworks(config)
@@ -229,7 +227,9 @@ TABLES: tuple[Table, ...] = (
             "before output hooks: the same count on the generator's raw text, so an output defense's effect is "
             "visible as the gap.",
             "Fisher p: one-sided exact test of the target's total against the undefended target's, treating "
-            "canaries as independent (they are grouped by seed: read the per-seed pattern first).",
+            "canaries as independent (they are grouped by seed: read the per-seed pattern first); beside it, its "
+            "Holm adjustment over the table's tests (Holm 1979), the reading when several defended targets are "
+            "compared at once.",
             "A remote target with a store: one seed (the first of audit.canary_seeds), its knowledge base planted "
             "in the service's own collection by the membership game and the query pool sent to the service; its "
             "before-output-hooks count is the service's answer (docs/vector-stores.md).",
@@ -249,8 +249,9 @@ TABLES: tuple[Table, ...] = (
         notes=(
             "effect: ΔAUC = AUC(defended) − AUC(undefended) against the undefended target with the same "
             "retriever, generator, k and template, on the evaluation candidates both scored (from the per-candidate "
-            "score files), with its 95% paired stratified bootstrap interval (members and non-members resampled "
-            "separately, the same resampled candidates for both targets, percentiles 2.5/97.5; delta_auc, "
+            "score files), with its 95% MOVER interval (Zou & Donner 2008; Newcombe 1998): the two AUCs' score "
+            "intervals (Newcombe 2006, method 5) combined with DeLong's correlation of the paired AUCs (DeLong, "
+            "DeLong & Clarke-Pearson 1988), so the interval keeps its width where an AUC is 1 (delta_auc, "
             "delta_auc_lo, delta_auc_hi, n_paired_members, n_paired_nonmembers in the CSV); then ΔTPR at the lowest "
             "non-zero FPR level (point difference, delta_tpr), left out where either reference set cannot resolve "
             "that level.",

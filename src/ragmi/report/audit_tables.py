@@ -28,6 +28,7 @@ import pandas as pd
 from .. import metrics as metrics_mod
 from ..audit import stats
 from ..audit.inventory import PRE_GENERATION, interpretable
+from ..multiplicity import holm
 from .cells import DASH, escape, format_ci, signed
 from .comparison import audit_published, is_main_variant
 from .metric_rows import fpr_keys, tpr_estimable
@@ -396,10 +397,14 @@ def dashboard_published(df: pd.DataFrame, published: list[dict]) -> list[str]:
     return [cell(r) for _, r in df.iterrows()]
 
 
+FISHER_HOLM = "Fisher p, Holm over the table"
+
+
 def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
     """``results``: one row per (target, seed) with n_leaked, n_canaries, n_leaked_raw.  Besides the cells
     people read, the machine columns n_recovered, n_planted, canary_rate (the gate's) and per_seed (JSON
-    {seed: {recovered, before_hooks, planted}}, the canaries figure's)."""
+    {seed: {recovered, before_hooks, planted}}, the canaries figure's).  The one-sided Fisher p against
+    the undefended target comes with its Holm adjustment over the table's tests (:data:`FISHER_HOLM`)."""
     out = []
     seeds = sorted(results["seed"].unique())
     totals = {}
@@ -432,7 +437,13 @@ def canaries_frame(results: pd.DataFrame, baselines: dict) -> pd.DataFrame:
             row["Fisher p (one-sided, vs undefended)"] = DASH
             continue
         (kb, nb), (kd, nd) = totals[base], totals[row["target"]]
-        row["Fisher p (one-sided, vs undefended)"] = f"{stats.fisher_one_sided(kb, nb, kd, nd):.2g}"
+        row["_p"] = stats.fisher_one_sided(kb, nb, kd, nd)
+        row["Fisher p (one-sided, vs undefended)"] = f"{row['_p']:.2g}"
+    # the table's Fisher tests read together: Holm over its rows (ragmi.multiplicity.holm)
+    adjusted = holm([row.get("_p", float("nan")) for row in out])
+    for row, a in zip(out, adjusted):
+        row.pop("_p", None)
+        row[FISHER_HOLM] = DASH if math.isnan(a) else f"{a:.2g}"
     return pd.DataFrame(out)
 
 
@@ -457,7 +468,7 @@ def effect_verdict(lo: float, hi: float) -> str:
 def paired_eval_scores(defended: pd.DataFrame, baseline: pd.DataFrame, variant: str):
     """``(labels, defended scores, undefended scores)`` of one variant over the evaluation candidates
     both targets scored (rows with ``role == "eval"`` and a finite score, doc_ids present in both),
-    sorted by doc_id so that the bootstrap does not depend on row order; None when either class is
+    sorted by doc_id so that nothing depends on row order; None when either class is
     missing.  The frames have doc_id, variant, score, label and role."""
 
     def one(df):
@@ -487,14 +498,13 @@ def defense_effect_frame(
     attack_channels,
     baselines: dict,
     scores: dict | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> pd.DataFrame:
     """Metrics rows of the headline variants of every attack on every target, with the columns
     ``defenses``, ``channels`` (what the attack reads ∩ what the defenses can change), ``delta_auc``,
     ``delta_auc_lo``, ``delta_auc_hi`` (AUC of the defended target minus AUC of its undefended target
-    on the same evaluation candidates, with a 95% paired stratified bootstrap interval:
-    :func:`ragmi.metrics.paired_auc_difference`), ``n_paired_members`` / ``n_paired_nonmembers``,
+    on the same evaluation candidates, with its 95% MOVER interval, the two AUCs' score intervals combined
+    with DeLong's correlation of the paired estimates: :func:`ragmi.metrics.paired_auc_difference`, which
+    keeps its width where an AUC is 1), ``n_paired_members`` / ``n_paired_nonmembers``,
     ``delta_tpr`` (the point difference of TPR at the lowest non-zero FPR level, NaN where either
     target's reference set cannot resolve it), ``effect`` (the Markdown cell) and ``verdict``:
     ``baseline`` (an undefended target), ``reduces`` / ``increases`` (the interval excludes 0),
@@ -505,9 +515,8 @@ def defense_effect_frame(
     ``target_defenses``: {target: [defense names]}; ``defense_channels``: {(target, defense): set of
     effective channels}; ``attack_channels(attack, variant)`` → channels the variant reads;
     ``baselines``: :func:`baseline_targets`; ``scores``: {(dataset, target, attack): scores frame with
-    doc_id, variant, score, label, role} of the defended targets and their baselines; ``n_boot`` and
-    ``seed`` drive the bootstrap, whose generator is :func:`ragmi.metrics.paired_rng` of (target,
-    variant)."""
+    doc_id, variant, score, label, role} of the defended targets and their baselines.  Nothing is
+    resampled: the frame is a function of its inputs."""
     scores = scores or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
     tpr_key = _tpr_level(df.columns)
@@ -555,8 +564,7 @@ def defense_effect_frame(
             add(defenses=names, channels=chans, effect=effect, verdict="indirect" if indirect else "not compared")
             continue
         labels, sa, sb = pair
-        rng = metrics_mod.paired_rng(t, str(r["variant"]), seed)
-        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb, n_boot, rng)
+        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
         cell = format_delta(delta, lo, hi)
         d_tpr = float("nan")
         if tpr_col and tpr_col in df.columns:

@@ -11,6 +11,8 @@ headline variant, ragmi.report.summary) and writes, at most :data:`WIDTH` column
   ``inverted``, ``uninformative``;
 * the rest compressed to counts (``no evidence at this n``, with the AUC the run's n detects, and
   ``not computed``);
+* one line on the p-values the run prints (:func:`pvalue_line`): how many, how many below 0.05 read
+  one by one and how many after Holm over all of them (ragmi.multiplicity.holm);
 * where to read on: the results page, the tables, ``run.json`` and, when the gate ran, its verdict.
 
 The Snakefile's ``onsuccess:`` prints it (:func:`end_of_run`, which never raises) and so does
@@ -53,8 +55,11 @@ TEXT_COLUMNS = frozenset(
         "controls_from",
         "tpr_note",
         "uninformative_reason",
+        "informative_controls",
+        "verdict_holm",
     }
 )
+CANARY_P = "Fisher p (one-sided, vs undefended)"  # the canaries table's column (ragmi.report.audit_tables)
 
 
 class NoSummary(Exception):
@@ -285,6 +290,9 @@ def summary_text(
         lines += [""] + _wrap(f"{text} ({power})." if power else f"{text}.", width, subsequent="  ")
 
     lines += dataset_inference_lines(results_dir, width)
+    pv = pvalue_line(results_dir, rows, width)
+    if pv:
+        lines += [""] + pv
     lines += [""] + where_lines(results_dir)
     return "\n".join(lines) + "\n"
 
@@ -345,6 +353,56 @@ def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) 
                 "  ",
             )
     return lines
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def run_pvalues(results_dir: str | os.PathLike, rows: Sequence[Mapping]) -> dict[str, list[float]]:
+    """Every p-value the run prints, by source, each test once: the summary cells' one-sided p of AUC >
+    0.5 (``auc_p_greater`` of the cells read family-wise, those with ``auc_p_greater_holm``), the
+    negative controls' two-sided p (``control_p_*`` of the rows that own them), dataset inference's
+    ``p_value`` and the canaries' one-sided Fisher p (the canaries table, else privacy_utility's
+    ``canary_fisher_p``: the same test)."""
+    tables = Path(results_dir) / "tables"
+    out: dict[str, list[float]] = {"cells": [], "controls": [], "dataset inference": [], "canaries": []}
+    for r in rows:
+        if not math.isnan(_num(r.get("auc_p_greater_holm"))):
+            out["cells"].append(_num(r.get("auc_p_greater")))
+        if r.get("controls_from") and r.get("controls_from") == r.get("target"):
+            for c in ("control_p_null_database", "control_p_no_retrieval"):
+                if not math.isnan(_num(r.get(c))):
+                    out["controls"].append(_num(r.get(c)))
+    out["dataset inference"] = [_num(r.get("p_value")) for r in _csv_rows(tables / "dataset_inference.csv")]
+    fisher = {r.get("target"): _num(r.get(CANARY_P)) for r in _csv_rows(tables / "canaries.csv")}
+    if not fisher:
+        fisher = {r.get("target"): _num(r.get("canary_fisher_p")) for r in _csv_rows(tables / "privacy_utility.csv")}
+    out["canaries"] = list(fisher.values())
+    return {k: [p for p in v if not math.isnan(p)] for k, v in out.items()}
+
+
+def pvalue_line(results_dir: str | os.PathLike, rows: Sequence[Mapping], width: int = WIDTH) -> list[str]:
+    """One line: how many p-values the run prints (:func:`run_pvalues`), how many are below 0.05 read one
+    by one and how many after Holm over all of them (family-wise 0.05); nothing when there are none."""
+    from ..multiplicity import holm
+
+    by = run_pvalues(results_dir, rows)
+    pvals = [p for v in by.values() for p in v]
+    if not pvals:
+        return []
+    raw = sum(p < 0.05 for p in pvals)
+    after = int((holm(pvals) < 0.05).sum())
+    parts = ", ".join(f"{len(v)} {k}" for k, v in by.items() if v)
+    return _wrap(
+        f"p-values: {len(pvals)} printed by this run ({parts}): {raw} below 0.05 read one by one, {after} after "
+        f"Holm over all {len(pvals)} (family-wise 0.05).",
+        width,
+        subsequent="  ",
+    )
 
 
 def gate_line(results_dir: str | os.PathLike) -> str | None:

@@ -14,10 +14,17 @@ candidate, and a verdict:
   AUC of 0.5 says nothing about the sample, only that this attack read nothing from this target;
 * ``control failed``, overriding the others but ``uninformative``: a negative control of the same
   dataset and variant (``<base>--null-db``, ``<base>--no-retrieval``, where ``<base>`` is the target
-  itself or, for a defended target, its undefended counterpart, whose controls it inherits) has an
-  *informative* AUC interval that excludes 0.5: the attack separates members from non-members by
-  something other than membership of the database.  A control scores the base target's fitted attack
-  on the control's answers (ragmi.plan.control_base), so it controls the reported rule;
+  itself or, for a defended target, its undefended counterpart, whose controls it inherits) is
+  *informative* and rejects AUC = 0.5 family-wise: its two-sided Mann–Whitney p (``auc_p``,
+  ragmi.metrics.auc_pvalues), Holm-adjusted over every informative control of the run
+  (ragmi.multiplicity.holm), is below 0.05.  The attack then separates members from non-members by
+  something other than membership of the database.  A control whose interval excludes 0.5 per test
+  but not after Holm does not fail the cell: the detail says so and the footnote counts it.  The
+  run-level chance of a spurious ``control failed`` is thereby at most 5% whatever the number of
+  controls (Holm 1979); the footnote gives it as simulated with the run's own controls
+  (:func:`control_false_alarm_rates`), beside that of the former rule (any 95% interval excluding 0.5).
+  A control scores the base target's fitted attack on the control's answers (ragmi.plan.control_base),
+  so it controls the reported rule;
 * ``not computed``: the variant was skipped (e.g. a gray-box variant on a target without
   log-probabilities).
 
@@ -28,7 +35,13 @@ operational TPR at the threshold chosen on the *reference* set for x% FPR there,
 realises on the evaluation non-members (``fpr_realized``, with its interval).  A cell is never labelled
 with an FPR it did not realise.
 
-The frame (and CSV) is deterministic in its inputs: no resampling happens here.
+Beside the per-cell verdict, ``verdict_holm`` reads the run's cells family-wise: a cell ``leaks``
+there when its one-sided p of AUC > 0.5 (``auc_p_greater``), Holm-adjusted over every informative
+computed cell of the run (``auc_p_greater_holm``), is below 0.05; else ``no evidence after Holm``
+(``uninformative``, ``not computed`` and ``control failed`` carry over).
+
+The frame (and CSV) is deterministic in its inputs: no resampling happens here; the footnote's
+simulation is seeded.
 """
 
 from __future__ import annotations
@@ -40,7 +53,8 @@ import numpy as np
 import pandas as pd
 
 from ..costs import OUTPUT_TOKENS, PROMPT_TOKENS, QUERIES
-from ..metrics import min_detectable_auc, min_detectable_auc_power
+from ..metrics import EXACT_MWU_MAX_PAIRS, Z95, auc_pvalues_from_auc, min_detectable_auc, min_detectable_auc_power
+from ..multiplicity import holm
 from ..plan import baseline_targets
 from .cells import DASH, NOT_ESTIMABLE, escape, format_ci, format_extra, format_level, format_n
 from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_main_variant
@@ -49,6 +63,9 @@ from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_
 VERDICTS = ("leaks", "inverted", "no evidence at this n", "uninformative", "control failed", "not computed")
 CONTROL_SHORT = {"null_database": "null-db", "no_retrieval": "k=0"}
 TOKENS = "tokens_per_candidate"
+FAMILY_ALPHA = 0.05  # the family-wise level of the control rule and of verdict_holm, fixed in advance
+SIM_REPLICATES = 2000  # replicates of the footnote's false-alarm simulation
+SIM_SEED = 0
 
 COLUMNS = [
     "dataset",
@@ -91,7 +108,17 @@ COLUMNS = [
     "uninformative_reason",
     "min_detectable_auc",
     "min_detectable_auc_80",
+    "auc_p",
+    "auc_p_greater",
+    "auc_p_greater_holm",
+    "informative_controls",
+    "control_p_null_database",
+    "control_p_no_retrieval",
+    "n_run_controls",
+    "controls_failed_per_test",
+    "controls_failed_holm",
     "verdict",
+    "verdict_holm",
     "verdict_detail",
 ]
 
@@ -107,6 +134,18 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
     keys = fpr_keys(metrics.columns)
+    # the family of the control rule: every informative control row of the run (headline variants)
+    # (each attached to a main row of its base target, as the loop below reads them)
+    family = [
+        k
+        for k, c in key.items()
+        if control(k[1]) in CONTROL_SUFFIX
+        and str(k[1]).endswith(CONTROL_SUFFIX[control(k[1])])
+        and (k[0], str(k[1])[: -len(CONTROL_SUFFIX[control(k[1])])], k[2]) in key
+        and is_informative(c)
+    ]
+    family_p = dict(zip(family, holm([row_pvalues(key[k])[0] for k in family])))
+    n_family = len(family)
     rows = []
     for _, r in m.iterrows():
         t = r["target"]
@@ -123,12 +162,14 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
         auc, lo, hi = to_float(r.get("auc")), to_float(r.get("auc_lo")), to_float(r.get("auc_hi"))
         nm, nn = to_float(r.get("n_members")), to_float(r.get("n_nonmembers"))
         base = base_of.get(t, t)
-        controls, failed = [], []
+        controls, failed, per_test, kinds = [], [], [], []
+        control_p = dict.fromkeys(CONTROL_SUFFIX, float("nan"))
         n_inf = n_uninf = 0
         for kind, suffix in CONTROL_SUFFIX.items():
             if base is None:
                 break
-            c = key.get((r["dataset"], base + suffix, r["variant"]))
+            ck = (r["dataset"], base + suffix, r["variant"])
+            c = key.get(ck)
             if c is None or control(base + suffix) != kind:
                 continue
             if not is_informative(c):
@@ -136,14 +177,24 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 controls.append(f"{CONTROL_SHORT[kind]} uninformative")
                 continue
             n_inf += 1
+            kinds.append(CONTROL_SHORT[kind])
             cell = f"{CONTROL_SHORT[kind]} AUC {format_ci(c.get('auc'), c.get('auc_lo'), c.get('auc_hi'))}"
             controls.append(cell)
-            if control_excludes_chance(c):
-                failed.append(cell)
+            p_raw = row_pvalues(c)[0]
+            control_p[kind] = p_raw
+            adjusted = family_p.get(ck, float("nan"))
+            if adjusted < FAMILY_ALPHA:
+                failed.append(
+                    f"{cell}{_inherited(base, t)} excludes 0.5 after Holm (p = {_p(p_raw)}, adjusted {_p(adjusted)})"
+                )
+            elif control_excludes_chance(c):
+                per_test.append(
+                    f"{cell}{_inherited(base, t)}: excludes 0.5 per test (p = {_p(p_raw)}), not after Holm over the "
+                    f"run's {n_family} controls (adjusted p = {_p(adjusted)})"
+                )
         informative = is_informative(r)
         reason = "" if informative else str(r.get("uninformative_reason") or "constant scores")
         skipped = r.get("skipped")
-        inherited = f" (of {base})" if base is not None and base != t else ""
         if isinstance(skipped, str) and skipped or math.isnan(auc) or math.isnan(lo) or math.isnan(hi):
             verdict = "not computed"
             detail = skipped if isinstance(skipped, str) and skipped else "no AUC interval"
@@ -151,11 +202,10 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
             verdict, detail = "uninformative", reason
         elif failed:
             verdict = "control failed"
-            detail = (
-                "; ".join(f"{c}{inherited} excludes 0.5" for c in failed) + f" (own verdict: {auc_verdict(lo, hi)})"
-            )
+            detail = "; ".join(failed + per_test) + f" (own verdict: {auc_verdict(lo, hi)})"
         else:
-            verdict, detail = auc_verdict(lo, hi), ""
+            verdict, detail = auc_verdict(lo, hi), "; ".join(per_test)
+        p_two, p_greater = row_pvalues(r) if verdict != "not computed" else (float("nan"), float("nan"))
         defs = targets[t]["defenses"] if t in targets else []
         ok = nm >= 1 and nn >= 1
         rows.append(
@@ -199,11 +249,31 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
                 "uninformative_reason": reason,
                 "min_detectable_auc": min_detectable_auc(int(nm), int(nn)) if ok else float("nan"),
                 "min_detectable_auc_80": min_detectable_auc_power(int(nm), int(nn), 0.8) if ok else float("nan"),
+                "auc_p": p_two,
+                "auc_p_greater": p_greater,
+                "auc_p_greater_holm": float("nan"),  # filled below, over the run's cells
+                "informative_controls": ", ".join(kinds),
+                "control_p_null_database": control_p["null_database"],
+                "control_p_no_retrieval": control_p["no_retrieval"],
+                "n_run_controls": n_family,
+                "controls_failed_per_test": len(per_test) + len(failed),
+                "controls_failed_holm": len(failed),
                 "verdict": verdict,
+                "verdict_holm": "",
                 "verdict_detail": detail,
             }
         )
     out = pd.DataFrame(rows, columns=COLUMNS)
+    # the family-wise reading of the cells: Holm over every informative computed cell's one-sided p
+    tested = out["verdict"].isin(["leaks", "inverted", "no evidence at this n", "control failed"]).to_numpy()
+    adjusted = holm(np.where(tested, out["auc_p_greater"].to_numpy(float), np.nan))
+    out["auc_p_greater_holm"] = adjusted
+    out["verdict_holm"] = [
+        v
+        if v in ("uninformative", "not computed", "control failed")
+        else ("leaks" if a < FAMILY_ALPHA else "no evidence after Holm")
+        for v, a in zip(out["verdict"], adjusted)
+    ]
     for c in (
         "n_members",
         "n_nonmembers",
@@ -212,12 +282,86 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
         "n_retrieved_members",
         "n_informative_controls",
         "n_uninformative_controls",
+        "n_run_controls",
+        "controls_failed_per_test",
+        "controls_failed_holm",
     ):
         out[c] = out[c].astype("Int64")  # integers in the CSV (50, not 50.0); missing stays empty
     # undefended targets first (the defended ones compare against them), then by target and attack
     order = out["defenses"].astype(str).ne("")
     out = out.assign(_d=order).sort_values(["dataset", "_d", "target"], kind="stable").drop(columns="_d")
     return out.reset_index(drop=True)
+
+
+def _inherited(base, target) -> str:
+    return f" (of {base})" if base is not None and base != target else ""
+
+
+def _p(x: float) -> str:
+    return "n/a" if x != x else (f"{x:.0e}" if x < 0.001 else f"{x:.2g}")
+
+
+def row_pvalues(r) -> tuple[float, float]:
+    """``(auc_p, auc_p_greater)`` of a metrics row: its Mann–Whitney p-values (ragmi.metrics.auc_pvalues),
+    or, for a row written before they existed, the normal approximation from its AUC and sizes
+    (ragmi.metrics.auc_pvalues_from_auc)."""
+    p, g = to_float(r.get("auc_p")), to_float(r.get("auc_p_greater"))
+    if math.isnan(p) or math.isnan(g):
+        return auc_pvalues_from_auc(to_float(r.get("auc")), *_sizes(r))
+    return p, g
+
+
+def _sizes(r) -> tuple[int, int]:
+    nm, nn = to_float(r.get("n_members")), to_float(r.get("n_nonmembers"))
+    return (0 if math.isnan(nm) else int(nm)), (0 if math.isnan(nn) else int(nn))
+
+
+def control_false_alarm_rates(
+    sizes, groups, alpha: float = FAMILY_ALPHA, n_rep: int = SIM_REPLICATES, seed: int = SIM_SEED
+) -> dict[str, float]:
+    """The run-level rate of a spurious ``control failed``: controls that are true nulls (members and
+    non-members scored alike), with the run's own number of controls and their sizes
+    (``sizes``: one ``(n_members, n_nonmembers)`` per informative control), ``n_rep`` seeded replicates.
+
+    Two dependence structures bound the truth: ``independent`` (every control draws its own scores) and
+    ``shared`` (the controls of one ``groups`` label, e.g. the variants of one attack on one control
+    target, which read the same answers, draw the same scores: one ranking per group).  For each, the
+    share of replicates where the Holm rule (:func:`ragmi.multiplicity.holm` over the controls' two-sided
+    p, family-wise ``alpha``) rejects at least one control (``holm_*``) and where the former rule (any 95%
+    score interval excluding 0.5, ragmi.metrics.auc_ci) does (``old_*``).  p-values as
+    :func:`ragmi.metrics.auc_pvalues` computes them for untied scores (exact up to
+    :data:`ragmi.metrics.EXACT_MWU_MAX_PAIRS` pairs)."""
+    from scipy import stats
+
+    from ..metrics import newcombe_variance
+
+    sizes = [(int(a), int(b)) for a, b in sizes]
+    if not sizes:
+        return {}
+    rng = np.random.default_rng(seed)
+    labels = list(groups)
+    out = {}
+    for case in ("independent", "shared"):
+        p = np.empty((n_rep, len(sizes)))
+        old = np.zeros((n_rep, len(sizes)), dtype=bool)
+        drawn: dict = {}
+        for j, (nm, nn) in enumerate(sizes):
+            share = (labels[j], nm, nn) if case == "shared" else None
+            if share is not None and share in drawn:
+                p[:, j], old[:, j] = drawn[share]
+                continue
+            x, y = rng.normal(size=(n_rep, nm)), rng.normal(size=(n_rep, nn))
+            method = "exact" if nm * nn <= EXACT_MWU_MAX_PAIRS else "asymptotic"
+            res = stats.mannwhitneyu(x, y, alternative="two-sided", method=method, axis=-1)
+            auc = res.statistic / (nm * nn)
+            p[:, j] = res.pvalue
+            old[:, j] = np.abs(auc - 0.5) > Z95 * float(np.sqrt(newcombe_variance(0.5, nm, nn)))
+            if share is not None:
+                drawn[share] = (p[:, j].copy(), old[:, j].copy())
+        # Holm rejects at least one test exactly when the smallest p is below alpha / m
+        out[f"holm_{case}"] = float(np.mean(p.min(axis=1) < alpha / len(sizes)))
+        out[f"old_{case}"] = float(np.mean(old.any(axis=1)))
+    return out
 
 
 def _key(level: float) -> str:
@@ -264,23 +408,42 @@ def power_note(df: pd.DataFrame) -> str | None:
 
 
 def controls_note(df: pd.DataFrame) -> str | None:
-    """The footnote on the negative controls: how many informative control intervals exclude 0.5, beside
-    what chance alone gives (about 0.05·m of m 95% intervals; 1 − 0.95^m that at least one does, were
-    they independent: the variants of one attack share their answers, so they are not); how many
-    controls were uninformative (constant scores: a control that cannot fail is not a pass); and the
-    leaking rows that have no informative control."""
+    """The footnote on the negative controls, counted from the controls' own metrics rows (the
+    ``controls_failed_*`` columns, whatever the main row's verdict): how many informative controls
+    reject AUC = 0.5 per test (95% interval) and how many after Holm over the run's controls (the rule of
+    ``control failed``); the run-level rate of a spurious ``control failed`` under true null controls,
+    simulated with the run's own controls and sizes (:func:`control_false_alarm_rates`, independent and
+    shared answers), beside the former rule's; how many controls were uninformative (constant scores: a
+    control that cannot fail is not a pass); and the leaking rows that have no informative control."""
     own = df[df["controls_from"].astype(str).eq(df["target"].astype(str))]
     m = int(own["n_informative_controls"].fillna(0).sum())
     u = int(own["n_uninformative_controls"].fillna(0).sum())
     if m == 0 and u == 0:
         return None
-    failed = sum(str(d).count(" excludes 0.5") for d in own["verdict_detail"])
-    text = f"Controls: {failed} of {m} informative control AUC intervals exclude 0.5"
+    per_test = int(own["controls_failed_per_test"].fillna(0).sum())
+    family = int(own["controls_failed_holm"].fillna(0).sum())
+    text = (
+        f"Controls: {per_test} of {m} informative controls exclude 0.5 per test (95% interval; about {0.05 * m:.2g} "
+        f"would by chance alone), {family} after Holm over the run's {m} (two-sided Mann–Whitney p, family-wise "
+        f"{FAMILY_ALPHA:g}): only those read 'control failed'"
+    )
     if m:
-        text += (
-            f" (about {0.05 * m:.2g} would by chance alone; {1 - 0.95**m:.0%} that at least one does, were they "
-            "independent, which the variants of one attack, sharing their answers, are not)"
-        )
+        sizes, groups = [], []
+        for _, r in own.iterrows():
+            for kind in [k for k in str(r["informative_controls"] or "").split(", ") if k]:
+                sizes.append(_sizes(r))
+                groups.append((r["dataset"], r["target"], r["attack"], kind))
+        ok = [i for i, (a, b) in enumerate(sizes) if a >= 1 and b >= 1]
+        rates = control_false_alarm_rates([sizes[i] for i in ok], [groups[i] for i in ok])
+        if rates:
+            mc = Z95 * math.sqrt(0.25 / SIM_REPLICATES)  # the simulation's own 95% error, at most
+            text += (
+                f". Chance of a spurious 'control failed' in this run, were every control a true null (simulated, "
+                f"{SIM_REPLICATES:,} replicates with these {len(ok)} controls and their n, ±{mc:.1%}): "
+                f"{rates['holm_independent']:.1%} independent, {rates['holm_shared']:.1%} with the variants of one "
+                f"attack sharing their answers; under the former rule (any 95% interval excluding 0.5) "
+                f"{rates['old_independent']:.0%} and {rates['old_shared']:.0%}"
+            )
     if u:
         text += f"; {u} control(s) uninformative (constant scores: a control that cannot fail is not counted as a pass)"
     bare = df[(df["verdict"] == "leaks") & (df["n_informative_controls"].fillna(0) == 0)]
@@ -294,6 +457,21 @@ def controls_note(df: pd.DataFrame) -> str | None:
         pairs = sorted({f"{t} from {b}" for t, b in zip(inherited["target"], inherited["controls_from"])})
         text += ". Defended targets read their undefended counterpart's controls: " + ", ".join(pairs)
     return text + "."
+
+
+def holm_note(df: pd.DataFrame) -> str | None:
+    """The footnote on the family-wise reading of the cells: how many leak read one by one and how many
+    after Holm over the run's cells (``verdict_holm``)."""
+    tested = df["auc_p_greater_holm"].notna()
+    if not tested.any():
+        return None
+    each = int((df["verdict"] == "leaks").sum())
+    after = int((df["verdict_holm"] == "leaks").sum())
+    return (
+        f"Family-wise: {each} of {int(tested.sum())} tested cells leak read one by one (95% interval above 0.5), "
+        f"{after} after Holm over all {int(tested.sum())} (one-sided Mann–Whitney p of AUC > 0.5, family-wise "
+        f"{FAMILY_ALPHA:g}; verdict_holm in the CSV): a run that reads many cells finds some by chance alone."
+    )
 
 
 def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
@@ -327,7 +505,11 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for _, r in df.iterrows():
         verdict = r["verdict"]
-        if verdict in ("control failed", "not computed", "uninformative") and r["verdict_detail"]:
+        if verdict == "leaks" and r.get("verdict_holm") and r["verdict_holm"] != "leaks":
+            verdict = "leaks (not after Holm)"
+        elif verdict == "leaks" and r.get("verdict_holm") == "leaks":
+            verdict = "leaks (also after Holm)"
+        if r["verdict_detail"]:
             verdict = f"{verdict} ({r['verdict_detail']})"
         variant = str(r["variant"])
         target = r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
@@ -357,6 +539,9 @@ def summary_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
     controls = controls_note(df)
     if controls:
         lines.append(f"- {controls}")
+    family = holm_note(df)
+    if family:
+        lines.append(f"- {family}")
     limited = sorted({n for n in df["tpr_note"] if n})
     if limited:
         lines.append(
