@@ -343,7 +343,7 @@ class QuarterNoise(DpRetrieval):
         return 4.0 * self.params["epsilon"]
 
 
-@pytest.mark.parametrize(("cls", "verdict"), [(DpRetrieval, ea.NOT_REFUTED), (QuarterNoise, ea.EXCEEDS)])
+@pytest.mark.parametrize(("cls", "verdict"), [(DpRetrieval, "not refuted"), (QuarterNoise, "exceeds its claim")])
 def test_known_answer_noise_four_times_too_small(cls, verdict):
     """At the default trials (3,000), seeded: the 4x-too-small noise exceeds its claim of 1, per query and
     per document (T = 3 against 3ε); the correct mechanism is not refuted, its bound inside the range a
@@ -371,7 +371,7 @@ def test_max_certifiable_is_the_bound_of_perfect_separation():
 
 def test_a_correct_mechanism_gives_the_documented_range():
     """The procedure of the old audit (one query, three scores one Δ apart, 3,000 runs a side, four
-    thresholds) on a correct Laplace mechanism at ε = 1: median near 0.86, 5-95% inside 0.75-0.97."""
+    thresholds) on a correct Laplace mechanism at ε = 1: median near 0.88, 5-95% inside 0.72-0.98."""
     v1, v0 = ea.declared_pair(1.0)
     c = ea.correct_mechanism_bounds(v1, v0, 1.0, 1.0, 1, scale=1.0, seed=3)
     assert 0.8 < c["median"] < 0.92 and 0.72 < c["q05"] < c["median"] < c["q95"] < 0.98

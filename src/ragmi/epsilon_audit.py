@@ -30,19 +30,25 @@ What a bound measures depends on what the two inputs are.  A document-level memb
 compares a retrieval database with a document and one without it: its TPR/FPR bound ε for the
 relation :data:`RELATION_DOCUMENT` ("document presence").  None of the DP defenses of ragmi claims
 that relation (:func:`declared_epsilon`): DP-R, CA-DP and Private-RAG add Laplace noise to the
-retrieval scores of one query's candidates, so their ε holds between score vectors that differ by at
-most the sensitivity (:data:`RELATION_SCORES`) with the candidate set fixed; the exponential
-mechanism's holds per draw between utility vectors (:data:`RELATION_UTILITY`); the DP-style output
+retrieval scores of one query's candidates, so their claim is stated for score vectors that differ
+by at most the sensitivity (:data:`RELATION_SCORES`) with the candidate set fixed; the exponential
+mechanism's per draw for utility vectors (:data:`RELATION_UTILITY`); the DP-style output
 perturbation is not ε-DP for any relation (:data:`RELATION_NONE`).  Adding a document changes the
 candidate set itself (it can enter the context, where an absent one never can), which no bounded
 change of scores describes, so a membership attack's ε_lb says nothing about those claims:
 :func:`audit_row` prints "bound not comparable" instead of a flag.  A bound is compared with a
-claim only when its trials follow the claim's relation (:func:`audit_row`'s ``bound_relation``), as
-the known-answer test does (``tests/test_epsilon_audit.py``: two score vectors one sensitivity
-apart, the real DP-R retrieval hook run thousands of times).  A document-level bound for a defense
-that did claim document presence would further be approximate: the candidates of one run share a
-database, so their outcomes are not independent runs (Steinke, Nasr & Jagielski, NeurIPS 2023,
-"Privacy Auditing with One (1) Training Run", treat that case).
+claim only when its trials follow the claim's relation and unit (:func:`trial_rows`): the audit
+drives the defense's own hook on two positional score vectors, taken where it can from the target's
+real retriever for D and D with one document removed or added (:mod:`ragmi.epsilon_sensitivity`), so a
+defense whose declared Δ is too small is driven past it; one query per trial against a per-query ε,
+T queries against T·ε (basic composition) or against CA-DP's per-candidate ε.
+
+A bound at or below the claim only fails to refute it (:data:`NOT_REFUTED`); what the audit could have
+shown is printed beside it: :func:`max_certifiable` and the bound's distribution for a mechanism
+exactly at its claim (:func:`correct_mechanism_bounds`).  A document-level bound for a defense that did
+claim document presence would further be approximate: the candidates of one run share a database, so
+their outcomes are not independent runs (Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy Auditing
+with One (1) Training Run", treat that case).
 """
 
 from __future__ import annotations

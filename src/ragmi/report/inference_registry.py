@@ -230,8 +230,6 @@ TABLES = (
             "seed",
             "audit.epsilon_confidence",
             "audit.epsilon_trials",
-            "audit.epsilon_sensitivity_queries",
-            "audit.epsilon_sensitivity_added",
         ),
     ),
 )
