@@ -643,6 +643,7 @@ def trial_rows(
             )
             return [{**row, **extra}]
         units = [(f"per candidate: {t} queries (ε in total)", int(t), eps)]
+        claim = declared_epsilon(trial_copy(defense, t))  # the accounting with the T the trial uses
     else:
         units = [("per query: 1 query", 1, eps)]
         if turns is not None:

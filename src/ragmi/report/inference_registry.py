@@ -197,14 +197,15 @@ TABLES = (
             'trial of this hook" when the audit cannot drive it.',
             "mechanism: the audit drives a copy of the defense's retrieval hook (the configured one is not changed) "
             "on two neighbouring score vectors, audit.epsilon_trials runs each, thresholds on the log-likelihood "
-            "ratio chosen on as many separate runs.  The pair: on each attacked target the defense protects, the "
-            "scores its noise covers (DP-R, CA-DP: the first pool candidates; Private-RAG: the top k) for the "
-            "database D and D with one document removed or added, measured on the target's own retriever over "
-            "the attacks' queries (rule epsilon_sensitivity, audit.epsilon_sensitivity_queries and "
-            "audit.epsilon_sensitivity_added), the pair that moves them most in L1; elsewhere two vectors the "
-            "declared Δ apart.  A defense whose declared Δ understates the retriever's is driven past its Δ and "
-            "shows it.  Δ measured: the largest L1 change over the queries and documents tried (a lower bound on "
-            "the sensitivity, not a certificate).",
+            'ratio chosen on as many separate runs.  Two pairs: "declared Δ", two vectors the declared Δ apart '
+            '(the claim at its full Δ: the most power against mis-scaled noise); and "<dataset>/<target> '
+            'retriever", on each attacked target the defense protects, the scores its noise covers (DP-R, '
+            "CA-DP: the first pool candidates; Private-RAG: the top k) for the database D and D with one "
+            "document removed or added, measured on the target's own retriever over the attacks' queries (rule "
+            "epsilon_sensitivity, audit.epsilon_sensitivity_queries and audit.epsilon_sensitivity_added), the "
+            "pair that moves them most in L1: a defense whose declared Δ understates the retriever's is driven "
+            "past its Δ and shows it.  Δ measured: the largest L1 change over the queries and documents tried (a "
+            "lower bound on the sensitivity, not a certificate).",
             "Unit: DP-R and Private-RAG claim ε per query: a one-query trial compared with ε, and a trial of the "
             "T queries an attack sends about one document compared with T·ε (basic composition; T from the "
             "attacks' query files).  CA-DP claims ε per candidate over its T queries (ε/T each): a T-query trial "

@@ -260,9 +260,11 @@ def epsilon_frame(
     pair that realises it and the attack's queries per candidate T).
 
     Per defense with a hook trial (:func:`ragmi.epsilon_audit.has_trial`): rows ``mechanism`` from
-    :func:`ragmi.epsilon_audit.trial_rows`, driven on the measured pair of each target it defends (source
-    ``mechanism <dataset>/<target> retriever``), else on two vectors the declared Δ apart (source
-    ``mechanism, declared Δ``).  A defense without such a trial: one row :data:`ragmi.epsilon_audit.NO_TRIAL`.
+    :func:`ragmi.epsilon_audit.trial_rows`, driven on two vectors the declared Δ apart (source ``mechanism,
+    declared Δ``; one query per trial, CA-DP with its own T only) and on the measured pair of each target it
+    defends (source ``mechanism, <dataset>/<target> retriever``; per query and per document, CA-DP per
+    candidate, T the attacks'); a target whose retriever was not measured: a row ``mechanism, not measured``
+    saying why.  A defense without such a trial: one row :data:`ragmi.epsilon_audit.NO_TRIAL`.
     Per attacked target (``attacked``: (dataset, target, [its DP defenses])) and attack variant, a row
     ``attack <variant>``: the bound from its evaluation scores at thresholds chosen on the reference
     non-members' scores (never on the scores it bounds), under the document relation."""
@@ -284,36 +286,31 @@ def epsilon_frame(
                 }
             )
             continue
-        places = [m for m in _measured(sensitivity, name)]
-        drove = False
-        for m in places:
+        # the declared Δ's pair tests the claim at its full Δ (the most power against mis-scaled noise) ...
+        v1, v0 = ea.declared_pair(float(d.params["sensitivity"]))
+        out = ea.trial_rows(d, v1, v0, None, trials, confidence, seed, delta_measured=nan)
+        rows += [{**base, "source": "mechanism, declared Δ", **r} for r in out]
+        # ... the real retriever's pair catches a declared Δ below the retriever's
+        for m in _measured(sensitivity, name):
             where = {"dataset": m["dataset"], "target": m["target"]}
-            turns = _turns(m.get("turns"))
             if m.get("delta_measured") is None or m["delta_measured"] != m["delta_measured"]:
-                v1, v0 = ea.declared_pair(float(d.params["sensitivity"]))
-                out = ea.trial_rows(
-                    d, v1, v0, turns, trials, confidence, seed, delta_tried=f"{m['note']}; {ea.DECLARED_PAIR}"
-                )
-                source = "mechanism, declared Δ"
-            else:
-                out = ea.trial_rows(
-                    d,
-                    m["scores_d"],
-                    m["scores_neighbour"],
-                    turns,
-                    trials,
-                    confidence,
-                    seed,
-                    delta_measured=float(m["delta_measured"]),
-                    delta_tried=_tried_words(m),
-                )
-                source = f"mechanism, {m['dataset']}/{m['target']} retriever"
+                row = {**base, **where, "source": "mechanism, not measured", "claimed_eps": claim.claimed_eps}
+                row.update(accounting=claim.accounting, relation=claim.relation, comparable=False)
+                rows.append({**row, "delta_tried": m["note"], "verdict": ea.NO_TRIAL})
+                continue
+            out = ea.trial_rows(
+                d,
+                m["scores_d"],
+                m["scores_neighbour"],
+                _turns(m.get("turns")),
+                trials,
+                confidence,
+                seed,
+                delta_measured=float(m["delta_measured"]),
+                delta_tried=_tried_words(m),
+            )
+            source = f"mechanism, {m['dataset']}/{m['target']} retriever"
             rows += [{**base, **where, "source": source, **r} for r in out]
-            drove = True
-        if not drove:
-            v1, v0 = ea.declared_pair(float(d.params["sensitivity"]))
-            out = ea.trial_rows(d, v1, v0, None, trials, confidence, seed, delta_measured=nan)
-            rows += [{**base, "source": "mechanism, declared Δ", **r} for r in out]
     for dataset, target, names in attacked:
         for (ds, t, _attack), df in sorted(scores.items()):
             if (ds, t) != (dataset, target):
