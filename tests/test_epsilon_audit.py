@@ -410,3 +410,27 @@ def test_ca_dp_is_compared_per_candidate_over_t_queries():
     fixed = CaDp("ca1", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3, "turns": 1})
     (row,) = ea.trial_rows(fixed, v1, v0, turns=4, trials=1000, seed=2)
     assert row["verdict"] == ea.EXCEEDS and row["eps_lb"] > 2.0
+
+
+def test_a_bm25_retriever_is_not_measured_and_says_so(tmp_path):
+    """BM25 scores depend on the whole corpus (IDF, mean length): no per-document change to read off one
+    score matrix, so the row says it was not measured instead of printing a Δ."""
+    import pandas as pd
+
+    from ragmi import epsilon_sensitivity as es
+    from ragmi.datasets.synthetic import generate
+    from ragmi.rag.index import Retriever, RetrieverSpec, build_index
+    from ragmi.report import inference_tables as it
+
+    docs = generate(n_docs=12, seed=5)[["doc_id", "text"]]
+    spec = RetrieverSpec.from_config("b", {"kind": "bm25"})
+    build_index(docs, spec, tmp_path / "bm", with_titles=False, log=lambda m: None)
+    queries = pd.DataFrame({"query_id": ["q0"], "doc_id": [docs["doc_id"][0]], "user_prompt": [docs["text"][0][:60]]})
+    dpr = DpRetrieval("dpr", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3})
+    (row,) = es.measure_target(Retriever(tmp_path / "bm", spec), queries, docs.iloc[:0], {"dpr": dpr}, 2, False, 10, 0)
+    assert row["note"] == es.NOT_MEASURED and "delta_measured" not in row and row["noised"] == 3
+    sens = pd.DataFrame([row]).assign(dataset="d", target="t")
+    df = it.epsilon_frame({"dpr": dpr}, [], {}, 0.95, trials=300, seed=0, sensitivity=sens)
+    assert df["source"].tolist() == ["mechanism, declared Δ", "mechanism, not measured"]
+    assert df["verdict"].tolist() == [ea.NOT_REFUTED, ea.NO_TRIAL]
+    assert "| dpr (dp_retrieval) | d/t | mechanism, not measured |" in it.epsilon_markdown(df, "T")
