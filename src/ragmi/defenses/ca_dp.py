@@ -55,11 +55,18 @@ class CaDp(DpRetrieval):
             raise ValueError(f"defense {self.name}: T must be at least 1, got {turns}")
         self._turns, self.turns_source = int(turns), source
 
+    NO_ATTACK_TURNS = "no attack queries this target: T = 1"
+
+    @property
+    def declared_turns(self) -> int | None:
+        """T as set (``params.turns`` or :meth:`set_turns`), None while unknown; reading it changes nothing."""
+        return self._turns
+
     @property
     def turns(self) -> int:
-        if self._turns is None:  # no attack queries this target (its probes only): one turn
-            self._turns, self.turns_source = 1, "no attack queries this target: T = 1"
-        return self._turns
+        """T the noise is drawn with: 1 while no attack has set it (its probes only).  Reading it does not
+        set T: a later :meth:`set_turns` still takes effect."""
+        return 1 if self._turns is None else self._turns
 
     @property
     def per_turn_epsilon(self) -> float:
@@ -68,7 +75,7 @@ class CaDp(DpRetrieval):
     def record(self):
         r = super().record()
         r["turns"] = self.turns
-        r["turns_source"] = self.turns_source
+        r["turns_source"] = self.turns_source if self._turns is not None else self.NO_ATTACK_TURNS
         r["per_turn_epsilon"] = self.per_turn_epsilon
         return r
 

@@ -1,5 +1,5 @@
 """The frames of the inference tables: dataset inference (is a *set* of documents in the database?) and
-the empirical ε audit of the DP defenses (does a defense's claimed ε hold?).
+the empirical ε audit of the DP defenses (can a defense's claimed ε be refuted?).
 
 The statistics are :mod:`ragmi.dataset_inference` and :mod:`ragmi.epsilon_audit`; this module reads the
 score files and the split, and shapes the rows.
@@ -22,7 +22,7 @@ from .cells import DASH
 from .comparison import is_main_variant
 
 # An ε claim the audit has no trial for: the exponential mechanism's draws, an output perturbation that is no DP
-NO_TRIAL = "no trial of this hook"
+NO_TRIAL = ea.NO_TRIAL
 
 NULL_DB = "--null-db"  # the suffix of a target's null-database control (ragmi.plan.CONTROLS)
 RAW, DIFFERENCE = "raw", "null-db difference"  # the designs: combined score, or target minus null-db control
@@ -388,6 +388,25 @@ def dataset_inference_markdown(df: pd.DataFrame, title: str, extra_columns=(), n
 EPS_COLUMNS = ["dataset", "target", "kind", "source", *ea.AUDIT_COLUMNS]
 
 
+def _measured(sensitivity: pd.DataFrame | None, name: str) -> list[dict]:
+    """The rule epsilon_sensitivity's rows of defense ``name`` (:mod:`ragmi.epsilon_sensitivity`)."""
+    if sensitivity is None or not len(sensitivity):
+        return []
+    return sensitivity[sensitivity["defense"] == name].to_dict("records")
+
+
+def _tried_words(m: dict) -> str:
+    return (
+        f"max over {int(m['n_queries'])} attack queries × {int(m['n_docs'])} documents removed or added "
+        f"({int(m['n_pairs'])} pairs that move the top {int(m['noised'])}, L1): {m['change']} {m['doc_id']} "
+        f"for query {m['query_id']}"
+    )
+
+
+def _turns(value) -> int | None:
+    return None if value is None or value != value else int(value)
+
+
 def epsilon_frame(
     defenses: Mapping[str, object],
     attacked: Sequence[tuple[str, str, list[str]]],
@@ -395,30 +414,66 @@ def epsilon_frame(
     confidence: float,
     trials: int,
     seed: int,
+    sensitivity: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Rows of the ε audit.  ``defenses``: {name: built defense} of every configured defense that declares
-    an ε (:func:`ragmi.epsilon_audit.declared_epsilon`).  Per defense, a row ``mechanism``: its retrieval
-    hook driven on neighbouring score vectors under the relation it claims
-    (:func:`ragmi.epsilon_audit.mechanism_bound`; no row where the hook has no such trial).  Per attacked
-    target (``attacked``: (dataset, target, [its DP defenses])) and attack variant, a row ``attack
-    <variant>``: the bound from its evaluation scores at thresholds chosen on the reference non-members'
-    scores (never on the scores it bounds), under the document relation."""
+    an ε (:func:`ragmi.epsilon_audit.declared_epsilon`).  ``sensitivity``: the rule epsilon_sensitivity's
+    rows (:mod:`ragmi.epsilon_sensitivity`: per dataset × attacked target × DP defense, the largest change
+    of the noised scores when one document is removed or added, measured on the target's retriever, the
+    pair that realises it and the attack's queries per candidate T).
+
+    Per defense with a hook trial (:func:`ragmi.epsilon_audit.has_trial`): rows ``mechanism`` from
+    :func:`ragmi.epsilon_audit.trial_rows`, driven on two vectors the declared Δ apart (source ``mechanism,
+    declared Δ``; one query per trial, CA-DP with its own T only) and on the measured pair of each target it
+    defends (source ``mechanism, <dataset>/<target> retriever``; per query and per document, CA-DP per
+    candidate, T the attacks'); a target whose retriever was not measured: a row ``mechanism, not measured``
+    saying why.  A defense without such a trial: one row :data:`ragmi.epsilon_audit.NO_TRIAL`.
+    Per attacked target (``attacked``: (dataset, target, [its DP defenses])) and attack variant, a row
+    ``attack <variant>``: the bound from its evaluation scores at thresholds chosen on the reference
+    non-members' scores (never on the scores it bounds), under the document relation."""
+    nan = float("nan")
     rows = []
     for name, d in sorted(defenses.items()):
         claim = ea.declared_epsilon(d)
-        bound = ea.mechanism_bound(d, trials=trials, confidence=confidence, seed=seed)
-        if bound is None:  # listed all the same: the reader sees every ε claim, and that it was not driven
-            row = {
-                "defense": name,
-                "claimed_eps": claim.claimed_eps,
-                "accounting": claim.accounting,
-                "relation": claim.relation,
-                "comparable": False,
-                "verdict": NO_TRIAL,
-            }
-        else:
-            row = ea.audit_defense(d, bound, bound_relation=claim.relation)
-        rows.append({"dataset": DASH, "target": DASH, "defense": name, "kind": d.kind, "source": "mechanism", **row})
+        base = {"dataset": DASH, "target": DASH, "defense": name, "kind": d.kind}
+        if not ea.has_trial(d):  # listed all the same: the reader sees every ε claim, and that it was not driven
+            rows.append(
+                {
+                    **base,
+                    "source": "mechanism",
+                    "claimed_eps": claim.claimed_eps,
+                    "accounting": claim.accounting,
+                    "relation": claim.relation,
+                    "comparable": False,
+                    "verdict": ea.NO_TRIAL,
+                }
+            )
+            continue
+        # the declared Δ's pair tests the claim at its full Δ (the most power against mis-scaled noise) ...
+        v1, v0 = ea.declared_pair(float(d.params["sensitivity"]))
+        out = ea.trial_rows(d, v1, v0, None, trials, confidence, seed, delta_measured=nan)
+        rows += [{**base, "source": "mechanism, declared Δ", **r} for r in out]
+        # ... the real retriever's pair catches a declared Δ below the retriever's
+        for m in _measured(sensitivity, name):
+            where = {"dataset": m["dataset"], "target": m["target"]}
+            if m.get("delta_measured") is None or m["delta_measured"] != m["delta_measured"]:
+                row = {**base, **where, "source": "mechanism, not measured", "claimed_eps": claim.claimed_eps}
+                row.update(accounting=claim.accounting, relation=claim.relation, comparable=False)
+                rows.append({**row, "delta_tried": m["note"], "verdict": ea.NO_TRIAL})
+                continue
+            out = ea.trial_rows(
+                d,
+                m["scores_d"],
+                m["scores_neighbour"],
+                _turns(m.get("turns")),
+                trials,
+                confidence,
+                seed,
+                delta_measured=float(m["delta_measured"]),
+                delta_tried=_tried_words(m),
+            )
+            source = f"mechanism, {m['dataset']}/{m['target']} retriever"
+            rows += [{**base, **where, "source": source, **r} for r in out]
     for dataset, target, names in attacked:
         for (ds, t, _attack), df in sorted(scores.items()):
             if (ds, t) != (dataset, target):
@@ -438,7 +493,7 @@ def epsilon_frame(
                     confidence=confidence,
                 )
                 for name in names:
-                    row = ea.audit_defense(defenses[name], bound)
+                    row = ea.audit_defense(defenses[name], bound, unit="document presence: one run per candidate")
                     rows.append(
                         {
                             "dataset": dataset,
@@ -453,8 +508,25 @@ def epsilon_frame(
     return out.reindex(columns=EPS_COLUMNS) if len(out) else pd.DataFrame(columns=EPS_COLUMNS)
 
 
+def _num(x, fmt: str = ".2f") -> str:
+    return DASH if x is None or x != x else format(x, fmt)
+
+
 def epsilon_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
-    head = ["defense", "target", "bound from", "claimed ε (accounting)", "ε lower bound", "TPR / FPR", "verdict"]
+    head = [
+        "defense",
+        "target",
+        "bound from",
+        "claimed ε (accounting)",
+        "unit (queries per trial)",
+        "compared with",
+        "Δ declared / trial / measured",
+        "ε lower bound",
+        "could certify up to",
+        "correct mechanism: median (5–95%)",
+        "TPR / FPR",
+        "verdict",
+    ]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in df.to_dict("records"):
         eps = DASH if pd.isna(r["eps_lb"]) else f"{r['eps_lb']:.2f} ({r['confidence']:.0%})"
@@ -464,11 +536,36 @@ def epsilon_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -
             else f"{r['tpr']:.2f} / {r['fpr']:.2f} (n {int(r['n_members'])}+{int(r['n_nonmembers'])})"
         )
         target = r["target"] if r["dataset"] == DASH else f"{r['dataset']}/{r['target']}"
-        cells = [f"{r['defense']} ({r['kind']})", target, r["source"], f"{r['claimed_eps']:g} ({r['accounting']})", eps]
-        cells += [rates, r["verdict"]]
+        deltas = DASH
+        if not pd.isna(r.get("delta_declared", float("nan"))):
+            deltas = " / ".join(_num(r[c], ".3g") for c in ("delta_declared", "delta_trial", "delta_measured"))
+        correct = DASH
+        if not pd.isna(r.get("correct_median", float("nan"))):
+            correct = f"{r['correct_median']:.2f} ({r['correct_q05']:.2f}–{r['correct_q95']:.2f})"
+        unit = r.get("unit")
+        cells = [
+            f"{r['defense']} ({r['kind']})",
+            target,
+            r["source"],
+            f"{r['claimed_eps']:g} ({r['accounting']})",
+            DASH if unit is None or unit != unit or unit == "" else unit,
+            _num(r.get("claim_in_unit"), "g"),
+            deltas,
+            eps,
+            _num(r.get("eps_certifiable")),
+            correct,
+            rates,
+            r["verdict"],
+        ]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     rel = df.drop_duplicates("defense")[["defense", "relation"]].to_dict("records")
-    lines += ["", "Each defense's claim holds under its neighbouring relation:", ""]
+    lines += ["", "The neighbouring relation each defense's claim is stated for:", ""]
     lines += [f"- {r['defense']}: {r['relation']}" for r in rel]
+    measured = df.dropna(subset=["delta_measured"]).drop_duplicates(["defense", "dataset", "target"])
+    if len(measured):
+        lines += ["", "Δ measured on the real retriever (a maximum over what was tried, not a certificate):", ""]
+        lines += [
+            f"- {r['defense']} on {r['dataset']}/{r['target']}: {r['delta_tried']}" for r in measured.to_dict("records")
+        ]
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
