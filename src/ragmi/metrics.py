@@ -484,8 +484,6 @@ def paired_auc_difference(
     labels: Sequence[int],
     scores_a: Sequence[float],
     scores_b: Sequence[float],
-    n_boot: int | None = None,
-    rng: np.random.Generator | None = None,
 ) -> tuple[float, float, float]:
     """``(delta, lo, hi)``: ``delta = AUC(scores_a) - AUC(scores_b)`` over the same candidates (one
     label and two scores per candidate, e.g. a defended target's and the undefended target's) and its
@@ -495,10 +493,7 @@ def paired_auc_difference(
     It keeps its width at the boundary, where the paired percentile bootstrap it replaces collapsed
     (two perfectly separating targets gave ``(0, 0, 0)``; now about ``(0, -0.10, 0.10)`` at 20+20).
     Coverage on paired binormal scores at 20+20 (``tests/test_intervals.py``, seeded, vectorised) is
-    at least 93% for true ΔAUC from 0 to 0.3, one AUC exactly 1 included.  Nothing is random:
-    ``n_boot`` and ``rng`` are accepted for the callers that still pass them and change no number."""
-    if n_boot is not None and n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    at least 93% for true ΔAUC from 0 to 0.3, one AUC exactly 1 included.  Nothing is random."""
     y = np.asarray(labels, dtype=int)
     a = np.asarray(scores_a, dtype=float)
     b = np.asarray(scores_b, dtype=float)

@@ -273,7 +273,7 @@ TABLES: tuple[Table, ...] = (
                 lazy_plot("plot_defense_effect"),
             ),
         ),
-        config_keys=("targets", "defenses", "metrics.n_boot", "seed"),
+        config_keys=("targets", "defenses"),
     ),
     Table(
         name="detection",

@@ -318,7 +318,7 @@ def _leakage_cells(
         return cells
     labels, sa, sb = pair
     # the generator of defense_effect's cell for the same (target, variant): the same interval
-    d, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb, n_boot, metrics_mod.paired_rng(target, variant, seed))
+    d, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
     cells.update(
         delta_auc=d,
         delta_auc_lo=lo,
@@ -391,9 +391,7 @@ def channel_cells(
         if pair is None:
             continue
         labels, sa, sb = pair
-        d, lo, hi = metrics_mod.paired_auc_difference(
-            labels, sa, sb, n_boot, metrics_mod.paired_rng(target, variant, seed)
-        )
+        d, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
         reads = set(channels_of(attack, variant))
         for g, member in CHANNEL_GROUPS.items():
             if member(reads):
