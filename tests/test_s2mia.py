@@ -150,6 +150,27 @@ def test_score_columns_bleu_reference_and_perplexity():
     assert 0.1 < full < 0.9
 
 
+def test_empty_answers_are_imputed_from_reference_rows_only():
+    """An empty answer's perplexity is the largest of the answered REFERENCE rows: an evaluation row's
+    (or a control's) perplexity never moves another row's imputed value."""
+    docs = [(f"d{i}", DOC) for i in range(5)]
+    responses = ["She has a dry cough.", "I do not know.", "", "Some answer.", ""]
+    ref = {"d0": 1, "d1": 0, "d2": 0}  # d3, d4: evaluation rows; d2 (reference) and d4 (evaluation) empty
+
+    def ppl(eval_lp):
+        att, q, r = make_frames(docs, responses, [[-0.5], [-2.0], [], eval_lp, []], S2MIA({"cv_folds": 2}))
+        return att.features(q.merge(r, on="query_id"), ref).set_index("doc_id")["ppl"]
+
+    low, high = ppl([-0.1]), ppl([-9.0])  # the evaluation row d3: perplexity e^0.1, then e^9
+    assert high["d3"] == pytest.approx(math.exp(9.0)) and low["d3"] == pytest.approx(math.exp(0.1))
+    for d in ("d2", "d4"):  # the reference maximum, e^2 (d1), whatever d3 answers
+        assert low[d] == pytest.approx(math.exp(2.0)) and high[d] == pytest.approx(math.exp(2.0))
+    # every reference answer empty: nothing to impute from, even though an evaluation row has one
+    att, q, r = make_frames(docs[:3], ["", "", "x y"], [[], [], [-1.0]], S2MIA({"cv_folds": 2}))
+    with pytest.raises(ValueError, match="every reference response is empty"):
+        att.features(q.merge(r, on="query_id"), {"d0": 1, "d1": 0})
+
+
 def test_missing_token_logprobs_is_an_error():
     att, q, r = make_frames([("d0", DOC), ("d1", DOC)], ["a dry cough", "no idea"], [[-1.0], []])
     with pytest.raises(ValueError, match="token_logprobs"):

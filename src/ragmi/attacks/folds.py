@@ -93,6 +93,15 @@ def assign_folds(doc_ids, reference_labels: Mapping, folds: int, seed: int, name
     return fold, is_ref, y_ref
 
 
+def fold_rows(doc_ids, fold: np.ndarray, is_ref: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, scored rows) of fold ``k`` as row indices: the reference rows of the other
+    folds and every row of fold k, each in the order of their doc_ids (as text), so that a fit that
+    samples its rows (a bootstrap) does not depend on the order of the frame."""
+    order = np.array(sorted(range(len(fold)), key=lambda i: str(doc_ids[i])), dtype=int)
+    train = order[is_ref[order] & (fold[order] != k)]
+    return train, np.flatnonzero(fold == k)
+
+
 def constant_where_features_are(feats: np.ndarray, scores: np.ndarray, fold: np.ndarray, folds: int) -> np.ndarray:
     """Constant features give constant scores: when every row has the same features there is nothing
     to rank, and the K fold parts' K values (one per fold, each given to all its rows) would rank the

@@ -52,7 +52,7 @@ import pandas as pd
 
 from .answers import parse_yes_no, yes_no_at_first_generated, yes_no_at_first_position
 from .base import Attack, merge_responses
-from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are
+from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
 PROMPTS = {
@@ -275,7 +275,7 @@ class RagMIA(Attack):
         y[is_ref] = y_ref
         scores = np.zeros(len(doc_ids))
         for k in range(k_folds):
-            train, test = is_ref & (fold != k), fold == k
-            if test.any():
+            train, test = fold_rows(doc_ids, fold, is_ref, k)
+            if len(test):
                 scores[test] = ensemble_scores(feats[train], y[train], feats[test], size, seed + k + 1)
         return constant_where_features_are(feats, scores, fold, k_folds), fold

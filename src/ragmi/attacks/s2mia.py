@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .base import Attack, merge_responses
-from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are
+from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
 
 # S2MIA paper template, verbatim.
 QUERY_TEMPLATE = (
@@ -260,8 +260,8 @@ class S2MIA(Attack):
         y[is_ref] = y_ref
         out = np.zeros(len(fold))
         for k in range(k_folds):
-            train, test = is_ref & (fold != k), fold == k
-            if test.any():
+            train, test = fold_rows(list(doc_ids), fold, is_ref, k)
+            if len(test):
                 model = self._make_classifier(seed + k + 1)
                 model.fit(x[train], y[train])
                 out[test] = model.predict_proba(x[test])[:, 1]
