@@ -13,10 +13,10 @@ pytestmark = pytest.mark.slow
 
 ATTACKS = {
     "rag_mia": {"templates": [2], "ensemble_size": 3, "cv_folds": 3},
-    "dcmi": {"thetas": [0.06, 0.10]},
+    "dcmi": {"thetas": [0.06, 0.10], "cv_folds": 3},
     "menta": {"n_questions": 2, "question_max_tokens": 64, "max_tokens": 24, "budgets": [1, 2]},
     "ia": {"n_questions": 2, "question_max_tokens": 64, "shadow_max_tokens": 8, "budgets": [1, 2]},
-    "mba": {"n_masks": 3, "max_tokens_per_mask": 6},
+    "mba": {"n_masks": 3, "max_tokens_per_mask": 6, "cv_folds": 3},
     "s2mia": {"max_tokens_cap": 24, "cv_folds": 3},
 }
 

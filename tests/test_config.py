@@ -66,6 +66,7 @@ def test_missing_file(tmp_path):
 def test_reference_set_smaller_than_the_cv_folds_is_refused_before_any_job():
     cfg = copy.deepcopy(DEFAULT)
     cfg["split"]["n_reference"] = 3
+    cfg["attacks"]["dcmi"]["cv_folds"] = 2  # DCMI's choices are in-fold too
     cfg["attacks"]["rag_mia"]["cv_folds"] = 4
     with pytest.raises(ConfigError, match=r"split.n_reference: 3 .* attacks.rag_mia.cv_folds is 4"):
         validate_config(cfg)
@@ -84,6 +85,7 @@ def test_min_reference_is_the_largest_cv_folds_of_the_attacks_run_on_the_dataset
     cfg = copy.deepcopy(DEFAULT)
     cfg["attacks"]["rag_mia"]["cv_folds"] = 4
     cfg["attacks"]["s2mia"]["cv_folds"] = 3
+    cfg["attacks"]["dcmi"]["cv_folds"] = 2  # DCMI's choices are in-fold too
     cfg["split"]["n_reference"] = 4
     validate_config(cfg)
     assert min_reference(cfg, "synthetic") == (4, "attacks.rag_mia.cv_folds")

@@ -1,18 +1,16 @@
-"""Cross-fitted attack models: reference and evaluation candidates are scored on the same scale.
+"""Cross-fitted attack parts: reference and evaluation candidates are scored by one procedure.
 
-An attack that fits a model on the reference candidates (RAG-MIA's gray-box ensemble, S²MIA-M)
-scores its reference candidates out of fold; ragmi.metrics places its thresholds on those scores and
-applies them to the evaluation candidates.  That is sound only if both sets are scored by the same
-procedure.  On a *blind* target (the attack's features drawn from one distribution for members and
-non-members) every candidate is exchangeable, so a threshold just above the highest of n reference
-non-member scores (the "0% FPR" threshold, :func:`ragmi.metrics.threshold_at_fpr`) lets through a
-fresh evaluation non-member with probability at most about 1/(n+1) (1/21 for n = 20), averaged over
-replicates, when both sets are scored by the same procedure; ragmi scores an evaluation candidate by
-the mean of the fold models, which narrows their spread, so the realised rate is rather below it (a
-conservative threshold; it also keeps constant features constant).  Scored by one more model trained
-on all reference candidates (the procedure before cross-fitting), the evaluation set is scored on
-another scale: where the models give one value to all candidates, it lies above every reference
-non-member in about 1 of K+1 replicates.
+An attack that fits a part on the reference candidates (RAG-MIA's gray-box ensemble, S²MIA-M's
+classifier, S²MIA-T's thresholds, DCMI's θ/γ/τ, MBA's γ) scores or decides its reference candidates
+out of fold; ragmi.metrics places its thresholds on those scores and applies them to the evaluation
+candidates.  That is sound only if both sets are scored by the same procedure: each row by the ONE
+part fitted on the reference rows of the other folds, an evaluation row's fold hashed from its
+doc_id (ragmi.attacks.folds).  On a *blind* target (features drawn from one distribution for members
+and non-members) every candidate is exchangeable, and benchmarks/crossfit.py measures, over 500
+replicates, the evaluation FPR at the 5% reference threshold and the gap between the evaluation and
+the reference non-members' decision rates; the branch point's procedures (the MEAN of the K fold
+parts for evaluation rows; θ, γ, τ and thresholds chosen on all reference rows) are reimplemented
+there as the comparison.
 """
 
 from __future__ import annotations
@@ -78,32 +76,11 @@ def test_rag_mia_gray_zero_fpr_threshold_transfers_on_a_tied_blind_target():
     """Every answer alike: each fold's ensemble gives one value to all it scores.  An evaluation set
     scored by one more ensemble (trained on all reference rows) lies above all K fold values about
     once in K+1 replicates, and then every evaluation non-member is a false positive (the narrow band
-    of evaluation scores above every reference non-member seen in a real run); the mean of the fold
-    ensembles never does."""
-    fpr = np.mean([_rag_mia_replicate(r, folds=3) for r in range(40)])
+    of evaluation scores above every reference non-member seen in a real run).  Constant features
+    give every row, reference or evaluation, one score (the mean of the K fold values): nothing passes
+    a threshold above the reference non-members."""
+    fpr = np.mean([_rag_mia_replicate(r, folds=3) for r in range(20)])
     assert fpr < BOUND, f"mean realised FPR {fpr:.3f} of a 0% threshold; exchangeable: {EXCHANGEABLE_FPR:.3f}"
-
-
-def test_rag_mia_gray_evaluation_scores_are_the_mean_of_the_fold_ensembles(monkeypatch):
-    """Each fold's ensemble scores its held-out reference rows and every evaluation row; no ensemble
-    is trained on all reference rows."""
-    import ragmi.attacks.rag_mia as rm
-
-    calls = []
-
-    def fake(x_train, y_train, x_test, size, seed):
-        calls.append((len(x_train), len(x_test), seed))
-        return np.full(len(x_test), float(seed))  # each fold's "ensemble" predicts its seed
-
-    monkeypatch.setattr(rm, "ensemble_scores", fake)
-    ref, ev, _ = _ids()
-    ids = list(ref) + ev
-    attack = RagMIA({"ensemble_size": 3, "cv_folds": 4}, seed=7)
-    out = attack._ensemble(ids, np.zeros((len(ids), 3)), ref, 2)
-    seeds = [c[2] for c in calls]
-    assert [(c[0], c[1]) for c in calls] == [(30, 10 + 2 * N)] * 4
-    assert np.allclose(out[len(ref) :], np.mean(seeds))
-    assert set(out[: len(ref)]) == set(map(float, seeds))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +99,7 @@ def _s2mia_replicate(rep: int, monkeypatch) -> float:
         }
     )
     att = S2MIA({"classifier": "gbdt", "n_estimators": 10, "cv_folds": 5}, seed=rep)
-    monkeypatch.setattr(att, "features", lambda df: feats)
+    monkeypatch.setattr(att, "features", lambda df, ref=(): feats)
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})
     out = att.score(q, r, ref)
@@ -131,37 +108,160 @@ def _s2mia_replicate(rep: int, monkeypatch) -> float:
 
 
 def test_s2mia_m_zero_fpr_threshold_transfers_on_a_blind_target(monkeypatch):
-    fpr = np.mean([_s2mia_replicate(r, monkeypatch) for r in range(200)])
+    fpr = np.mean([_s2mia_replicate(r, monkeypatch) for r in range(60)])
     assert fpr < BOUND, f"mean realised FPR {fpr:.3f} of a 0% threshold; exchangeable: {EXCHANGEABLE_FPR:.3f}"
 
 
-def test_s2mia_m_evaluation_scores_are_the_mean_of_the_fold_classifiers(monkeypatch):
-    """Each fold's classifier scores its held-out reference rows and every evaluation row; none is
-    trained on all reference rows."""
-    fitted = []
+# ---------------------------------------------------------------------------------------------
+# every fitted part on a blind target, 500 replicates (benchmarks/crossfit.py, cheap parts)
+# ---------------------------------------------------------------------------------------------
+REPS = 500
+SIZES = {"n_ref": 40, "n_eval": 40, "folds": 3, "ensemble_size": 2}
+# Cross-fitting's own finite-sample residual: out-of-fold scores on null data sit slightly apart from
+# fresh ones (the reference non-members' scores share terms through the other folds' fits), which
+# makes the realised FPR at the reference threshold a little *conservative*: 0.0444 ± 0.0007 against
+# 0.0488 for a linear discriminant at 40 + 40, K = 3, and 0.0452 ± 0.0005 against 0.0498 at 200 + 200,
+# K = 5 (4,000 and 1,500 replicates of a numpy reimplementation).  The test allows that much below
+# the exchangeable rate, never anything above it beyond sampling error.
+RESIDUAL = 0.006
 
-    class Const:
-        def __init__(self):
-            self.p = 0.1 * (len(fitted) + 1)  # the k-th classifier made predicts 0.1 k
-            fitted.append(self)
 
-        def fit(self, x, y):
-            self.n = len(x)
-            return self
+def _load_benchmark():
+    import importlib.util
+    from pathlib import Path
 
-        def predict_proba(self, x):
-            return np.column_stack([np.full(len(x), 1 - self.p), np.full(len(x), self.p)])
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "crossfit.py"
+    spec = importlib.util.spec_from_file_location("ragmi_bench_crossfit", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
+
+@pytest.fixture(scope="module")
+def blind():
+    return _load_benchmark().run(reps=REPS, cheap=True, **SIZES)
+
+
+SCORED = ["rag_mia/gray", "s2mia/M", "s2mia/T", "dcmi/adv1"]  # variants whose score has a fitted part
+DECIDED = SCORED + ["dcmi/adv2", "dcmi/theta=0.04", "mba/gamma"]  # variants whose decision has one
+
+
+@pytest.mark.parametrize("variant", SCORED)
+def test_blind_target_fpr_at_the_5pct_reference_threshold_is_nominal(blind, variant):
+    """The evaluation non-members' rate at the 5% threshold of the reference non-members' scores, the
+    mean over 500 replicates: within sampling error (3 standard errors) of the exchangeable rate
+    floor(0.05 n)/(n + 1) = 2/41 (at most RESIDUAL below it)."""
+    m = blind["results"][variant]["new"]["fpr_at_5"]
+    exp = blind["expected_fpr_at_5"]
+    assert m["n"] == REPS >= 500
+    assert exp - RESIDUAL - 3 * m["se"] <= m["mean"] <= exp + 3 * m["se"], (variant, m, exp)
+
+
+@pytest.mark.parametrize("variant", ["rag_mia/gray", "s2mia/M"])
+def test_blind_target_mean_of_folds_was_measurably_below(blind, variant):
+    """The branch point's procedure (an evaluation row scored by the MEAN of the K fold parts) realised
+    far less than the nominal rate: its spread is narrower than one fold part's."""
+    old, new = blind["results"][variant]["old"]["fpr_at_5"], blind["results"][variant]["new"]["fpr_at_5"]
+    assert old["hi"] < blind["expected_fpr_at_5"] - 0.02, old
+    assert old["hi"] < new["lo"], (old, new)
+
+
+@pytest.mark.parametrize("variant", DECIDED)
+def test_blind_target_decision_rates_agree(blind, variant):
+    """The evaluation non-members' decision rate minus the reference non-members' (the rule's FPR as
+    the reference set reports it): never above 0 beyond sampling error, and at most 0.02 below (the
+    same conservative residual as above, larger for a decision that a grid search makes)."""
+    g = blind["results"][variant]["new"]["decision_gap"]
+    assert -0.02 - 3 * g["se"] <= g["mean"] <= 3 * g["se"], (variant, g)
+
+
+@pytest.mark.parametrize("variant", ["s2mia/T", "dcmi/adv1", "dcmi/theta=0.04"])
+def test_blind_target_in_sample_choices_were_anti_conservative(blind, variant):
+    """The branch point chose θ, γ and thresholds on all reference rows and decided those same rows:
+    their decision rate understated the evaluation non-members' by a measurable margin."""
+    g = blind["results"][variant]["old"]["decision_gap"]
+    assert g["lo"] > 0.02, (variant, g)
+
+
+def test_benchmark_smoke(tmp_path):
+    """benchmarks/crossfit.py end to end at a tiny size: it writes its result as JSON."""
+    import json
+
+    bench = _load_benchmark()
+    out = tmp_path / "cf.json"
+    assert (
+        bench.main(["--reps", "3", "--n-ref", "20", "--n-eval", "10", "--folds", "2", "--cheap", "--out", str(out)])
+        == 0
+    )
+    res = json.loads(out.read_text())
+    assert res["replicates"] == 3 and set(res["results"]) == set(DECIDED)
+    assert res["results"]["rag_mia/gray"]["new"]["fpr_at_5"]["n"] == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# the fold of a document is a function of its doc_id
+# ---------------------------------------------------------------------------------------------
+def _gray_frames(ids, p):
+    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 3}, seed=4)
+    q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
+    top = [[[{"token": "Yes", "logprob": math.log(v)}, {"token": "No", "logprob": math.log1p(-v)}]] for v in p]
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": ["Yes." if v > 0.5 else "No." for v in p],
+            "first_token_logprobs": [t[0] for t in top],
+            "token_top_logprobs": top,
+            "token_logprobs": [[] for _ in ids],
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+        }
+    )
+    return attack, q, resp
+
+
+def test_fold_is_a_function_of_the_doc_id_across_row_order_and_controls(monkeypatch):
+    import ragmi.attacks.rag_mia as rm
+    from ragmi.workflow import control_responses
+
+    monkeypatch.setattr(rm, "ensemble_scores", _load_benchmark().cheap_ensemble)
     ref, ev, _ = _ids()
     ids = list(ref) + ev
-    feats = pd.DataFrame({"doc_id": ids, "bleu": 0.5, "ppl": 10.0, "no_answer": False})
-    att = S2MIA({"cv_folds": 4})
-    monkeypatch.setattr(att, "features", lambda df: feats)
-    monkeypatch.setattr(att, "_make_classifier", lambda seed: Const())
-    out = att.score(
-        pd.DataFrame({"query_id": ids, "doc_id": ids}), pd.DataFrame({"query_id": ids, "response_text": "x"}), ref
-    )
-    m = out[out["variant"] == "s2mia/M"].set_index("doc_id")["score"]
-    assert [c.n for c in fitted] == [30] * 4
-    assert np.allclose(m[ev], 0.25)  # the mean of 0.1, 0.2, 0.3, 0.4
-    assert sorted(set(np.round(m[list(ref)], 9))) == [0.1, 0.2, 0.3, 0.4]
+    rng = np.random.default_rng(3)
+    attack, q, resp = _gray_frames(ids, rng.uniform(0.05, 0.95, len(ids)))
+    base = attack.score(q, resp, ref).query("variant == 'rag_mia/gray/t2'").set_index("doc_id")
+    assert set(base["fold"]) == {0, 1, 2} and (base["selection"] == "in-fold").all()
+    # the rows shuffled: every document keeps its fold and its score
+    perm = rng.permutation(len(q))
+    shuffled = attack.score(q.iloc[perm], resp.iloc[perm], ref).query("variant == 'rag_mia/gray/t2'")
+    shuffled = shuffled.set_index("doc_id").loc[base.index]
+    assert shuffled["fold"].tolist() == base["fold"].tolist()
+    assert np.allclose(shuffled["score"], base["score"])
+    # a negative control: the base target's answers for the reference rows, its own for the others
+    _, _, own = _gray_frames(ids, rng.uniform(0.05, 0.95, len(ids)))
+    roles = pd.DataFrame({"doc_id": ids, "role": ["reference" if d in ref else "eval" for d in ids]})
+    ctrl_resp = control_responses(resp, own, q, roles)
+    ctrl = attack.score(q, ctrl_resp, ref).query("variant == 'rag_mia/gray/t2'").set_index("doc_id").loc[base.index]
+    assert ctrl["fold"].tolist() == base["fold"].tolist()
+    assert np.allclose(ctrl.loc[list(ref), "score"], base.loc[list(ref), "score"])  # the same fitted parts
+    assert not np.allclose(ctrl.loc[ev, "score"], base.loc[ev, "score"])  # on the control's own answers
+    # an evaluation document's fold does not depend on which other documents are scored
+    few = [d for d in ids if d in ref] + ev[:3]
+    sub = [i for i, d in enumerate(q["doc_id"]) if d in few]
+    part = attack.score(q.iloc[sub], resp.iloc[sub], ref).query("variant == 'rag_mia/gray/t2'").set_index("doc_id")
+    assert part.loc[ev[:3], "fold"].tolist() == base.loc[ev[:3], "fold"].tolist()
+
+
+def test_fold_helpers_balance_and_ignore_labels():
+    from ragmi.attacks.folds import eval_folds, reference_folds
+
+    ids = [f"d{i}" for i in range(3000)]
+    f = eval_folds(ids, 5, seed=1, name="x")
+    assert np.array_equal(f, eval_folds(list(reversed(ids)), 5, seed=1, name="x")[::-1])
+    assert np.bincount(f, minlength=5).min() > 3000 / 5 - 4 * math.sqrt(3000 * 0.16)  # balanced in expectation
+    assert not np.array_equal(f, eval_folds(ids, 5, seed=2, name="x"))  # the seed matters
+    y = np.arange(60) % 2
+    r = reference_folds(ids[:60], y, 5, seed=1, name="x")
+    assert (np.bincount(r, minlength=5) == 12).all()  # sizes within one
+    y2 = y.copy()
+    y2[7] = 1 - y2[7]
+    assert np.array_equal(r, reference_folds(ids[:60], y2, 5, seed=1, name="x"))  # labels not read

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from ragmi.attacks import wordnet
 from ragmi.attacks.base import check_queries, check_scores
-from ragmi.attacks.dcmi import DCMI, QUERY_TEMPLATE
+from ragmi.attacks.dcmi import DCMI, QUERY_TEMPLATE, best_threshold
 from ragmi.attacks.perturb import (
     PERTURB_PROMPT,
     LLMPerturber,
@@ -312,13 +313,27 @@ def frames(p_orig=P_ORIG, cal=CAL, texts=TEXTS, logprobs=True):
     return pd.DataFrame(q), resp
 
 
-def attack():
-    return DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS})
+def attack(seed=0):
+    # 3 folds of the 3 + 3 reference documents (ragmi.attacks.folds): each fold's choices are made on 4
+    return DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS, "cv_folds": 3}, seed=seed)
 
 
-def run(ref=REF, **kw):
+def run(ref=REF, seed=0, **kw):
     q, r = frames(**kw)
-    return check_scores(attack().score(q, r, ref))
+    return check_scores(attack(seed).score(q, r, ref))
+
+
+def adv1_choice(train: list[str], ref=REF) -> tuple[float, float]:
+    """Adversary 1's (θ, γ) on the reference documents ``train``, by hand: the grid in order, the first
+    of the best."""
+    y = np.array([ref[d] for d in train])
+    best = None
+    for th in THETAS:
+        for g in GAMMAS:
+            n_ok = int(np.sum((np.array([CAL[th][d] for d in train]) > g).astype(int) == y))
+            if best is None or n_ok > best[2]:
+                best = (th, g, n_ok)
+    return best[0], best[1]
 
 
 def variant(s, name):
@@ -346,66 +361,75 @@ def test_score_variants_and_nocal():
 
 
 def test_adversary1_grid_search_on_reference():
+    # on the whole reference set: θ=0.04: best γ=0.1 (5/6 correct); θ=0.08: γ=0.1 -> 4, γ=0.3 -> 6,
+    # γ=0.5 -> 5: (0.08, 0.3), the paper's one choice
+    y = np.array([REF[d] for d in REF])
+    assert best_threshold(np.array([CAL[0.08][d] for d in REF]), y, GAMMAS) == (0.3, 6)
+    assert best_threshold(np.array([CAL[0.04][d] for d in REF]), y, GAMMAS) == (0.1, 5)
+    assert adv1_choice(list(REF)) == (0.08, 0.3)
+    # in-fold: the rows of fold k are decided by the choice made on the reference rows of the others
     s = run()
     a1 = variant(s, "dcmi/adv1")
-    # θ=0.04: best γ=0.1 (5/6 correct); θ=0.08: γ=0.1 -> 4, γ=0.3 -> 6, γ=0.5 -> 5: pick (0.08, 0.3)
-    assert (a1["theta"] == 0.08).all() and (a1["threshold"] == 0.3).all()
-    assert a1["score"].to_dict() == pytest.approx(CAL[0.08])
-    assert a1["decision"].astype(int).to_dict() == {
-        "r1": 1,
-        "r2": 1,
-        "r3": 1,
-        "r4": 0,
-        "r5": 0,
-        "r6": 0,
-        "e1": 1,
-        "e2": 0,
-    }
-    t04, t08 = variant(s, "dcmi/theta=0.04"), variant(s, "dcmi/theta=0.08")
-    assert (t04["threshold"] == 0.1).all() and (t08["threshold"] == 0.3).all()
-    assert t04["score"].to_dict() == pytest.approx(CAL[0.04])
-    assert t04["decision"].astype(int).to_dict() == {
-        "r1": 1,
-        "r2": 1,
-        "r3": 0,
-        "r4": 0,
-        "r5": 0,
-        "r6": 0,
-        "e1": 1,
-        "e2": 0,
-    }
+    assert (a1["selection"] == "in-fold").all() and set(a1["fold"]) == {0, 1, 2}
+    assert (a1.loc[list(REF), "fold"].value_counts() == 2).all()  # 6 reference rows dealt to 3 folds
+    for k in range(3):
+        th, g = adv1_choice([d for d in REF if a1.loc[d, "fold"] != k])
+        rows = a1.index[a1["fold"] == k]
+        assert (a1.loc[rows, "theta"] == th).all() and (a1.loc[rows, "threshold"] == g).all()
+        assert a1.loc[rows, "score"].to_dict() == pytest.approx({d: CAL[th][d] for d in rows})
+        assert a1.loc[rows, "decision"].astype(int).tolist() == [int(CAL[th][d] > g) for d in rows]
+        for th_v in THETAS:
+            v = variant(s, f"dcmi/theta={th_v:.2f}")
+            train = [d for d in REF if v.loc[d, "fold"] != k]
+            gv, _ = best_threshold(np.array([CAL[th_v][d] for d in train]), np.array([REF[d] for d in train]), GAMMAS)
+            assert (v.loc[v.index[v["fold"] == k], "threshold"] == gv).all()
+            assert v["score"].to_dict() == pytest.approx(CAL[th_v])
 
 
-def test_adversary1_choice_follows_reference_labels():
-    # r5 relabelled member: θ=0.08 gets 5/6 at γ=0.1 and at γ=0.3 (tie -> first), θ=0.04 only 4/6
-    a1 = variant(run(ref={**REF, "r5": 1}), "dcmi/adv1")
-    assert (a1["theta"] == 0.08).all() and (a1["threshold"] == 0.1).all()
-    assert a1["decision"]["e2"] == 1  # C=0.2 > 0.1
-    # all labels flipped: θ=0.04 with γ=0.3 (3/6) beats every θ=0.08 choice (at most 2/6)
-    a1 = variant(run(ref={d: 1 - y for d, y in REF.items()}), "dcmi/adv1")
-    assert (a1["theta"] == 0.04).all() and (a1["threshold"] == 0.3).all()
+def test_reference_decisions_do_not_depend_on_their_own_labels():
+    """The in-fold property: flip one reference label; that row's own choices and decisions stay, for
+    every variant with a fitted part (adv1, adv2, theta=)."""
+    rng = np.random.default_rng(5)  # 8 + 8 reference documents: a flip leaves at least 3 of each class
+    ref = {f"m{i}": 1 for i in range(8)} | {f"n{i}": 0 for i in range(8)}
+    ids = list(ref) + ["e1", "e2", "e3"]
+    p_orig = dict(zip(ids, rng.uniform(0.5, 0.9, len(ids))))
+    cal = {th: dict(zip(ids, np.round(rng.uniform(0.0, 0.45, len(ids)), 3))) for th in CAL}
+    texts = {d: ("Yes", "No") for d in ids}
+    base = run(ref=ref, p_orig=p_orig, cal=cal, texts=texts)
+    fitted = ["dcmi/adv1", "dcmi/adv2"] + [f"dcmi/theta={th:.2f}" for th in THETAS]
+    cols = ["score", "decision", "theta", "threshold", "fold"]
+    moved = False
+    for d in ref:
+        flipped = run(ref={**ref, d: 1 - ref[d]}, p_orig=p_orig, cal=cal, texts=texts)
+        for v in fitted:
+            assert variant(flipped, v).loc[d, cols].tolist() == variant(base, v).loc[d, cols].tolist(), (d, v)
+            moved |= not variant(flipped, v)["threshold"].equals(variant(base, v)["threshold"])
+    assert moved  # the labels are used, by the other folds' rows
+    # all labels flipped: the choices move
+    inv = variant(run(ref={d: 1 - y for d, y in ref.items()}, p_orig=p_orig, cal=cal, texts=texts), "dcmi/adv1")
+    assert not inv["threshold"].equals(variant(base, "dcmi/adv1")["threshold"])
 
 
 def test_adversary2_q3_of_reference_nonmembers():
     a2 = variant(run(), "dcmi/adv2")
-    # non-members' C at θ=0.06: r4 .2, r5 .05, r6 .08 -> sorted .05 .08 .2, Q3 = .08 + .5·(.2-.08) = .14
-    assert a2["threshold"].iloc[0] == pytest.approx(0.14)
     assert (a2["theta"] == 0.06).all()
     assert a2["score"].to_dict() == pytest.approx(CAL[0.06])
-    assert a2["decision"].astype(int).to_dict() == {
-        "r1": 1,
-        "r2": 1,
-        "r3": 0,
-        "r4": 1,
-        "r5": 0,
-        "r6": 0,
-        "e1": 1,
-        "e2": 0,
-    }
-    # members of the reference set play no part in τ
-    a2b = variant(run(ref={**REF, "r1": 0, "r2": 0, "r3": 0, "r4": 1, "r5": 1}), "dcmi/adv2")
-    # non-members now r1 .4, r2 .35, r3 .12, r6 .08 -> sorted .08 .12 .35 .4, Q3 at 2.25: .35 + .25·.05
-    assert a2b["threshold"].iloc[0] == pytest.approx(0.3625)
+    for k in range(3):
+        # τ of fold k: Q3 of C at θ=0.06 of the other folds' reference non-members (r4 .2, r5 .05, r6 .08)
+        non = sorted(CAL[0.06][d] for d in REF if REF[d] == 0 and a2.loc[d, "fold"] != k)
+        tau = float(np.percentile(non, 75))
+        if len(non) == 2:
+            assert tau == pytest.approx(non[0] + 0.75 * (non[1] - non[0]))
+        rows = a2.index[a2["fold"] == k]
+        assert len(rows) and a2.loc[rows, "threshold"].tolist() == pytest.approx([tau] * len(rows))
+        assert a2.loc[rows, "decision"].astype(int).tolist() == [int(CAL[0.06][d] > tau) for d in rows]
+    # the reference members' scores play no part in τ
+    cal = {th: {**c, "r1": 0.0, "r2": 0.01} for th, c in CAL.items()}
+    same = variant(run(cal=cal), "dcmi/adv2")
+    assert same["threshold"].equals(a2["threshold"])
+    # the non-members' do
+    cal = {th: {**c, "r4": 0.3, "r5": 0.31, "r6": 0.32} for th, c in CAL.items()}
+    assert not variant(run(cal=cal), "dcmi/adv2")["threshold"].equals(a2["threshold"])
 
 
 def test_adversary3_decision_reversal():
@@ -476,10 +500,10 @@ def test_evaluation_documents_never_fit_anything():
 
 def test_score_errors():
     q, r = frames()
-    with pytest.raises(ValueError, match="reference members"):
-        attack().score(q, r, {"r4": 0, "r5": 0})
-    with pytest.raises(ValueError, match="reference non-members"):
-        attack().score(q, r, {"r1": 1})
+    with pytest.raises(ValueError, match="at least 3 reference members and non-members"):
+        attack().score(q, r, {"r4": 0, "r5": 0, "r6": 0})
+    with pytest.raises(ValueError, match="at least 3 reference members and non-members"):
+        attack().score(q, r, {"r1": 1, "r2": 1, "r3": 1, "r4": 0, "r5": 0})
     r_part = r.copy()
     r_part.at[3, "token_top_logprobs"] = []
     with pytest.raises(ValueError, match="log-probabilities in every response"):
@@ -492,21 +516,22 @@ def test_score_errors():
 
 def test_end_to_end_through_parquet(tmp_path):
     """prepare -> build_queries -> fake target -> score, with the workflow's parquet round trips."""
-    atk = DCMI({}, seed=3)
+    atk = DCMI({"cv_folds": 2}, seed=3)
     texts = [LONG, SENT, "A good and honest answer, given slowly.", "Nothing to swap here at all."]
-    ids = [f"doc{i}" for i in range(4)]
-    candidates = pd.DataFrame({"doc_id": ids, "text": texts, "title": [""] * 4})
+    texts += ["A quick and careful reply.", "Plain words only."]
+    ids = [f"doc{i}" for i in range(6)]
+    candidates = pd.DataFrame({"doc_id": ids, "text": texts, "title": [""] * 6})
     atk.prepare(candidates, tools=None).to_parquet(tmp_path / "m.parquet")
     mat = pd.read_parquet(tmp_path / "m.parquet")
     assert sorted(set(mat["theta"])) == [0.04, 0.06, 0.08, 0.1, 0.12]
     assert (mat.loc[mat["doc_id"] == "doc3", "n_swapped"] == 0).all()
     check_queries(atk.build_queries(candidates, mat)).to_parquet(tmp_path / "q.parquet")
     q = pd.read_parquet(tmp_path / "q.parquet")
-    assert len(q) == 4 * 6
+    assert len(q) == 6 * 6
     # a fake RAG system: confident "Yes" to the original sample of doc0/doc1, less to perturbed ones
     rows = []
     for qid, d, kind, prompt in zip(q["query_id"], q["doc_id"], q["kind"], q["user_prompt"]):
-        member = d in ("doc0", "doc1")
+        member = d in ("doc0", "doc1", "doc4")
         p = 0.9 if (member and kind == "orig") else 0.4
         rows.append(
             {
@@ -521,16 +546,16 @@ def test_end_to_end_through_parquet(tmp_path):
         )
     pd.DataFrame(rows).to_parquet(tmp_path / "r.parquet")
     r = pd.read_parquet(tmp_path / "r.parquet")
-    ref = {"doc0": 1, "doc2": 0}
+    ref = {"doc0": 1, "doc4": 1, "doc2": 0, "doc5": 0}
     s = check_scores(atk.score(q, r, ref))
-    assert s.groupby("variant").size().eq(4).all()
+    assert s.groupby("variant").size().eq(6).all()
     assert len(set(s["variant"])) == 4 + 5 + 10  # adv1-3, nocal; 5 θ; 10 γ
     a1 = variant(s, "dcmi/adv1")
     assert a1.loc["doc1", "score"] == pytest.approx(0.5) and a1.loc["doc3", "score"] == pytest.approx(0.0)
-    assert a1["decision"].astype(int).to_dict() == {"doc0": 1, "doc1": 1, "doc2": 0, "doc3": 0}
+    labels = {"doc0": 1, "doc1": 1, "doc2": 0, "doc3": 0, "doc4": 1, "doc5": 0}
+    assert a1["decision"].astype(int).to_dict() == labels
     # the scores frame goes through ragmi.metrics (eval = doc1, doc3)
     roles = {d: ("reference" if d in ref else "eval") for d in ids}
-    labels = {"doc0": 1, "doc1": 1, "doc2": 0, "doc3": 0}
     m = evaluate(s.assign(label=s["doc_id"].map(labels), role=s["doc_id"].map(roles)), n_boot=5)
     assert m.set_index("variant").loc["dcmi/adv1", "auc"] == 1.0
     assert m.set_index("variant").loc["dcmi/adv3", "bb_tpr"] == 1.0
@@ -578,10 +603,19 @@ def test_black_box_and_gray_box_parts():
     none = {th: [None] * 3 for th in atk.all_thetas()}
     assert atk.gray_box_scores(docs, [None] * 3, none, {}, [False] * 3, na) is None
     tops = {th: [[top(0.5)]] * 3 for th in atk.all_thetas()}  # one generated position per answer
-    gray = atk.gray_box_scores(docs, [[top(0.9)], [top(0.6)], [top(0.5)]], tops, {"a": 1, "c": 0}, [False] * 3, na)
+    with pytest.raises(ValueError, match="at least 3 reference members"):
+        atk.gray_box_scores(docs, [[top(0.9)], [top(0.6)], [top(0.5)]], tops, {"a": 1, "c": 0}, [False] * 3, na)
+    docs = ["a", "b", "c", "d", "e", "f", "g"]
+    na = {th: [False] * 7 for th in atk.all_thetas()}
+    tops = {th: [[top(0.5)]] * 7 for th in atk.all_thetas()}
+    tops_o = [[top(p)] for p in (0.9, 0.6, 0.5, 0.8, 0.7, 0.55, 0.52)]
+    ref = {"a": 1, "d": 1, "e": 1, "c": 0, "f": 0, "g": 0}
+    gray = atk.gray_box_scores(docs, tops_o, tops, ref, [False] * 7, na)
     assert "dcmi/adv3" not in set(gray["variant"])
-    assert variant(gray, "dcmi/calibration=none")["score"].tolist() == pytest.approx([0.9, 0.6, 0.5])
-    assert variant(gray, "dcmi/adv2")["score"].tolist() == pytest.approx([0.4, 0.1, 0.0])
+    assert variant(gray, "dcmi/calibration=none")["score"].tolist() == pytest.approx(
+        [0.9, 0.6, 0.5, 0.8, 0.7, 0.55, 0.52]
+    )
+    assert variant(gray, "dcmi/adv2")["score"].tolist() == pytest.approx([0.4, 0.1, 0.0, 0.3, 0.2, 0.05, 0.02])
 
 
 def test_p_yes_is_read_at_the_first_yes_no_position():
@@ -605,7 +639,7 @@ def test_p_yes_is_read_at_the_first_yes_no_position():
     assert nocal["score"].to_dict() == pytest.approx(P_ORIG)
     assert (nocal["yes_no_position"] == 1).all() and not nocal["no_yes_no"].any()
     a1 = variant(s, "dcmi/adv1")
-    assert a1["score"].to_dict() == pytest.approx({d: CAL[a1["theta"].iloc[0]][d] for d in P_ORIG})
+    assert a1["score"].to_dict() == pytest.approx({d: CAL[a1.loc[d, "theta"]][d] for d in P_ORIG})
 
 
 def test_target_without_logprobs_keeps_adversary_3_and_lists_the_rest():
@@ -613,7 +647,7 @@ def test_target_without_logprobs_keeps_adversary_3_and_lists_the_rest():
     same as with log-probabilities, every gray-box variant is listed as skipped, none computed."""
     full = run()
     q, r = frames(logprobs=False)
-    a = DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS}, logprobs=False)
+    a = DCMI({"thetas": THETAS, "theta_adv2": T2, "gammas": GAMMAS, "cv_folds": 3}, logprobs=False)
     s = check_scores(a.score(q, r, REF))
     assert set(s["variant"]) == {"dcmi/adv3"}
     ours = variant(s, "dcmi/adv3")

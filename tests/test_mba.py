@@ -269,40 +269,70 @@ def test_gamma_selected_by_f1_on_reference():
     assert select_gamma([1.0, 0.0], [1, 0], [0.5, 0.9])[0] == 0.5  # the grid is the one given
 
 
-def test_score_end_to_end_with_reference_gamma():
-    att = MBA({})
-    docs = [f"d{i}" for i in range(6)]
+def _mba_score(ref, texts=None, seed=0):
+    att = MBA({"cv_folds": 2}, seed=seed)
+    docs = [f"d{i}" for i in range(8)]
     materials = pd.DataFrame(
-        {"doc_id": docs, "masked_text": ["a [Mask_1] b [Mask_2]"] * 6, "answers": [["x", "y"]] * 6, "n_masks": [2] * 6}
+        {"doc_id": docs, "masked_text": ["a [Mask_1] b [Mask_2]"] * 8, "answers": [["x", "y"]] * 8, "n_masks": [2] * 8}
     )
-    candidates = pd.DataFrame({"doc_id": docs, "text": ["a x b y"] * 6, "title": [""] * 6})
+    candidates = pd.DataFrame({"doc_id": docs, "text": ["a x b y"] * 8, "title": [""] * 8})
     q = att.build_queries(candidates, materials)
-    texts = [
+    texts = texts or [
         "[Mask_1]: x\n[Mask_2]: y",
         "[Mask_1]: x\n[Mask_2]: z",
         "[Mask_1]: w\n[Mask_2]: z",
         "[Mask_1]: x [Mask_2]: y",
         "nothing",
         "[Mask_1]: x",
+        "[Mask_1]: x\n[Mask_2]: y",
+        "[Mask_1]: q",
     ]
     resp = pd.DataFrame(
         {
             "query_id": q["query_id"],
             "response_text": texts,
-            "first_token_logprobs": [[]] * 6,
-            "token_logprobs": [[]] * 6,
+            "first_token_logprobs": [[]] * 8,
+            "token_logprobs": [[]] * 8,
             "prompt_tokens": 0,
             "completion_tokens": 0,
         }
     )
-    ref = {"d0": 1, "d1": 1, "d2": 0, "d4": 0}  # fractions 1, .5 (members), 0, 0 -> gamma .1 (F1 1, smallest)
-    s = att.score(q, resp, ref)
+    return att.score(q, resp, ref)
+
+
+REF_MBA = {"d0": 1, "d1": 1, "d6": 1, "d2": 0, "d4": 0, "d5": 0}
+
+
+def test_score_end_to_end_with_gamma_chosen_in_fold():
+    s = _mba_score(REF_MBA)
     frac = s[s["variant"] == "mba"].set_index("doc_id")["score"]
-    assert frac.to_dict() == {"d0": 1.0, "d1": 0.5, "d2": 0.0, "d3": 1.0, "d4": 0.0, "d5": 0.5}
+    assert frac.to_dict() == {"d0": 1.0, "d1": 0.5, "d2": 0.0, "d3": 1.0, "d4": 0.0, "d5": 0.5, "d6": 1.0, "d7": 0.0}
     g = s[s["variant"] == "mba/gamma"].set_index("doc_id")
-    assert (g["gamma"] == 0.1).all()
-    assert g["decision"].to_dict() == {"d0": 1, "d1": 1, "d2": 0, "d3": 1, "d4": 0, "d5": 1}
+    assert (g["selection"] == "in-fold").all() and set(g["fold"]) == {0, 1}
+    for k in (0, 1):
+        train = [d for d in REF_MBA if g.loc[d, "fold"] != k]
+        gamma, _ = select_gamma(frac[train], [REF_MBA[d] for d in train], GAMMAS)
+        rows = g.index[g["fold"] == k]
+        assert (g.loc[rows, "gamma"] == gamma).all()
+        assert g.loc[rows, "decision"].tolist() == gamma_decisions(frac[rows], gamma).tolist()
     assert s[s["variant"] == "mba"].set_index("doc_id")["no_answer"].to_dict()["d4"]
+
+
+def test_gamma_of_a_reference_row_does_not_depend_on_its_own_label():
+    """The in-fold property: flip one reference label; that row's own gamma and decision stay.  Seed 6:
+    a deal in which no flip leaves a class inside one fold (3 + 3 rows in 2 folds; such a flip forces a
+    re-deal, which reads the labels: ragmi.attacks.folds.reference_folds)."""
+    base = _mba_score(REF_MBA, seed=6).query("variant == 'mba/gamma'").set_index("doc_id")
+    moved = False
+    for d in REF_MBA:
+        flipped = _mba_score({**REF_MBA, d: 1 - REF_MBA[d]}, seed=6).query("variant == 'mba/gamma'")
+        flipped = flipped.set_index("doc_id")
+        assert (
+            flipped.loc[d, ["gamma", "decision", "fold"]].tolist()
+            == base.loc[d, ["gamma", "decision", "fold"]].tolist()
+        )
+        moved |= not flipped["gamma"].equals(base["gamma"])
+    assert moved  # the labels are used, by the other folds' rows
 
 
 def test_prepare_with_attacker_tools(smollm2_dir):

@@ -59,7 +59,7 @@ def test_the_audit_takes_the_attack_of_the_lowest_rank_its_class_declares(monkey
 
     def configured(attacks):
         cfg = yaml.safe_load(CONFIG.replace("TOY", "{}"))
-        cfg["attacks"] = {a: {"cv_folds": 2} if a == "rag_mia" else {} for a in attacks}
+        cfg["attacks"] = {a: {"cv_folds": 2} if a in ("rag_mia", "dcmi") else {} for a in attacks}
         return validate_config(cfg)
 
     assert audit_plan.mi_attack(configured(["rag_mia", "toy"])) == "toy"

@@ -150,6 +150,27 @@ def test_score_columns_bleu_reference_and_perplexity():
     assert 0.1 < full < 0.9
 
 
+def test_empty_answers_are_imputed_from_reference_rows_only():
+    """An empty answer's perplexity is the largest of the answered REFERENCE rows: an evaluation row's
+    (or a control's) perplexity never moves another row's imputed value."""
+    docs = [(f"d{i}", DOC) for i in range(5)]
+    responses = ["She has a dry cough.", "I do not know.", "", "Some answer.", ""]
+    ref = {"d0": 1, "d1": 0, "d2": 0}  # d3, d4: evaluation rows; d2 (reference) and d4 (evaluation) empty
+
+    def ppl(eval_lp):
+        att, q, r = make_frames(docs, responses, [[-0.5], [-2.0], [], eval_lp, []], S2MIA({"cv_folds": 2}))
+        return att.features(q.merge(r, on="query_id"), ref).set_index("doc_id")["ppl"]
+
+    low, high = ppl([-0.1]), ppl([-9.0])  # the evaluation row d3: perplexity e^0.1, then e^9
+    assert high["d3"] == pytest.approx(math.exp(9.0)) and low["d3"] == pytest.approx(math.exp(0.1))
+    for d in ("d2", "d4"):  # the reference maximum, e^2 (d1), whatever d3 answers
+        assert low[d] == pytest.approx(math.exp(2.0)) and high[d] == pytest.approx(math.exp(2.0))
+    # every reference answer empty: nothing to impute from, even though an evaluation row has one
+    att, q, r = make_frames(docs[:3], ["", "", "x y"], [[], [], [-1.0]], S2MIA({"cv_folds": 2}))
+    with pytest.raises(ValueError, match="every reference response is empty"):
+        att.features(q.merge(r, on="query_id"), {"d0": 1, "d1": 0})
+
+
 def test_missing_token_logprobs_is_an_error():
     att, q, r = make_frames([("d0", DOC), ("d1", DOC)], ["a dry cough", "no idea"], [[-1.0], []])
     with pytest.raises(ValueError, match="token_logprobs"):
@@ -179,25 +200,57 @@ def test_threshold_search_largest_theta_ppl_among_ties():
     assert threshold_search(s, p, y) == (0.7, 35.0, 1.0)
 
 
-def test_T_variant_thresholds_come_from_reference_only(monkeypatch):
-    ref_s = [0.8, 0.6, 0.7, 0.2, 0.5, 0.65]
-    ref_p = [5.0, 8.0, 30.0, 6.0, 40.0, 50.0]
-    ref_y = [1, 1, 1, 0, 0, 0]
-    ev_s, ev_p = [0.9, 0.9, 0.4, 0.5], [30.0, 31.0, 1.0, 29.0]  # decisions 1, 0, 0, 1 at (0.5, 30)
-    ids = [f"r{i}" for i in range(6)] + [f"e{i}" for i in range(4)]
-    feats = pd.DataFrame({"doc_id": ids, "bleu": ref_s + ev_s, "ppl": ref_p + ev_p, "no_answer": False})
-    att = S2MIA({"cv_folds": 2})
-    monkeypatch.setattr(att, "features", lambda df: feats)
+def _t_frames(monkeypatch, ref_y, ev_s=(0.9, 0.9, 0.4, 0.5), ev_p=(30.0, 31.0, 1.0, 29.0)):
+    ref_s = [0.8, 0.6, 0.7, 0.2, 0.5, 0.65, 0.75, 0.3]
+    ref_p = [5.0, 8.0, 30.0, 6.0, 40.0, 50.0, 12.0, 45.0]
+    ids = [f"r{i}" for i in range(8)] + [f"e{i}" for i in range(len(ev_s))]
+    s, p = np.array(ref_s + list(ev_s)), np.array(ref_p + list(ev_p))
+    feats = pd.DataFrame({"doc_id": ids, "bleu": s, "ppl": p, "no_answer": False})
+    att = S2MIA({"cv_folds": 2}, seed=3)
+    monkeypatch.setattr(att, "features", lambda df, ref=(): feats)
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})
-    s = att.score(q, r, dict(zip(ids[:6], ref_y)))
-    t = s[s["variant"] == "s2mia/T"].set_index("doc_id")
-    assert (t["theta_sem"] == 0.5).all() and (t["theta_ppl"] == 30.0).all()
-    assert t.loc[["e0", "e1", "e2", "e3"], "decision"].tolist() == [1, 0, 0, 1]
-    assert t.loc[ids[:6], "decision"].tolist() == [1, 1, 1, 0, 0, 0]
-    # the continuous score is >= 0 exactly for decided members, and larger with more room
+    out = att.score(q, r, dict(zip(ids[:8], ref_y)))
+    return out[out["variant"] == "s2mia/T"].set_index("doc_id"), ids, s, p
+
+
+def test_T_variant_thresholds_are_chosen_in_fold(monkeypatch):
+    """A row of fold k is decided by the pair searched on the reference rows of the other folds."""
+    ref_y = [1, 1, 1, 0, 0, 0, 1, 0]
+    t, ids, s, p = _t_frames(monkeypatch, ref_y)
+    assert (t["selection"] == "in-fold").all() and set(t["fold"]) == {0, 1}
+    y = np.array(ref_y)
+    for k in (0, 1):
+        train = np.array([t.loc[d, "fold"] != k for d in ids[:8]])
+        ts, tp, _ = threshold_search(s[:8][train], p[:8][train], y[train])
+        rows = t.index[t["fold"] == k]
+        assert (t.loc[rows, "theta_sem"] == ts).all() and (t.loc[rows, "theta_ppl"] == tp).all()
+        expect = ((s >= ts) & (p <= tp)).astype(int)[[ids.index(d) for d in rows]]
+        assert t.loc[rows, "decision"].astype(int).tolist() == expect.tolist()
+    # the continuous score is >= 0 exactly for decided members
     assert ((t["score"] >= 0).astype(int) == t["decision"].astype(int)).all()
-    assert t.loc["r0", "score"] > t.loc["e3", "score"] >= 0  # (0.8, 5) has more room than (0.5, 29)
+
+
+def test_T_reference_decision_does_not_depend_on_its_own_label(monkeypatch):
+    """The in-fold property: flip one reference label; that row's own decision, score and pair stay."""
+    ref_y = [1, 1, 1, 0, 0, 0, 1, 0]
+    base, ids, _, _ = _t_frames(monkeypatch, ref_y)
+    moved = False
+    for i in range(8):
+        flipped, _, _, _ = _t_frames(monkeypatch, [1 - v if j == i else v for j, v in enumerate(ref_y)])
+        d = ids[i]
+        cols = ["score", "decision", "theta_sem", "theta_ppl", "fold"]
+        assert flipped.loc[d, cols].tolist() == base.loc[d, cols].tolist(), d
+        moved |= not flipped[cols].equals(base[cols])
+    assert moved  # the flips do move other rows' choices: the labels are used, only not by their own row
+
+
+def test_T_evaluation_rows_fit_nothing(monkeypatch):
+    ref_y = [1, 1, 1, 0, 0, 0, 1, 0]
+    a, ids, _, _ = _t_frames(monkeypatch, ref_y)
+    b, _, _, _ = _t_frames(monkeypatch, ref_y, ev_s=(0.0, 1.0, 0.99, 0.01), ev_p=(1.0, 99.0, 2.0, 500.0))
+    pd.testing.assert_frame_equal(a.loc[ids[:8]], b.loc[ids[:8]])
+    assert (a[["theta_sem", "theta_ppl"]] == b[["theta_sem", "theta_ppl"]]).all().all()
 
 
 def test_min_margin_hand_computed():
@@ -230,7 +283,7 @@ def test_M_reference_scores_are_out_of_fold(monkeypatch):
     s = np.append(ref_s, [ref_s[0], ref_s[1]])  # eval docs sitting exactly on r0 (member) and r1 (non-member)
     feats = pd.DataFrame({"doc_id": ids, "bleu": s, "ppl": 10.0, "no_answer": False})
     att = S2MIA({"cv_folds": 5})
-    monkeypatch.setattr(att, "features", lambda df: feats)
+    monkeypatch.setattr(att, "features", lambda df, ref=(): feats)
     monkeypatch.setattr(att, "_make_classifier", lambda seed: Lookup())
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})
@@ -238,12 +291,15 @@ def test_M_reference_scores_are_out_of_fold(monkeypatch):
     m = out[out["variant"] == "s2mia/M"].set_index("doc_id")["score"]
     # in-sample, the memoriser would return every reference label (AUC 1); out of fold it cannot
     assert (m[ids[:n_ref]] == 0.5).all()
-    # cross-fitted: the eval documents get the mean of the 5 fold models; 4 of them trained on r0 (r1)
-    assert m["e0"] == pytest.approx((4 * 1.0 + 0.5) / 5) and m["e1"] == pytest.approx((4 * 0.0 + 0.5) / 5)
+    # cross-fitted: each eval document gets one fold's model; it has seen r0 (r1) unless r0 (r1) is in
+    # that same fold
+    fold = out[out["variant"] == "s2mia/M"].set_index("doc_id")["fold"]
+    assert m["e0"] == (0.5 if fold["e0"] == fold["r0"] else 1.0)
+    assert m["e1"] == (0.5 if fold["e1"] == fold["r1"] else 0.0)
     # the classifier's own decision rule (its predicted class, p > 0.5) is the variant's decision:
     # the memoriser's 0.5 predicts non-member, as predict() does on a tie
     dec = out[out["variant"] == "s2mia/M"].set_index("doc_id")["decision"]
-    assert dec.astype(int).to_dict() == {**{i: 0 for i in ids[:n_ref]}, "e0": 1, "e1": 0}
+    assert dec.astype(int).to_dict() == {**{i: 0 for i in ids[:n_ref]}, "e0": int(m["e0"] > 0.5), "e1": 0}
 
 
 @pytest.mark.parametrize("classifier", ["xgboost", "gbdt"])
@@ -260,7 +316,7 @@ def test_M_learns_a_separable_signal(monkeypatch, classifier):
     ids = [f"r{i}" for i in range(2 * n)] + [f"e{i}" for i in range(20)]
     feats = pd.DataFrame({"doc_id": ids, "bleu": np.append(s, ev_s), "ppl": np.append(p, ev_p), "no_answer": False})
     att = S2MIA({"classifier": classifier, "n_estimators": 20})
-    monkeypatch.setattr(att, "features", lambda df: feats)
+    monkeypatch.setattr(att, "features", lambda df, ref=(): feats)
     q = pd.DataFrame({"query_id": ids, "doc_id": ids})
     r = pd.DataFrame({"query_id": ids, "response_text": "x"})
     out = att.score(q, r, dict(zip(ids[: 2 * n], y.tolist())))

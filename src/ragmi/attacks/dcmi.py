@@ -24,7 +24,13 @@ the earlier reading, the first position whose top-K holds a Yes/No, is ``first-t
   ``P(Yes | q)``; ``dcmi/theta={θ:.2f}``: γ chosen per θ on the reference set;
   ``dcmi/gamma={γ:.1f}``: θ = ``theta_adv2``, decision ``C_θ > γ``.
 
-Thresholds are fitted on reference documents only and applied to all.  Extra columns: ``theta``,
+Thresholds are fitted on reference documents only, in-fold (``cv_folds``, :mod:`ragmi.attacks.folds`):
+adv1's (θ, γ), adv2's τ and each ``theta=`` variant's γ that decide a document of fold k are chosen on
+the reference documents of the other folds, so no reference document is decided by a choice made on
+itself, and an evaluation document (hashed to a fold by its doc_id) is decided by one fold's choice,
+as a reference document is (columns ``fold`` and ``selection`` = "in-fold"; ``theta`` and
+``threshold`` are that fold's).  The paper chooses once on the whole reference set; the choice here is
+made on (K - 1) / K of it.  ``gamma=``, ``calibration=none`` and ``adv3`` choose nothing.  Extra columns: ``theta``,
 ``threshold``, ``no_answer`` (the original or the perturbed answer has neither Yes nor No) and, for
 the gray-box variants, ``yes_no_position`` (where P(Yes | q) of the original query was read) and
 ``no_yes_no`` (no Yes/No among the top tokens of any position of the original or the perturbed
@@ -42,6 +48,7 @@ import pandas as pd
 from ..errors import ConfigError
 from .answers import parse_yes_no, yes_no_at_first_generated
 from .base import Attack, merge_responses
+from .folds import SELECTION_IN_FOLD, assign_folds
 from .perturb import LLMPerturber, WordNetPerturber
 
 QUERY_TEMPLATE = 'Is this: "{sample}" right? Answer with Yes or No.'  # DCMI §5.1, Appendix M.2
@@ -73,8 +80,9 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray, gammas) -> tuple[floa
     return float(gammas[i]), correct[i]
 
 
-def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, read=None) -> pd.DataFrame:
-    """One variant's rows; ``read`` = (yes_no_position, no_yes_no) of a gray-box variant."""
+def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, read=None, fold=None) -> pd.DataFrame:
+    """One variant's rows; ``read`` = (yes_no_position, no_yes_no) of a gray-box variant; ``fold``:
+    each row's fold when the variant's θ or threshold is chosen in-fold (``selection`` "in-fold")."""
     position, missing = read if read is not None else (pd.NA, pd.NA)
     return pd.DataFrame(
         {
@@ -87,6 +95,8 @@ def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, 
             "no_answer": no_answer,
             "yes_no_position": position,
             "no_yes_no": missing,
+            "fold": pd.NA if fold is None else fold,
+            "selection": pd.NA if fold is None else SELECTION_IN_FOLD,
         }
     )
 
@@ -95,6 +105,7 @@ class DCMI(Attack):
     name = "dcmi"
     needs_prepare = True
     audit_mi_rank = 2
+    out_of_fold = True  # the gray-box variants' θ and thresholds are chosen in-fold (cv_folds)
     # DCMI Fig. 9: with and without calibration, the θ sweep, the γ sweep (the dcmi_ablation table)
     ablation_sweeps = ("calibration", "theta", "gamma")
 
@@ -317,43 +328,43 @@ class DCMI(Attack):
                 return pos_o, missing_o
             return pos_o, missing_o | (np.array([r[2] for r in read_p[th]], dtype=int) < 0)
 
-        is_ref = np.array([d in reference_labels for d in docs])
-        y_ref = np.array([int(reference_labels[d]) for d in np.array(docs, dtype=object)[is_ref]], dtype=int)
-        if not (y_ref == 0).any():
-            raise ValueError("DCMI needs reference non-members (Adversary 2's threshold, Eq. 10)")
-        if not (y_ref == 1).any():
-            raise ValueError("DCMI needs reference members (Adversary 1's grid search, §5.1)")
-
+        fit = self.fitted_choices(docs, cal, reference_labels)
+        fold = fit["fold"]
         t2 = self.theta_adv2
         out = []
-        # Adversary 1: (θ, γ) maximising reference accuracy; ties -> first in grid order
-        best = None
-        per_theta = {}
-        for th in self.thetas:
-            g, n_ok = best_threshold(cal[th][is_ref], y_ref, self.gammas)
-            per_theta[th] = g
-            if best is None or n_ok > best[2]:
-                best = (th, g, n_ok)
-        th1, g1, _ = best
-        out.append(
-            _variant_frame(docs, "dcmi/adv1", cal[th1], (cal[th1] > g1).astype(int), th1, g1, no_answer[th1], read(th1))
-        )
+        # Adversary 1: (θ, γ) maximising the accuracy on the reference rows of the other folds
+        th1, g1 = fit["adv1_theta"], fit["adv1_gamma"]
+        pick = ([self.thetas.index(th) for th in th1], np.arange(len(docs)))  # each row its fold's θ
+        s1 = np.stack([cal[th] for th in self.thetas])[pick]
+        na1 = np.stack([no_answer[th] for th in self.thetas])[pick]
+        miss1 = np.stack([read(th)[1] for th in self.thetas])[pick]
+        out.append(_variant_frame(docs, "dcmi/adv1", s1, (s1 > g1).astype(int), th1, g1, na1, (pos_o, miss1), fold))
 
-        # Adversary 2: τ = Q3 of the reference non-members' calibrated scores
-        tau = float(np.percentile(cal[t2][is_ref][y_ref == 0], 75))
+        # Adversary 2: τ = Q3 of the calibrated scores of the other folds' reference non-members
+        tau = fit["adv2_tau"]
         out.append(
-            _variant_frame(docs, "dcmi/adv2", cal[t2], (cal[t2] > tau).astype(int), t2, tau, no_answer[t2], read(t2))
+            _variant_frame(
+                docs, "dcmi/adv2", cal[t2], (cal[t2] > tau).astype(int), t2, tau, no_answer[t2], read(t2), fold
+            )
         )
 
         # ablation: no calibration
         out.append(_variant_frame(docs, "dcmi/calibration=none", p_o, None, float("nan"), float("nan"), na_o, read()))
 
-        # each θ, γ chosen on the reference set
+        # each θ, γ chosen on the reference rows of the other folds
         for th in self.thetas:
-            g = per_theta[th]
+            g = fit["theta_gamma"][th]
             out.append(
                 _variant_frame(
-                    docs, f"dcmi/theta={th:.2f}", cal[th], (cal[th] > g).astype(int), th, g, no_answer[th], read(th)
+                    docs,
+                    f"dcmi/theta={th:.2f}",
+                    cal[th],
+                    (cal[th] > g).astype(int),
+                    th,
+                    g,
+                    no_answer[th],
+                    read(th),
+                    fold,
                 )
             )
 
@@ -365,3 +376,36 @@ class DCMI(Attack):
                 )
             )
         return pd.concat(out, ignore_index=True)
+
+    def fitted_choices(self, docs: list, cal: dict, reference_labels: Mapping[str, int]) -> dict:
+        """The gray-box variants' choices, cross-fitted (ragmi.attacks.folds): the rows of fold k (its
+        reference rows and the evaluation rows assigned to it) get the choices made on the reference
+        rows of the other folds.  ``cal``: θ -> calibrated scores of the rows ``docs``.  Per row:
+        ``fold``, ``adv1_theta`` / ``adv1_gamma`` (Adversary 1's grid search, ties: first in grid
+        order), ``adv2_tau`` (Adversary 2's τ, Q3 of the non-members' C_θ at ``theta_adv2``, Eq. 10),
+        ``theta_gamma`` (θ -> the γ chosen for that θ)."""
+        k_folds = int(self.params["cv_folds"])
+        fold, is_ref, y_ref = assign_folds(docs, reference_labels, k_folds, self.seed, "dcmi", "gray-box DCMI")
+        y = np.zeros(len(docs), dtype=int)
+        y[is_ref] = y_ref
+        n = len(docs)
+        res = {
+            "fold": fold,
+            "adv1_theta": np.zeros(n),
+            "adv1_gamma": np.zeros(n),
+            "adv2_tau": np.zeros(n),
+            "theta_gamma": {th: np.zeros(n) for th in self.thetas},
+        }
+        for k in range(k_folds):
+            train, test = is_ref & (fold != k), fold == k
+            if not test.any():
+                continue
+            best = None
+            for th in self.thetas:
+                g, n_ok = best_threshold(cal[th][train], y[train], self.gammas)
+                res["theta_gamma"][th][test] = g
+                if best is None or n_ok > best[2]:
+                    best = (th, g, n_ok)
+            res["adv1_theta"][test], res["adv1_gamma"][test] = best[0], best[1]
+            res["adv2_tau"][test] = float(np.percentile(cal[self.theta_adv2][train & (y == 0)], 75))
+        return res

@@ -29,8 +29,12 @@ n_masks + 16 unless ``max_tokens`` is set; no log-probabilities.
 
 Scores: answers are parsed tolerantly (:func:`parse_mask_answers`) and compared with the original
 words after :func:`normalize_answer`.  ``mba``: #correct / n_masks (0 without masks).  ``mba/gamma``:
-member iff #correct >= gamma * n_masks, gamma from ``gamma_grid`` with the best F1 on the reference
-documents (ties: the smallest), score = decision, the chosen gamma in column ``gamma``.
+member iff #correct >= gamma * n_masks, gamma from ``gamma_grid`` with the best F1 on reference
+documents (ties: the smallest), score = decision, the chosen gamma in column ``gamma``.  gamma is
+chosen in-fold (``cv_folds``, :mod:`ragmi.attacks.folds`): a document of fold k (a reference document
+by a stratified deal, an evaluation document by a hash of its doc_id) is decided by the gamma chosen
+on the reference documents of the other folds (columns ``fold``, ``selection`` = "in-fold"); the paper
+chooses once on the whole reference set, here each choice sees (K - 1) / K of it.
 
 Provenance: docs/provenance.md#mba.
 """
@@ -46,6 +50,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .base import Attack, merge_responses
+from .folds import SELECTION_IN_FOLD, assign_folds
 from .models import load_proxy
 
 # MBA Fig. 2 simplified attack prompt; "\n" in the format spec is the two characters printed in the paper.
@@ -320,8 +325,9 @@ def _f1(y: np.ndarray, pred: np.ndarray) -> float:
     return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
 
 
-def gamma_decisions(fractions, gamma: float) -> np.ndarray:
-    """Member iff correct >= gamma * M, i.e. fraction >= gamma (1e-9 absorbs 0.3*10 = 3.0000000000000004)."""
+def gamma_decisions(fractions, gamma) -> np.ndarray:
+    """Member iff correct >= gamma * M, i.e. fraction >= gamma (1e-9 absorbs 0.3*10 = 3.0000000000000004);
+    ``gamma`` one value or one per row."""
     return (np.asarray(fractions, dtype=float) + 1e-9 >= gamma).astype(int)
 
 
@@ -345,6 +351,7 @@ class MBA(Attack):
     name = "mba"
     needs_prepare = True
     audit_mi_rank = 5
+    out_of_fold = True  # mba/gamma's gamma is chosen in-fold (cv_folds)
 
     @classmethod
     def model_references(cls, params):
@@ -423,6 +430,21 @@ class MBA(Attack):
             )
         return pd.DataFrame(rows)
 
+    def crossfit_gamma(self, fractions, doc_ids, reference_labels: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(gamma, fold) per row, cross-fitted (ragmi.attacks.folds): the rows of fold k get the gamma
+        with the best F1 on the reference rows of the other folds (:func:`select_gamma`)."""
+        k_folds = int(self.params["cv_folds"])
+        fold, is_ref, y_ref = assign_folds(doc_ids, reference_labels, k_folds, self.seed, "mba/gamma", "MBA's gamma")
+        y = np.zeros(len(fold), dtype=int)
+        y[is_ref] = y_ref
+        frac = np.asarray(fractions, dtype=float)
+        gamma = np.zeros(len(fold))
+        for k in range(k_folds):
+            train, test = is_ref & (fold != k), fold == k
+            if test.any():
+                gamma[test] = select_gamma(frac[train], y[train], self.params["gamma_grid"])[0]
+        return gamma, fold
+
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         df = merge_responses(queries, responses)
         if "answers" not in df.columns:
@@ -436,13 +458,20 @@ class MBA(Attack):
         base = {"doc_id": df["doc_id"].to_numpy(), "n_correct": correct, "n_masks": n_masks, "no_answer": no_answer}
         out = [pd.DataFrame({**base, "variant": "mba", "score": frac, "decision": pd.NA})]
 
-        gammas = self.params["gamma_grid"]
-        is_ref = np.array([d in reference_labels for d in df["doc_id"]])
-        y_ref = np.array([int(reference_labels[d]) for d in df["doc_id"][is_ref]], dtype=int)
-        gamma, _ = select_gamma(frac[is_ref], y_ref, gammas)
+        gamma, fold = self.crossfit_gamma(frac, df["doc_id"].tolist(), reference_labels)
         dec = gamma_decisions(frac, gamma)
         out.append(
-            pd.DataFrame({**base, "variant": "mba/gamma", "score": dec.astype(float), "decision": dec, "gamma": gamma})
+            pd.DataFrame(
+                {
+                    **base,
+                    "variant": "mba/gamma",
+                    "score": dec.astype(float),
+                    "decision": dec,
+                    "gamma": gamma,
+                    "fold": fold,
+                    "selection": SELECTION_IN_FOLD,
+                }
+            )
         )
         res = pd.concat(out, ignore_index=True)
         cols = ["doc_id", "variant", "score", "decision"]

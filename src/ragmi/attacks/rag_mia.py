@@ -23,14 +23,18 @@ Variants, per template ``t``:
 * ``rag_mia/gray/t{t}``: mean member probability of an ensemble of ``ensemble_size`` randomly drawn
   attack models on the features logit(P(Yes)), logit(P(No)), log P(Yes) - log P(No), each trained on a
   bootstrap sample of the reference documents.  Scores are cross-fitted (``cv_folds``; as in
-  Chernozhukov et al. 2018): the ensemble of fold k, trained on the other folds, scores the reference
-  documents of fold k and every evaluation document, whose score is the mean over the K fold
-  ensembles.  No model is fitted on all reference documents: that one would score the evaluation
-  documents on another scale (a threshold above every reference non-member then passed every
-  evaluation non-member in about 1 of K + 1 runs where the answers were alike).  The mean is
-  conservative: its spread is smaller than that of one fold's scores, so a threshold placed on the
-  reference scores realises at most its false-positive rate on the evaluation documents
-  (tests/test_crossfit.py), and constant features still give constant scores.  Its decision rule is the ensemble's predicted
+  Chernozhukov et al. 2018; :mod:`ragmi.attacks.folds`): every document has one fold (a reference
+  document by a stratified deal, an evaluation document by a hash of the seed, the variant and its
+  doc_id, so a negative control and a defended target put it in the same fold) and is scored by the
+  one ensemble trained on the reference documents of the other folds (columns ``fold``, ``selection``
+  = "in-fold").  Reference and evaluation documents are so scored by the same procedure and a
+  threshold placed on the reference scores keeps its false-positive rate on the evaluation documents
+  (tests/test_crossfit.py).  Neither a model fitted on all reference documents (another scale: a
+  threshold above every reference non-member passed every evaluation non-member in about 1 of K + 1
+  runs where the answers were alike) nor the mean of the K fold ensembles (a narrower spread: the
+  realised FPR ran below the nominal, 0.021 at 5% in a blind simulation) does that.  When every
+  document has the same features, every score is the mean of the K fold values (constant features,
+  constant scores).  Its decision rule is the ensemble's predicted
   class: member iff the mean probability > 0.5 (soft voting; what a trained attack model decides,
   and what DCMI Table 2's accuracy of the RAG-MIA-gray baseline measures).  ``gray-pyes`` is a bare score without a rule.
 
@@ -48,6 +52,7 @@ import pandas as pd
 
 from .answers import parse_yes_no, yes_no_at_first_generated, yes_no_at_first_position
 from .base import Attack, merge_responses
+from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
 PROMPTS = {
@@ -236,7 +241,7 @@ class RagMIA(Attack):
                     }
                 )
             )
-            ens = self._ensemble(g["doc_id"].tolist(), feats, reference_labels, int(t))
+            ens, fold = self._crossfit(g["doc_id"].tolist(), feats, reference_labels, int(t))
             out.append(
                 pd.DataFrame(
                     {
@@ -246,32 +251,31 @@ class RagMIA(Attack):
                         "decision": (ens > 0.5).astype(int),
                         "no_answer": no_answer,
                         **read,
+                        "fold": fold,
+                        "selection": SELECTION_IN_FOLD,
                     }
                 )
             )
         return pd.concat(out, ignore_index=True)
 
     def _ensemble(self, doc_ids, feats, reference_labels, template: int) -> np.ndarray:
-        from sklearn.model_selection import StratifiedKFold
+        """Cross-fitted ensemble scores (ragmi.attacks.folds): every row, reference or evaluation, is
+        scored by the one ensemble trained on the reference rows of the other folds."""
+        return self._crossfit(doc_ids, feats, reference_labels, template)[0]
 
+    def _crossfit(self, doc_ids, feats, reference_labels, template: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, fold) of the rows ``doc_ids`` with features ``feats``."""
         p = self.params
         size = int(p["ensemble_size"])
-        folds = int(p["cv_folds"])
-        seed = self.seed ^ zlib.crc32(f"rag_mia/gray/t{template}".encode())
-        is_ref = np.array([d in reference_labels for d in doc_ids])
-        y_ref = np.array([reference_labels[d] for d in np.array(doc_ids)[is_ref]], dtype=int)
-        if len(set(y_ref)) < 2 or min(np.bincount(y_ref)) < folds:
-            raise ValueError(f"gray-box RAG-MIA needs at least {folds} reference members and non-members")
-        x_ref, x_eval = feats[is_ref], feats[~is_ref]
-        oof = np.zeros(len(y_ref))
-        ev = np.zeros(len(x_eval))
-        skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed % (2**31))
-        for k, (tr, te) in enumerate(skf.split(x_ref, y_ref)):
-            # cross-fitting: the fold's ensemble scores its held-out reference rows and every evaluation row
-            pred = ensemble_scores(x_ref[tr], y_ref[tr], np.concatenate([x_ref[te], x_eval]), size, seed + k + 1)
-            oof[te] = pred[: len(te)]
-            ev += pred[len(te) :]
+        k_folds = int(p["cv_folds"])
+        name = f"rag_mia/gray/t{template}"
+        seed = self.seed ^ zlib.crc32(name.encode())
+        fold, is_ref, y_ref = assign_folds(doc_ids, reference_labels, k_folds, self.seed, name, "gray-box RAG-MIA")
+        y = np.zeros(len(doc_ids), dtype=int)
+        y[is_ref] = y_ref
         scores = np.zeros(len(doc_ids))
-        scores[is_ref] = oof
-        scores[~is_ref] = ev / folds  # the mean of the fold ensembles (module doc)
-        return scores
+        for k in range(k_folds):
+            train, test = fold_rows(doc_ids, fold, is_ref, k)
+            if len(test):
+                scores[test] = ensemble_scores(feats[train], y[train], feats[test], size, seed + k + 1)
+        return constant_where_features_are(feats, scores, fold, k_folds), fold

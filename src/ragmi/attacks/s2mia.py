@@ -15,22 +15,29 @@ Signals:
   (:func:`extract_response`), against ``x^k`` (``bleu_reference: second_half``) or the whole text
   (``full_text``).
 * **PPL**: ``exp(-mean(token_logprobs))`` of the response (the target must return ``token_logprobs``).
-  An empty response gets the largest perplexity of the others and ``no_answer = True``.
+  An empty response gets the largest perplexity of the answered reference documents (never one read
+  from an evaluation or a control's answer) and ``no_answer = True``.
 
 Variants:
 
 * ``s2mia/s``: score = S.
-* ``s2mia/T``: member iff ``S >= theta_sem AND PPL <= theta_ppl``, the pair maximising accuracy on the
+* ``s2mia/T``: member iff ``S >= theta_sem AND PPL <= theta_ppl``, the pair maximising accuracy on
   reference documents (:func:`threshold_search`); the score is the standardised min-margin
-  (:func:`min_margin`), >= 0 exactly when the decision is 1.  Columns ``theta_sem``, ``theta_ppl``.
-* ``s2mia/M``: member probability of a classifier on (S, PPL) trained on the reference documents
+  (:func:`min_margin`), >= 0 exactly when the decision is 1.  The pair is chosen in-fold
+  (``cv_folds``, :mod:`ragmi.attacks.folds`): a document of fold k is decided and scored by the pair
+  searched on the reference documents of the other folds (and the spread of theirs), so no
+  reference document is decided by a pair chosen on itself.  Columns ``theta_sem``, ``theta_ppl``
+  (its fold's), ``fold``, ``selection`` = "in-fold".
+* ``s2mia/M``: member probability of a classifier on (S, PPL) trained on reference documents
   (``classifier``: xgboost when importable (auto) or scikit-learn gradient boosting), cross-fitted
-  (``cv_folds``; as in Chernozhukov et al. 2018): the classifier of fold k, trained on the other
-  folds, scores the reference documents of fold k and every evaluation document, whose score is the
-  mean over the folds (no classifier is fitted on all reference documents), so that both sets are
-  scored by the same procedure and a threshold placed on
-  reference scores keeps its false-positive rate.  Decision: the classifier's predicted class
-  (member probability > 0.5, as ``predict`` decides).
+  (``cv_folds``; as in Chernozhukov et al. 2018; :mod:`ragmi.attacks.folds`): every document, reference
+  or evaluation, has one fold (evaluation documents by a hash of the seed, the variant and the
+  doc_id) and is scored by the one classifier trained on the reference documents of the other folds,
+  so that both sets are scored by the same procedure and a threshold placed on reference scores
+  keeps its false-positive rate (not the mean of the fold classifiers, whose narrower spread
+  realised less; tests/test_crossfit.py).  Constant features give constant scores (the mean of the
+  K fold values).  Decision: the classifier's predicted class (member probability > 0.5, as
+  ``predict`` decides).
 
 Provenance: docs/provenance.md#s2mia.
 """
@@ -47,6 +54,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .base import Attack, merge_responses
+from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
 
 # S2MIA paper template, verbatim.
 QUERY_TEMPLATE = (
@@ -188,8 +196,10 @@ class S2MIA(Attack):
         return pd.DataFrame(rows)
 
     # ----------------------------------------------------------------------------------------
-    def features(self, df: pd.DataFrame) -> pd.DataFrame:
-        """S, PPL and no_answer per row of queries merged with responses."""
+    def features(self, df: pd.DataFrame, reference_ids=()) -> pd.DataFrame:
+        """S, PPL and no_answer per row of queries merged with responses; an empty response's PPL is
+        the largest PPL of the answered reference rows (``reference_ids``: the reference documents),
+        never read from evaluation or control rows."""
         ref_col = "second_half" if self.params["bleu_reference"] == "second_half" else "text"
         resp = [extract_response(r) for r in df["response_text"]]
         sim = np.array([bleu(h, str(r)) for h, r in zip(resp, df[ref_col])], dtype=float)
@@ -203,9 +213,13 @@ class S2MIA(Attack):
             q = df.loc[missing, "query_id"].head(3).tolist()
             raise ValueError(f"S2MIA needs the target's token_logprobs (gray-box) for its perplexity; missing for {q}")
         nan = np.isnan(ppl)
-        if nan.all():
-            raise ValueError("S2MIA: every response is empty, no perplexity can be computed")
-        ppl[nan] = np.nanmax(ppl)
+        ref = np.array([d in reference_ids for d in df["doc_id"]], dtype=bool)
+        if nan.any():
+            if (nan | ~ref).all():
+                raise ValueError(
+                    "S2MIA: every reference response is empty, no perplexity can be imputed for the empty answers"
+                )
+            ppl[nan] = np.nanmax(ppl[ref])
         return pd.DataFrame({"doc_id": df["doc_id"].to_numpy(), "bleu": sim, "ppl": ppl, "no_answer": empty})
 
     def _make_classifier(self, seed: int):
@@ -234,62 +248,83 @@ class S2MIA(Attack):
 
         return GradientBoostingClassifier(n_estimators=n_est, max_depth=depth, learning_rate=lr, random_state=seed)
 
-    def model_scores(self, x: np.ndarray, is_ref: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
-        """Cross-fitted member probabilities: out of fold for reference rows, the mean of the fold
-        classifiers for the others (module doc; ragmi.attacks.rag_mia explains why the mean)."""
-        from sklearn.model_selection import StratifiedKFold
+    def model_scores(
+        self, x: np.ndarray, doc_ids, reference_labels: Mapping[str, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(member probability, fold) per row, cross-fitted (ragmi.attacks.folds): every row is scored
+        by the one classifier trained on the reference rows of the other folds."""
+        k_folds = int(self.params["cv_folds"])
+        seed = (self.seed ^ zlib.crc32(b"s2mia/M")) % 2**31
+        fold, is_ref, y_ref = assign_folds(doc_ids, reference_labels, k_folds, self.seed, "s2mia/M", "S2MIA-M")
+        y = np.zeros(len(fold), dtype=int)
+        y[is_ref] = y_ref
+        out = np.zeros(len(fold))
+        for k in range(k_folds):
+            train, test = fold_rows(list(doc_ids), fold, is_ref, k)
+            if len(test):
+                model = self._make_classifier(seed + k + 1)
+                model.fit(x[train], y[train])
+                out[test] = model.predict_proba(x[test])[:, 1]
+        return constant_where_features_are(x, out, fold, k_folds), fold
 
-        folds = int(self.params["cv_folds"])
-        seed = self.seed ^ zlib.crc32(b"s2mia/M")
-        seed %= 2**31
-        if len(set(y_ref.tolist())) < 2 or min(np.bincount(y_ref)) < folds:
-            raise ValueError(f"S2MIA-M needs at least {folds} reference members and non-members")
-        x_ref, x_eval = x[is_ref], x[~is_ref]
-        oof = np.zeros(len(y_ref))
-        ev = np.zeros(len(x_eval))
-        skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-        for k, (tr, te) in enumerate(skf.split(x_ref, y_ref)):
-            model = self._make_classifier(seed + k + 1)
-            model.fit(x_ref[tr], y_ref[tr])
-            oof[te] = model.predict_proba(x_ref[te])[:, 1]
-            if len(x_eval):
-                ev += model.predict_proba(x_eval)[:, 1]
-        out = np.zeros(len(x))
-        out[is_ref] = oof
-        out[~is_ref] = ev / folds
-        return out
+    def threshold_scores(self, s, ppl, doc_ids, reference_labels: Mapping[str, int]) -> pd.DataFrame:
+        """S2MIA-T cross-fitted (ragmi.attacks.folds): the rows of fold k are decided and scored by the
+        (theta_sem, theta_ppl) searched on the reference rows of the other folds (and standardised by
+        their spread).  Columns score, decision, theta_sem, theta_ppl, fold."""
+        k_folds = int(self.params["cv_folds"])
+        fold, is_ref, y_ref = assign_folds(doc_ids, reference_labels, k_folds, self.seed, "s2mia/T", "S2MIA-T")
+        y = np.zeros(len(fold), dtype=int)
+        y[is_ref] = y_ref
+        score, ts_all, tp_all = np.zeros(len(fold)), np.zeros(len(fold)), np.zeros(len(fold))
+        for k in range(k_folds):
+            train, test = is_ref & (fold != k), fold == k
+            if not test.any():
+                continue
+            ts, tp, _ = threshold_search(s[train], ppl[train], y[train])
+            score[test] = min_margin(s[test], ppl[test], ts, tp, s[train], ppl[train])
+            ts_all[test], tp_all[test] = ts, tp
+        dec = ((s >= ts_all) & (ppl <= tp_all)).astype(int)
+        return pd.DataFrame({"score": score, "decision": dec, "theta_sem": ts_all, "theta_ppl": tp_all, "fold": fold})
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         df = merge_responses(queries, responses)
-        f = self.features(df)
+        f = self.features(df, reference_labels)
         base = {"doc_id": f["doc_id"], "bleu": f["bleu"], "ppl": f["ppl"], "no_answer": f["no_answer"]}
         out = [pd.DataFrame({**base, "variant": "s2mia/s", "score": f["bleu"], "decision": pd.NA})]
         if not self.logprobs:  # T and M need the response perplexity
             self.skipped_variants += ["s2mia/T", "s2mia/M"]
             return out[0][["doc_id", "variant", "score", "decision", "bleu", "ppl", "no_answer"]]
 
-        is_ref = np.array([d in reference_labels for d in f["doc_id"]])
-        y_ref = np.array([int(reference_labels[d]) for d in f["doc_id"][is_ref]], dtype=int)
-        if len(set(y_ref.tolist())) < 2:
+        ids = f["doc_id"].tolist()
+        y_ref = [int(reference_labels[d]) for d in ids if d in reference_labels]
+        if len(set(y_ref)) < 2:
             raise ValueError("S2MIA-T/M need reference members and non-members")
         s, ppl = f["bleu"].to_numpy(), f["ppl"].to_numpy()
-        ts, tp, _ = threshold_search(s[is_ref], ppl[is_ref], y_ref)
-        dec = ((s >= ts) & (ppl <= tp)).astype(int)
+        t = self.threshold_scores(s, ppl, ids, reference_labels)
         out.append(
             pd.DataFrame(
                 {
                     **base,
                     "variant": "s2mia/T",
-                    "score": min_margin(s, ppl, ts, tp, s[is_ref], ppl[is_ref]),
-                    "decision": dec,
-                    "theta_sem": ts,
-                    "theta_ppl": tp,
+                    **{c: t[c].to_numpy() for c in t.columns},
+                    "selection": SELECTION_IN_FOLD,
                 }
             )
         )
         x = np.column_stack([s, ppl])
-        prob = self.model_scores(x, is_ref, y_ref)
-        out.append(pd.DataFrame({**base, "variant": "s2mia/M", "score": prob, "decision": (prob > 0.5).astype(int)}))
+        prob, fold = self.model_scores(x, ids, reference_labels)
+        out.append(
+            pd.DataFrame(
+                {
+                    **base,
+                    "variant": "s2mia/M",
+                    "score": prob,
+                    "decision": (prob > 0.5).astype(int),
+                    "fold": fold,
+                    "selection": SELECTION_IN_FOLD,
+                }
+            )
+        )
         res = pd.concat(out, ignore_index=True)
         cols = ["doc_id", "variant", "score", "decision"]
         return res[cols + [c for c in res.columns if c not in cols]]

@@ -160,7 +160,8 @@ TABLES: tuple[Table, ...] = (
             "black = Yes/No parsed from the answer text: its decision rule gives the Rule TPR / Rule FPR columns, "
             "the paper's 'Black-Box TPR / FPR' (Table 2), and its AUC is the single-point AUC (1 + TPR − FPR) / 2; "
             "gray = ensemble of attack models on the Yes/No logits at the first generated Yes/No token (RAG-MIA §3), trained on the reference "
-            "set with out-of-fold reference scores, its rule the ensemble's predicted class (mean probability "
+            "set and cross-fitted (every document scored by the one fold ensemble trained without its fold), "
+            "its rule the ensemble's predicted class (mean probability "
             "> 0.5); gray-pyes = P(Yes)/(P(Yes)+P(No)) without training and without a rule.",
             "no_answer_rate = share of evaluation answers with neither Yes nor No (counted as non-member, RAG-MIA "
             "Appendix C); no_yes_no_rate = share of evaluation answers in which no generated token reads Yes or No "
@@ -178,10 +179,12 @@ TABLES: tuple[Table, ...] = (
         name="dcmi_ablation",
         title="DCMI ablation (DCMI Fig. 9): with/without calibration, θ sweep, γ sweep",
         notes=(
-            "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set), dcmi/adv2 (θ = 0.06, "
-            "threshold = Q3 of reference non-members) and dcmi/calibration=none (P(Yes) of the original query).",
+            "calibration: dcmi/adv1 (calibrated, θ and γ chosen on the reference set, in-fold), dcmi/adv2 "
+            "(θ = 0.06, threshold = Q3 of reference non-members, in-fold) and dcmi/calibration=none (P(Yes) of "
+            "the original query).",
             "theta=…: calibrated score at that perturbation magnitude; its decision C > γ uses the γ chosen on "
-            "the reference set. gamma=…: calibrated score at θ = 0.06 with the decision C > γ: Accuracy (decision "
+            "the reference set, in-fold (each document decided by the choice made on the other folds' reference "
+            "documents). gamma=…: calibrated score at θ = 0.06 with the decision C > γ: Accuracy (decision "
             "rule) and Rule TPR / FPR are that decision's (DCMI Fig. 9c); AUC and the best-threshold accuracy do "
             "not depend on γ.",
         ),
