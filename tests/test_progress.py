@@ -56,7 +56,7 @@ def test_a_log_file_gets_a_line_per_quarter():
     assert counts(tiny) == [1, 2]
 
 
-def test_waiting_lines_on_a_terminal_only_with_the_servers_counters():
+def test_waiting_lines_with_the_servers_counters_every_15_s_on_a_terminal_every_minute_in_a_log():
     clock, lines = Clock(), []
     before = {"prompt_tokens": 1000.0, "generation_tokens": 50.0}
     p = Progress(74, lines.append, interactive=True, clock=clock, server_before=before)
@@ -72,9 +72,22 @@ def test_waiting_lines_on_a_terminal_only_with_the_servers_counters():
     assert not p.heartbeat_due()  # the next one 15 s after this line
     clock.t += 10
     assert p.heartbeat(None) == "  generated 0/74 after 30 s, 74 awaited"  # no counters (another endpoint)
-    log = Progress(74, [].append, interactive=False, clock=clock)
-    clock.t += 100
+    in_log = []
+    log = Progress(74, in_log.append, interactive=False, clock=clock)
+    clock.t += 59
     assert not log.heartbeat_due() and log.heartbeat({"prompt_tokens": 1.0}) is None
+    clock.t += 1
+    assert log.heartbeat(None) == "  generated 0/74 after 1 min 00 s, 74 awaited"
+    assert in_log == ["  generated 0/74 after 1 min 00 s, 74 awaited"]
+
+
+def test_a_log_gets_a_progress_line_at_least_every_minute_while_answers_come_slowly():
+    clock, lines = Clock(), []
+    p = Progress(400, lines.append, interactive=False, clock=clock)
+    for _ in range(30):  # 30 answers, one every 10 s: no quarter crossed in 300 s
+        clock.t += 10
+        p.add(1)
+    assert counts(lines) == [6, 12, 18, 24, 30]  # at 60, 120, ... s: never more than a minute apart
 
 
 def test_time_left_is_reckoned_from_the_answers_not_the_wait_before_them():

@@ -9,7 +9,10 @@ A job's lines go to its log and to the console (``ragmi.workflow.StepLog`` write
   server's counters can be read (``ragmi.rag.serving_metrics``) the waiting line says what it has done
   meanwhile: prompt tokens read and answer tokens written since the job sent its requests (the
   server's counters count every job it serves, so another job's tokens would be in them);
-* anywhere else (a log file, a cluster job), one line per quarter of the answers and the last one.
+* anywhere else (a log file, a cluster job), one line per quarter of the answers and the last one,
+  and a line whenever ``log_heartbeat_s`` (60 s) passed without one: answers still coming get a
+  progress line, none coming a waiting line (with the server's counters where they can be read), so
+  a job's log is never silent for more than a minute while it waits for its model.
 
 Every line starts ``"  generated {done}/{total}"`` as the job logs always did, followed by the job
 (its log's path under ``logs/``, e.g. ``[generate/synthetic/pad/s2mia/00000]``) when ``log`` is a
@@ -30,6 +33,7 @@ from pathlib import Path
 
 MIN_INTERVAL_S = 5.0  # a terminal gets at most one line per this many seconds (and the last one)
 HEARTBEAT_S = 15.0  # ... and a waiting line after this many seconds without one
+LOG_HEARTBEAT_S = 60.0  # a log that is no terminal: a line at least this often while answers are awaited
 PARTS = 4  # a log that is no terminal gets one line per 1/PARTS of the answers
 RATE_WINDOW_S = 60.0  # the time left is reckoned from the answers of the last minute
 
@@ -89,6 +93,7 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
         min_interval_s: float | None = None,
         heartbeat_s: float | None = None,
+        log_heartbeat_s: float | None = None,
         parts: int | None = None,
         server_before: Mapping[str, float] | None = None,
     ):
@@ -99,6 +104,7 @@ class Progress:
         self.clock = clock
         self.min_interval_s = float(MIN_INTERVAL_S if min_interval_s is None else min_interval_s)
         self.heartbeat_s = float(HEARTBEAT_S if heartbeat_s is None else heartbeat_s)
+        self.log_heartbeat_s = float(LOG_HEARTBEAT_S if log_heartbeat_s is None else log_heartbeat_s)
         self.parts = max(1, int(PARTS if parts is None else parts))
         self.server_before = server_before
         self.label = job_label(log)
@@ -128,20 +134,17 @@ class Progress:
         while self.next_part < self.parts and self.done >= self._threshold(self.next_part):
             self.next_part += 1
             crossed = True
-        return self._emit(now) if crossed else None
+        return self._emit(now) if crossed or now - self.last_line_t >= self.log_heartbeat_s else None
 
     def _threshold(self, part: int) -> int:
         return math.ceil(self.total * part / self.parts)
 
     # ------------------------------------------------------------------------------------- waiting
     def heartbeat_due(self) -> bool:
-        """A terminal, answers still missing, and no line for ``heartbeat_s``."""
-        return (
-            self.interactive
-            and not self.finished
-            and self.done < self.total
-            and self.clock() - self.last_line_t >= self.heartbeat_s
-        )
+        """Answers still missing, and no line for ``heartbeat_s`` (a terminal) or ``log_heartbeat_s``
+        (a log)."""
+        every = self.heartbeat_s if self.interactive else self.log_heartbeat_s
+        return not self.finished and self.done < self.total and self.clock() - self.last_line_t >= every
 
     def heartbeat(self, server: Mapping[str, float] | None = None) -> str | None:
         """The waiting line, when due; ``server``: the server's counters now (``serving_metrics.scrape``)."""

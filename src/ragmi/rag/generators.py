@@ -258,7 +258,7 @@ class OpenAIGenerator:
                 progress.add(1, results[i]["completion_tokens"])
 
             order = prefix_order(requests) if self.order_by_prefix else range(len(requests))
-            beat = asyncio.ensure_future(self._heartbeat(progress)) if progress.interactive else None
+            beat = asyncio.ensure_future(self._heartbeat(progress))
             try:
                 # tasks start, and take the semaphore, in this order: the server receives them so
                 await asyncio.gather(*(run(i, requests[i]) for i in order))
