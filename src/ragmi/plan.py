@@ -43,7 +43,8 @@ def default_generator(cfg: dict) -> str:
 
 def fold_requirements(cfg: dict, dataset: str | None = None) -> list[tuple[str, int]]:
     """(attack, cv_folds) of every run attack that scores its reference candidates out of fold (its
-    class's ``out_of_fold``: RAG-MIA's gray-box ensemble, S²MIA's classifier), on ``dataset`` or on
+    class's ``out_of_fold``: RAG-MIA's gray-box ensemble, S²MIA's classifier and thresholds, DCMI's θ and
+    thresholds, MBA's γ; ragmi.attacks.folds), on ``dataset`` or on
     any dataset: each needs at least ``cv_folds`` reference members and non-members."""
     from .attacks import attack_class
 
