@@ -234,10 +234,11 @@ class EvalLabelRagMIA(RagMIA):
         super().__init__(params, **kwargs)
         self.eval_labels = dict(eval_labels)
 
-    def _ensemble(self, doc_ids, feats, reference_labels, template):
+    def _crossfit(self, doc_ids, feats, reference_labels, template):
         labels = {**reference_labels, **self.eval_labels}
         y = np.array([labels[d] for d in doc_ids], dtype=int)
-        return ensemble_scores(feats, y, feats, int(self.params["ensemble_size"]), self.seed + template)
+        scores = ensemble_scores(feats, y, feats, int(self.params["ensemble_size"]), self.seed + template)
+        return scores, np.zeros(len(doc_ids), dtype=int)
 
 
 N_REF_UNIT, N_EVAL_UNIT = 10, 20  # per class

@@ -258,13 +258,10 @@ class RagMIA(Attack):
             )
         return pd.concat(out, ignore_index=True)
 
-    def _ensemble(self, doc_ids, feats, reference_labels, template: int) -> np.ndarray:
-        """Cross-fitted ensemble scores (ragmi.attacks.folds): every row, reference or evaluation, is
-        scored by the one ensemble trained on the reference rows of the other folds."""
-        return self._crossfit(doc_ids, feats, reference_labels, template)[0]
-
     def _crossfit(self, doc_ids, feats, reference_labels, template: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, fold) of the rows ``doc_ids`` with features ``feats``."""
+        """(scores, fold) of the rows ``doc_ids`` with features ``feats``: cross-fitted ensemble scores
+        (ragmi.attacks.folds), every row, reference or evaluation, scored by the one ensemble trained on
+        the reference rows of the other folds."""
         p = self.params
         size = int(p["ensemble_size"])
         k_folds = int(p["cv_folds"])
