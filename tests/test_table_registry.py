@@ -546,3 +546,51 @@ def test_an_attack_parameter_reruns_only_the_tables_over_that_attack(tmp_path):
         "dataset_inference",
         "summary",
     ]
+
+
+def test_dataset_inference_table_built_as_the_rule_builds_it(tmp_path):
+    """The table rule hands build only the declared keys (seed, dataset_inference): the targets come from
+    the input files, and a null-database control read for its base's difference design gets rows only
+    where dataset_inference.targets leaves it in (every attacked target, by default)."""
+    from ragmi.config import validate_config
+
+    n = 10
+    ids = [f"c{i:02d}" for i in range(4 * n)]
+    cand = pd.DataFrame(
+        {
+            "doc_id": ids,
+            "label": np.tile(np.r_[np.ones(n, int), np.zeros(n, int)], 2),
+            "role": ["reference"] * (2 * n) + ["eval"] * (2 * n),
+        }
+    )
+    cpath = tmp_path / "results/split/nq/candidates.parquet"
+    cpath.parent.mkdir(parents=True)
+    cand.to_parquet(cpath)
+    rng = np.random.default_rng(0)
+    files = {"scores": [], "candidates": [str(cpath)]}
+    for target, s in (
+        ("t", cand["label"].to_numpy() * 3.0 + rng.normal(size=4 * n)),
+        ("t--null-db", rng.normal(size=4 * n)),
+    ):
+        p = tmp_path / f"results/scores/nq/{target}/rag_mia.parquet"
+        p.parent.mkdir(parents=True)
+        pd.DataFrame({"doc_id": ids, "variant": "rag_mia/black/t2", "score": s, "decision": pd.NA}).to_parquet(p)
+        files["scores"].append(str(p))
+    cfg = {
+        "targets": {"t": {}, "t--null-db": {}},  # not declared: build must not need them
+        "seed": 3,
+        "dataset_inference": validate_config(
+            {
+                "datasets": {"d": {"source": "synthetic"}},
+                "retrievers": {"r": {"kind": "bm25"}},
+                "generators": {"g": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}},
+                "targets": {"t": {"retriever": "r", "generator": "g"}},
+                "attacks": {"rag_mia": {}},
+            }
+        )["dataset_inference"],
+    }
+    df = write_table(TABLES["dataset_inference"], files, cfg, tmp_path / "di.csv", tmp_path / "di.md")
+    assert set(df["target"]) == {"t", "t--null-db"}
+    named = {**cfg, "dataset_inference": {**cfg["dataset_inference"], "targets": ["t"]}}
+    df = write_table(TABLES["dataset_inference"], files, named, tmp_path / "di.csv", tmp_path / "di.md")
+    assert set(df["target"]) == {"t"}

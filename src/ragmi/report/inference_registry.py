@@ -84,8 +84,11 @@ def _dataset_inference(files: Files, config: Mapping) -> pd.DataFrame:
     user = None
     if "user_sets" in files:
         user = tuple(inference_tables.read_ids(p) for p in files["user_sets"])
-    chosen = set(di_targets(config))
-    pairs = [(d, t) for d, t in _pairs(files["scores"]) if t in chosen]  # a control read only for its base: no rows
+    # The rule is handed only the declared keys (seed, dataset_inference), not the targets: the chosen
+    # targets are those of the inputs (_di_inputs), less a null-database control read only for its base's
+    # difference design when dataset_inference.targets names the targets (no rows of its own)
+    named = config["dataset_inference"].get("targets")
+    pairs = [(d, t) for d, t in _pairs(files["scores"]) if named is None or t in named]
     return inference_tables.dataset_inference_frame(
         read_scores(files["scores"], files["candidates"]),
         _candidates(files["candidates"]),
