@@ -51,21 +51,7 @@ def _rag_mia_replicate(rep: int, folds: int) -> float:
     # blind and tied: a target that answers every candidate "No" alike, member or not.  (A continuous
     # blind P(Yes) costs some 40 times more, the MLPs fitting noise, and gives both procedures a rate
     # near or below 1/21.)
-    p = np.full(len(ids), 0.02)
-    attack = RagMIA({"templates": [2], "ensemble_size": 3, "cv_folds": folds}, seed=rep)
-    q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
-    top = [[[{"token": "Yes", "logprob": math.log(v)}, {"token": "No", "logprob": math.log1p(-v)}]] for v in p]
-    resp = pd.DataFrame(
-        {
-            "query_id": q["query_id"],
-            "response_text": ["Yes." if v > 0.5 else "No." for v in p],
-            "first_token_logprobs": [t[0] for t in top],
-            "token_top_logprobs": top,
-            "token_logprobs": [[] for _ in ids],
-            "prompt_tokens": 1,
-            "completion_tokens": 1,
-        }
-    )
+    attack, q, resp = _gray_frames(ids, np.full(len(ids), 0.02), ensemble_size=3, folds=folds, seed=rep)
     s = attack.score(q, resp, ref)
     gray = s[s["variant"] == "rag_mia/gray/t2"].set_index("doc_id")["score"]
     return _fpr_at_zero(gray, ref, ev_non)
@@ -201,8 +187,9 @@ def test_benchmark_smoke(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the fold of a document is a function of its doc_id
 # ---------------------------------------------------------------------------------------------
-def _gray_frames(ids, p):
-    attack = RagMIA({"templates": [2], "ensemble_size": 2, "cv_folds": 3}, seed=4)
+def _gray_frames(ids, p, ensemble_size=2, folds=3, seed=4):
+    """RAG-MIA (template 2) and its queries about ``ids``, answered with P(Yes) = ``p`` per document."""
+    attack = RagMIA({"templates": [2], "ensemble_size": ensemble_size, "cv_folds": folds}, seed=seed)
     q = attack.build_queries(pd.DataFrame({"doc_id": ids, "text": "x", "title": "", "human_turn": ""}))
     top = [[[{"token": "Yes", "logprob": math.log(v)}, {"token": "No", "logprob": math.log1p(-v)}]] for v in p]
     resp = pd.DataFrame(

@@ -31,43 +31,44 @@ def _finite(pvalues: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return p, ok
 
 
+def _adjusted(pvalues: Sequence[float], step) -> np.ndarray:
+    """``step(sorted finite p-values) -> their adjusted values``, put back in the given order; NaN
+    entries are not part of the family and stay NaN."""
+    p, ok = _finite(pvalues)
+    out = np.full(p.shape, np.nan)
+    q = p[ok]
+    if q.size == 0:
+        return out
+    order = np.argsort(q, kind="stable")
+    res = np.empty(q.size)
+    res[order] = step(q[order])
+    out[ok] = res
+    return out
+
+
 def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-adjusted p-values, in the order given: with the m finite p-values sorted,
     p_(1) <= ... <= p_(m), the adjusted value of p_(i) is max_{j <= i} min(1, (m - j + 1) p_(j)).
     Rejecting where the adjusted value is below α controls the family-wise error rate at α.  NaN
     entries are not part of the family and stay NaN."""
-    p, ok = _finite(pvalues)
-    out = np.full(p.shape, np.nan)
-    q = p[ok]
-    m = q.size
-    if m == 0:
-        return out
-    order = np.argsort(q, kind="stable")
-    adj = np.minimum(1.0, (m - np.arange(m)) * q[order])
-    adj = np.maximum.accumulate(adj)
-    res = np.empty(m)
-    res[order] = adj
-    out[ok] = res
-    return out
+
+    def step(q: np.ndarray) -> np.ndarray:
+        m = q.size
+        return np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * q))
+
+    return _adjusted(pvalues, step)
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (q-values), in the order given: with the m finite
     p-values sorted, the adjusted value of p_(i) is min_{j >= i} min(1, m p_(j) / j).  NaN entries
     are not part of the family and stay NaN."""
-    p, ok = _finite(pvalues)
-    out = np.full(p.shape, np.nan)
-    q = p[ok]
-    m = q.size
-    if m == 0:
-        return out
-    order = np.argsort(q, kind="stable")
-    adj = np.minimum(1.0, m * q[order] / np.arange(1, m + 1))
-    adj = np.minimum.accumulate(adj[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = adj
-    out[ok] = res
-    return out
+
+    def step(q: np.ndarray) -> np.ndarray:
+        m = q.size
+        return np.minimum.accumulate(np.minimum(1.0, m * q / np.arange(1, m + 1))[::-1])[::-1]
+
+    return _adjusted(pvalues, step)
 
 
 def bonferroni_level(alpha: float, m: int) -> float:
