@@ -132,3 +132,26 @@ def stub_defense(monkeypatch):
 
     register_in_process(monkeypatch, STUB_FIXTURE)
     return STUB_FIXTURE
+
+
+@pytest.fixture
+def label_blind_folds(monkeypatch):
+    """Reference folds dealt without the labels (ragmi.attacks.folds deals each class apart): a test that
+    flips one reference label to show that the row's own choice does not read it keeps every fold where
+    it was, so what it compares is the in-fold choice alone."""
+    import numpy as np
+
+    import ragmi.attacks.folds as folds
+
+    def deal(doc_ids, labels, k, seed, name):
+        doc_ids, labels = list(doc_ids), np.asarray(labels, dtype=int)
+        for attempt in range(100):  # re-salted until every fold's complement holds both classes
+            h = folds.doc_hash(doc_ids, seed, name if attempt == 0 else f"{name}#{attempt}")
+            order = sorted(range(len(doc_ids)), key=lambda i: (int(h[i]), str(doc_ids[i])))
+            out = np.zeros(len(doc_ids), dtype=int)
+            out[order] = np.arange(len(order)) % int(k)
+            if all(len(set(labels[out != j].tolist())) == 2 for j in range(int(k))):
+                return out
+        raise AssertionError("no label-blind deal leaves both classes outside every fold")
+
+    monkeypatch.setattr(folds, "reference_folds", deal)

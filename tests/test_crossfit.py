@@ -238,7 +238,7 @@ def test_fold_is_a_function_of_the_doc_id_across_row_order_and_controls(monkeypa
     assert part.loc[ev[:3], "fold"].tolist() == base.loc[ev[:3], "fold"].tolist()
 
 
-def test_fold_helpers_balance_and_ignore_labels():
+def test_fold_helpers_balance_and_stratify():
     from ragmi.attacks.folds import eval_folds, reference_folds
 
     ids = [f"d{i}" for i in range(3000)]
@@ -249,6 +249,12 @@ def test_fold_helpers_balance_and_ignore_labels():
     y = np.arange(60) % 2
     r = reference_folds(ids[:60], y, 5, seed=1, name="x")
     assert (np.bincount(r, minlength=5) == 12).all()  # sizes within one
-    y2 = y.copy()
-    y2[7] = 1 - y2[7]
-    assert np.array_equal(r, reference_folds(ids[:60], y2, 5, seed=1, name="x"))  # labels not read
+    for cls in (0, 1):  # stratified: each fold holds 6 of each class's 30
+        assert (np.bincount(r[y == cls], minlength=5) == 6).all()
+    # 6 + 6 in 3 folds: every fold part is fitted on 4 members and 4 non-members (a label-blind deal can
+    # leave 3 against 5, where a small gradient-boosted model cannot split at all)
+    y6 = np.r_[np.ones(6, int), np.zeros(6, int)]
+    r6 = reference_folds(ids[:12], y6, 3, seed=1, name="x")
+    for k in range(3):
+        assert np.bincount(y6[r6 != k], minlength=2).tolist() == [4, 4]
+    assert np.array_equal(r, reference_folds(list(reversed(ids[:60])), y[::-1], 5, seed=1, name="x")[::-1])

@@ -386,7 +386,7 @@ def test_adversary1_grid_search_on_reference():
             assert v["score"].to_dict() == pytest.approx(CAL[th_v])
 
 
-def test_reference_decisions_do_not_depend_on_their_own_labels():
+def test_reference_decisions_do_not_depend_on_their_own_labels(label_blind_folds):
     """The in-fold property: flip one reference label; that row's own choices and decisions stay, for
     every variant with a fitted part (adv1, adv2, theta=)."""
     rng = np.random.default_rng(5)  # 8 + 8 reference documents: a flip leaves at least 3 of each class

@@ -318,7 +318,7 @@ def test_score_end_to_end_with_gamma_chosen_in_fold():
     assert s[s["variant"] == "mba"].set_index("doc_id")["no_answer"].to_dict()["d4"]
 
 
-def test_gamma_of_a_reference_row_does_not_depend_on_its_own_label():
+def test_gamma_of_a_reference_row_does_not_depend_on_its_own_label(label_blind_folds):
     """The in-fold property: flip one reference label; that row's own gamma and decision stay.  Seed 6:
     a deal in which no flip leaves a class inside one fold (3 + 3 rows in 2 folds; such a flip forces a
     re-deal, which reads the labels: ragmi.attacks.folds.reference_folds)."""

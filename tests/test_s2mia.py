@@ -231,7 +231,7 @@ def test_T_variant_thresholds_are_chosen_in_fold(monkeypatch):
     assert ((t["score"] >= 0).astype(int) == t["decision"].astype(int)).all()
 
 
-def test_T_reference_decision_does_not_depend_on_its_own_label(monkeypatch):
+def test_T_reference_decision_does_not_depend_on_its_own_label(monkeypatch, label_blind_folds):
     """The in-fold property: flip one reference label; that row's own decision, score and pair stay."""
     ref_y = [1, 1, 1, 0, 0, 0, 1, 0]
     base, ids, _, _ = _t_frames(monkeypatch, ref_y)

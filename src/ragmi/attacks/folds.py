@@ -11,10 +11,10 @@ So every row gets exactly one fold (:func:`assign_folds`) and is scored by the p
 reference rows of the *other* folds (Chernozhukov et al., "Double/debiased machine learning for
 treatment and structural parameters", The Econometrics Journal 2018):
 
-* a reference row's fold: the reference rows, ordered by a hash of (seed, name, doc_id), are dealt
-  to the K folds in turn (fold sizes differ by at most one; the labels are not read, so a reference
-  row's own label never decides which part scores it), and a reference row is always scored by a
-  part fitted without it;
+* a reference row's fold: the reference rows of each class, ordered by a hash of (seed, name,
+  doc_id), are dealt to the K folds in turn (stratified, as sklearn's StratifiedKFold: fold sizes and
+  each class's share differ by at most one, so every fold's part is fitted on balanced classes), and
+  a reference row is always scored by a part fitted without it;
 * an evaluation row's fold: the same hash modulo K, a function of the doc_id alone (not of the row
   order or of the other rows), so each fold with probability 1/K, balanced in expectation.  A
   negative control that scores the same evaluation documents on other answers, and a defended
@@ -53,27 +53,29 @@ def eval_folds(doc_ids: Iterable, folds: int, seed: int, name: str) -> np.ndarra
 
 
 def reference_folds(doc_ids, labels, folds: int, seed: int, name: str) -> np.ndarray:
-    """The fold of each reference document: in the order of their hashes, dealt to the folds in turn,
-    so every fold holds ``n // K`` or ``n // K + 1`` of the n reference documents.  The deal does not
-    read the labels, so no reference document's label decides which fold scores it (its own score is
-    free of its label); classes are balanced across folds in expectation.  Only where a deal leaves
-    the other folds of some fold without a member or without a non-member (all of a class in one
-    fold: with at least K of each class, rare beyond the smallest sets) is the hash re-salted, up to
-    100 times.  Depends on the set of reference documents, not on their order."""
+    """The fold of each reference document, stratified by class: the members in the order of their
+    hashes dealt to the folds in turn, then the non-members likewise, continuing the deal where the
+    members left it, so every fold holds ``n // K`` or ``n // K + 1`` of the n reference documents and
+    as even a share of each class (as ``sklearn.model_selection.StratifiedKFold`` does).  With at least
+    K documents of each class (:func:`assign_folds` checks) every fold's complement holds both classes.
+    Balanced classes matter on small reference sets: a fold part fitted on 3 members and 5 non-members
+    can be unable to split at all (a gradient-boosted tree's minimum child weight), and a constant part
+    per fold ranks the rows by their fold alone.  A document's own label decides only which of the
+    class's deals it takes part in, never which rows its part is fitted on.  Depends on the set of
+    reference documents, not on their order."""
     doc_ids = list(doc_ids)
     labels = np.asarray(labels, dtype=int)
     k = int(folds)
+    h = doc_hash(doc_ids, seed, name)
     out = np.zeros(len(doc_ids), dtype=int)
-    for attempt in range(100):
-        h = doc_hash(doc_ids, seed, name if attempt == 0 else f"{name}#{attempt}")
+    dealt = 0
+    for cls in (1, 0):
+        rows = [i for i in range(len(doc_ids)) if labels[i] == cls]
         # ties in the hash (never in practice) broken by the doc_id's text, not by the row order
-        order = sorted(range(len(doc_ids)), key=lambda i: (int(h[i]), str(doc_ids[i])))
-        out[order] = np.arange(len(order)) % k
-        if all(len(set(labels[out != j].tolist())) == 2 for j in range(k)):
-            return out
-    raise ValueError(
-        f"{name}: no deal of the reference documents into {k} folds leaves both classes outside every fold"
-    )
+        rows.sort(key=lambda i: (int(h[i]), str(doc_ids[i])))
+        out[rows] = (dealt + np.arange(len(rows))) % k
+        dealt += len(rows)
+    return out
 
 
 def assign_folds(doc_ids, reference_labels: Mapping, folds: int, seed: int, name: str, what: str):
