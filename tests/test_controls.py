@@ -92,19 +92,26 @@ def test_a_control_applies_the_base_targets_fitted_attack_and_answers_eval_candi
     candidates = pd.DataFrame(
         {"doc_id": list(CAL[0.04]), "role": ["eval" if d.startswith("e") else "reference" for d in CAL[0.04]]}
     )
-    q, base = frames()  # on these answers θ = 0.08 wins (tests/test_dcmi.py)
-    # the control's answers: refitted on them, θ = 0.04 would win (θ's calibrated scores swapped)
+    q, base = frames()
+    # the control's answers: refitted on them, other θ would win (θ's calibrated scores swapped)
     swapped = {0.04: CAL[0.08], 0.06: CAL[0.06], 0.08: CAL[0.04]}
     _, own = frames(cal=swapped)
+    fitted = variant(check_scores(attack().score(q, base, REF)), "dcmi/adv1")  # the base target's choices
     refit = variant(check_scores(attack().score(q, own, REF)), "dcmi/adv1")
-    assert (refit["theta"] == 0.04).all()
     asked = eval_queries(q, candidates)  # what the control's generate job answers
     assert set(asked["doc_id"]) == {"e1", "e2"}
+    assert not refit.loc[["e1", "e2"], "theta"].equals(fitted.loc[["e1", "e2"], "theta"])  # refitting would show
     own = own[own["query_id"].isin(asked["query_id"])]
     s = variant(check_scores(attack().score(q, control_responses(base, own, q, candidates), REF)), "dcmi/adv1")
-    assert (s["theta"] == 0.08).all() and (s["threshold"] == 0.3).all()
-    assert s.loc["e1", "score"] == pytest.approx(swapped[0.08]["e1"])  # the control's own answer
-    assert s.loc["r1", "score"] == pytest.approx(CAL[0.08]["r1"])  # the base target's answer
+    # each evaluation document decided by the base target's in-fold choice of its fold (its doc_id's)
+    for d in ("e1", "e2"):
+        assert (s.loc[d, "theta"], s.loc[d, "threshold"], s.loc[d, "fold"]) == (
+            fitted.loc[d, "theta"],
+            fitted.loc[d, "threshold"],
+            fitted.loc[d, "fold"],
+        )
+        assert s.loc[d, "score"] == pytest.approx(swapped[fitted.loc[d, "theta"]][d])  # the control's own answer
+    assert s.loc["r1", "score"] == pytest.approx(CAL[fitted.loc["r1", "theta"]]["r1"])  # the base target's answer
 
 
 # ---------------------------------------------------------------------------------------------------

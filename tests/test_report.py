@@ -128,9 +128,7 @@ def test_markdown_cells_and_footnote(metrics_df, tmp_path):
     # 50 evaluation non-members resolve 5% FPR on the evaluation ROC, not 0.5% or 1%: n/e in every row
     assert "TPR@5%FPR (eval ROC) n/e" in caption and "TPR@0.5%FPR (eval ROC) n/e" in caption
     # 40 reference non-members cannot resolve 0.5% or 1% FPR (200 and 100 needed): n/e, not a number
-    assert (
-        "TPR at ref. threshold for 5% FPR (eval FPR) 0.30 [0.18, 0.44] (eval FPR 0.06 [0.01, 0.17], n = 50)" in caption
-    )
+    assert "TPR at ref. threshold for 5% FPR (FPR it realised, n) 0.30 [0.18, 0.44] (FPR 0.06, n = 50)" in caption
     assert "TPR at ref. threshold for 0.5% FPR n/e" in caption and "TPR at ref. threshold for 1% FPR n/e" in caption
     assert "TPR at ref. threshold for 0% FPR 0.02 [0.00, 0.06] (eval FPR 0.00 [0.00, 0.07], n = 50)" in caption
     assert "Best-threshold acc. (ragmi) 0.66 [0.57, 0.75]" in caption
@@ -255,10 +253,12 @@ def test_every_tpr_cell_says_which_tpr_and_the_fpr_it_realised(tmp_path):
     assert roc and ref
     for h in ref:
         for c in tpr[h]:
-            assert c == "n/e" or "(eval FPR 0." in c and f"], n = {n})" in c, (h, c)
+            # the core's narrow cell: the realised FPR with its n (its interval under All columns)
+            in_core = h.endswith("(FPR it realised, n)") and "(FPR 0." in c and f", n = {n})" in c
+            assert c == "n/e" or in_core or "(eval FPR 0." in c and f"], n = {n})" in c, (h, c)
     for h in roc:
-        for c in tpr[h]:
-            assert c == "n/e" or c.endswith("(eval ROC)"), (h, c)
+        for c in tpr[h]:  # a header that names one level and the ROC reading labels every cell of its column
+            assert c == "n/e" or c.endswith("(eval ROC)") or h.endswith("FPR (eval ROC)"), (h, c)
     r = m.iloc[0]
     want = f"(eval FPR {r['fpr_realized_5']:.2f} [{r['fpr_realized_5_lo']:.2f}, {r['fpr_realized_5_hi']:.2f}], n = {n})"
     assert any(want in c for c in tpr["TPR at ref. threshold for 5% FPR"])
@@ -294,7 +294,9 @@ def test_three_reference_nonmembers_make_5_percent_fpr_not_estimable(tmp_path):
     assert cells["TPR at ref. threshold for 0% FPR"].startswith("1.00 [")
     # the core's reference-threshold TPR falls back to 0% (no non-zero level resolvable), with its realised FPR
     head = next(c for c in core if c.startswith("TPR at ref. threshold"))
-    assert head == "TPR at ref. threshold for 0% FPR (eval FPR)" and dict(zip(core, rows[0]))[head].startswith("1.00 [")
+    assert head == "TPR at ref. threshold for 0% FPR (FPR it realised, n)" and dict(zip(core, rows[0]))[
+        head
+    ].startswith("1.00 [")
     assert "(5% needs 20); with 3 reference non-members" in md
     assert np.isnan(pd.read_csv(tmp_path / "m.csv")["tpr_at_fpr_5"].iloc[0])
 

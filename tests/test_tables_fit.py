@@ -144,7 +144,9 @@ def test_privacy_utility_reads_per_target_and_per_measure(tables):
     text = next(c for c in cores[0][1] if c.startswith("ΔAUC, answer text"))
     logprobs = next(c for c in cores[0][1] if c.startswith("ΔAUC, log-probabilities only"))
     assert text == "ΔAUC, answer text (extraction/zeng)"  # the variant PAD changed most on the channel it acts on
-    assert leak["pad (pad)"][text].startswith("−") and leak["pad (pad)"][logprobs] == "+0.00 [+0.00, +0.00]"
+    assert (
+        leak["pad (pad)"][text].startswith("−") and leak["pad (pad)"][logprobs] == "+0.00 [−0.04, +0.04]"
+    )  # identical scores: MOVER keeps a width
     assert leak["pad (pad)"]["canaries (p)"].startswith("0/100 (p = ")
     assert leak["qwen-rag"]["canaries (p)"] == "26/100"
     assert len(records(cores[1])) == 2 * 4

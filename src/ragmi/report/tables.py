@@ -35,6 +35,7 @@ from ..metrics import fpr_estimable, fpr_key
 from .cells import (
     DASH,
     EVAL_ROC,
+    FPR_NOT_RECORDED,
     NOT_AVAILABLE,
     NOT_ESTIMABLE,
     escape,
@@ -237,6 +238,14 @@ def verdict_cell(row) -> str:
     return auc_verdict(float(lo), float(hi))
 
 
+def _short_realised_fpr(fpr, n) -> str:
+    """``"FPR 0.05, n = 20"``: the FPR a reference threshold realised on the n evaluation non-members, in the
+    core table's narrow cell (its Clopper–Pearson interval is under *All columns* and in the CSV)."""
+    if is_missing(fpr):
+        return FPR_NOT_RECORDED
+    return f"FPR {float(fpr):.2f}" + ("" if is_missing(n) else f", n = {int(n)}")
+
+
 def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str], str, list[str]]:
     """The two headline TPR columns of the core table, one level per row (the summary's): the evaluation
     ROC's TPR at the lowest level its non-members resolve, labelled "(eval ROC)" in every cell, and the TPR
@@ -256,8 +265,7 @@ def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str
         cell = DASH
         if not is_missing(tpr):
             k = fpr_key(level)
-            fpr = realised_fpr(*(r.get(f"fpr_realized_{k}{s}") for s in ("", "_lo", "_hi")), r.get("n_nonmembers"))
-            cell = (format_ci(tpr, lo, hi), fpr)
+            cell = (format_ci(tpr, lo, hi), _short_realised_fpr(r.get(f"fpr_realized_{k}"), r.get("n_nonmembers")))
         ref.append((level, cell))
         if not is_missing(level):
             ref_levels.add(level)
@@ -265,14 +273,15 @@ def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str
     one_ref = len(ref_levels) == 1
     roc_head = f"TPR@{format_level(next(iter(roc_levels)))}FPR (eval ROC)" if one_roc else "TPR at low FPR (eval ROC)"
     ref_head = (
-        f"TPR at ref. threshold for {format_level(next(iter(ref_levels)))} FPR (eval FPR)"
+        f"TPR at ref. threshold for {format_level(next(iter(ref_levels)))} FPR (FPR it realised, n)"
         if one_ref
-        else "TPR at ref. threshold for low FPR (eval FPR)"
+        else "TPR at ref. threshold for low FPR (FPR it realised, n)"
     )
+    # one level: the header names the ROC reading; several: each cell names its level and the reading
     roc_cells = [
         c
-        if c in (NOT_ESTIMABLE, DASH)
-        else f"{c}{'' if one_roc or is_missing(lv) else f' at {format_level(lv)}'} ({EVAL_ROC})"
+        if c in (NOT_ESTIMABLE, DASH) or one_roc
+        else f"{c}{'' if is_missing(lv) else f' at {format_level(lv)}'} ({EVAL_ROC})"
         for lv, c in roc
     ]
     ref_cells = [
