@@ -32,7 +32,7 @@ def vec_text(v) -> str:
 
 @pytest.fixture(scope="module")
 def pg():
-    with pg_server() as (sockdir, port):
+    with pg_server(needs_distances=True) as (sockdir, port):
         admin = psycopg.connect(host=sockdir, port=port, user="postgres", dbname="postgres", autocommit=True)
         langchain_schema(admin, PASSWORD)
         yield {"sockdir": sockdir, "port": port, "admin": admin}
