@@ -23,18 +23,22 @@ lock:
 # lines stay (each model job's answers as they come; RAGMI_CONSOLE=tty keeps them at a terminal's pace
 # through the filter's pipe), so do Snakemake's "N of M steps", warnings and errors; after a failure the
 # failed steps' logs are named. `make run QUIET=` shows everything.
+# With QUIET the filter also prints the run's progress (ragmi.run_progress): answers done and left and the
+# time left at the rate measured so far, from the plan tools/eta.py writes to RUN_PLAN, at least every 30 s
+# at a terminal and every 60 s in a log while answers are awaited.
 QUIET ?= 1
-CONSOLE = $(if $(QUIET),| .venv/bin/python -u tools/console_filter.py,)
+RUN_PLAN := $(shell mktemp -u /tmp/ragmi-run-plan.XXXXXX)
+CONSOLE = $(if $(QUIET),| .venv/bin/python -u tools/console_filter.py --plan $(RUN_PLAN),)
 define SNAKEMAKE_RUN
 t=$$(date +%s); echo ".venv/bin/snakemake --cores $(CORES) --configfile $(1) $(SNAKEMAKE_ARGS)"; \
 if [ -t 1 ]; then RAGMI_CONSOLE=tty; export RAGMI_CONSOLE; fi; \
 rcf=$$(mktemp); { .venv/bin/snakemake --cores $(CORES) --configfile $(1) $(SNAKEMAKE_ARGS) 2>&1; echo $$? > $$rcf; } $(CONSOLE); \
-rc=$$(cat $$rcf); rm -f $$rcf; \
+rc=$$(cat $$rcf); rm -f $$rcf $(RUN_PLAN); \
 [ "$$rc" = 0 ] || { .venv/bin/python tools/eta.py --failed-since $$t $(SNAKEMAKE_ARGS); exit $$rc; }
 endef
 
 run: install
-	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
+	@.venv/bin/python tools/eta.py --cores $(CORES) --plan-file $(RUN_PLAN) --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
 	@$(call SNAKEMAKE_RUN,config/config.yaml)
@@ -47,7 +51,7 @@ real-corpus: install
 	@test -s $(REAL_CORPUS) || .venv/bin/python tools/make_real_corpus.py --out $(REAL_CORPUS)
 
 run-real: real-corpus
-	@.venv/bin/python tools/eta.py --cores $(CORES) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
+	@.venv/bin/python tools/eta.py --cores $(CORES) --plan-file $(RUN_PLAN) --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/check_configfiles.py --configfile config/config.yaml config/real_corpus.yaml $(SNAKEMAKE_ARGS)
 	.venv/bin/python tools/clear_stale_lock.py $(SNAKEMAKE_ARGS)
 	@$(call SNAKEMAKE_RUN,config/config.yaml config/real_corpus.yaml)

@@ -2,6 +2,7 @@
 
     python tools/eta.py [--cores N] [--detail] [--remeasure] [--show-measured] [snakemake arguments...]
     python tools/eta.py --failed-since EPOCH     # after a failed run: the logs of the steps that failed
+    python tools/eta.py --plan-file PATH ...     # also write the run's plan for tools/console_filter.py --plan
 
 The estimate is the configuration's work times this machine's speed, both printed.
 
@@ -1009,6 +1010,7 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("--show-measured", action="store_true")
     parser.add_argument("--failed-since", type=float, default=None)
     parser.add_argument("--throughput-file", default=str(THROUGHPUT_FILE))
+    parser.add_argument("--plan-file", default=None)  # the run's plan for tools/console_filter.py --plan
     known, rest = parser.parse_known_args(argv)
     sm = snakemake_args(rest)
     root = (Path.cwd() / sm.directory).resolve()
@@ -1051,6 +1053,17 @@ def _main(argv: list[str]) -> int:
         if "guess" in doc.source
     ]
     lines += summary_lines(works, speed, est, machine, cached, unaccounted, notes)
+    if known.plan_file:
+        from ragmi.run_progress import write_plan
+
+        write_plan(
+            known.plan_file,
+            requests=sum(w.requests for w in works),
+            cached_unaccounted=unaccounted,
+            low_s=est.low if est is not None else None,
+            high_s=est.high if est is not None else None,
+            root=root,
+        )
     if known.detail:
         lines += detail_lines(works, speed)
     print("\n".join([*lines, RESULTS_LINE]), flush=True)
