@@ -445,11 +445,14 @@ def test_refused_connections_are_network_errors_in_a_job_ledger(tmp_path, monkey
     remote = {"url": f"http://127.0.0.1:{port}/v1", "backoff_s": 0.0, "max_retries": 2}
     with pytest.raises(EndpointError, match="cannot reach"), _target(tmp_path, remote) as t:
         ask(t, ["q"])
-    # no run id: the job's own ledger
+    # no run id: the job's own ledger; the next job (same process, same second) has another
     (ledger,) = (tmp_path / "remote_requests").glob("r.job-*.count")
     counts = json.loads(ledger.read_text())
     assert counts["sent"] == 3 and counts["network_errors"] == 3 and counts["retries"] == 2
     assert counts["timeouts"] == 0 and counts["answered"] == 0
+    with pytest.raises(EndpointError, match="cannot reach"), _target(tmp_path, remote) as t:
+        ask(t, ["q"])
+    assert sorted(json.loads(p.read_text())["sent"] for p in (tmp_path / "remote_requests").glob("r.job-*")) == [3, 3]
 
 
 def test_requests_in_flight_are_bounded(stand_in, tmp_path):

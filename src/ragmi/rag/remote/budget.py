@@ -3,6 +3,7 @@ target and what came back, and the run's request budget (``remote.max_requests``
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -14,6 +15,8 @@ from ...errors import EndpointError
 
 #: the ledger's counts, in the order of its file (docs/remote-targets.md, "The request ledger")
 LEDGER_FIELDS = ("sent", "answered", "retries", "timeouts", "http_errors", "network_errors", "session_opens")
+
+_JOBS = itertools.count(1)  # the jobs of this process without a run id: a ledger each
 
 
 def empty_counts() -> dict:
@@ -56,11 +59,11 @@ class RequestBudget:
     @classmethod
     def for_run(cls, limit: int | None, cache_dir: str | None, target: str, where: str) -> RequestBudget:
         """The ledger ``<cache_dir parent>/remote_requests/<target>.<RAGMI_RUN_ID>.count``; without
-        ``RAGMI_RUN_ID`` one of this job's own (``<target>.job-<unix time>-<pid>.count``); in memory
-        without ``cache_dir``."""
+        ``RAGMI_RUN_ID`` one of this job's own (``<target>.job-<unix time>-<pid>-<n>.count``, n
+        counting the jobs of this process); in memory without ``cache_dir``."""
         ledger = None
         if cache_dir:
-            run = os.environ.get("RAGMI_RUN_ID") or f"job-{int(time.time())}-{os.getpid()}"
+            run = os.environ.get("RAGMI_RUN_ID") or f"job-{int(time.time())}-{os.getpid()}-{next(_JOBS)}"
             ledger = Path(cache_dir).parent / "remote_requests" / f"{target}.{run}.count"
         return cls(limit, ledger, where)
 
