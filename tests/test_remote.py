@@ -334,7 +334,8 @@ def test_budget_stops_the_job_and_a_rerun_resumes(stand_in, tmp_path, monkeypatc
         ask(t, ["p4"])
     assert len(s.requests) == 3
     ledger = tmp_path / "remote_requests" / "r.run-1.count"
-    assert ledger.read_text() == "3"
+    counts = json.loads(ledger.read_text())
+    assert counts["sent"] == 3 and counts["answered"] == 3 and counts["timeouts"] == 0
     # the next run has a fresh budget and sends only the two answers not cached
     monkeypatch.setenv("RAGMI_RUN_ID", "run-2")
     with _target(tmp_path, remote) as t:
@@ -349,6 +350,109 @@ def test_budget_in_memory_without_a_run_id():
     b.take()
     with pytest.raises(EndpointError, match="max_requests"):
         b.take()
+
+
+def test_two_ledgers_on_one_file_from_two_threads_count_exactly(tmp_path):
+    import threading
+
+    path = tmp_path / "remote_requests" / "r.run.count"
+    a, b = (RequestBudget(None, path, "targets.r.remote") for _ in range(2))
+
+    def work(budget):
+        for i in range(150):
+            budget.take(session_open=i % 3 == 0)
+            budget.add(**({"answered": 1} if i % 5 else {"http_errors": {504: 1}, "retries": 1}))
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counts = json.loads(path.read_text())
+    assert counts == {
+        "sent": 300,
+        "answered": 240,
+        "retries": 60,
+        "timeouts": 0,
+        "http_errors": {"504": 60},
+        "network_errors": 0,
+        "session_opens": 100,
+    }
+    assert a.job["sent"] == b.job["sent"] == 150 and a.read() == counts
+    # with a budget: two jobs of one run get exactly max_requests requests between them
+    path2 = tmp_path / "remote_requests" / "r.run2.count"
+    limited = [RequestBudget(170, path2, "targets.r.remote") for _ in range(2)]
+    refused = []
+
+    def spend(budget):
+        for _ in range(100):
+            try:
+                budget.take()
+            except EndpointError as e:
+                refused.append(str(e))
+
+    threads = [threading.Thread(target=spend, args=(x,)) for x in limited]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert json.loads(path2.read_text())["sent"] == 170 and len(refused) == 30
+    assert sum(x.job["sent"] for x in limited) == 170 and "targets.r.remote.max_requests" in refused[0]
+
+
+def test_ledger_counts_timeouts_and_errors_without_a_budget(stand_in, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMI_RUN_ID", "run-7")
+    html = b"<html><body><h1>504 Gateway Time-out</h1></body></html>"
+
+    def reply(n, p, b, h):
+        if n == 1:
+            time.sleep(1.5)  # past timeout_s: the client gives up and retries
+        if n == 2:
+            return 504, html, {"Content-Type": "text/html"}
+        if n == 3:
+            return 429, {"error": "slow down"}, None
+        return 200, openai_body("re " + b["messages"][-1]["content"]), None
+
+    s = stand_in(reply)
+    logs = []
+    remote = {"url": s.url + "/v1", "timeout_s": 0.5, "max_retries": 4, "concurrency": 1}
+    with remote_target(spec_of("r", remote, tmp_path / "cache"), logs.append) as t:
+        out = ask(t, ["a", "b"])
+    assert [r["response_text"] for r in out] == ["re a", "re b"]
+    counts = json.loads((tmp_path / "remote_requests" / "r.run-7.count").read_text())
+    assert counts == {
+        "sent": 5,
+        "answered": 2,
+        "retries": 3,
+        "timeouts": 1,
+        "http_errors": {"504": 1, "429": 1},
+        "network_errors": 0,
+        "session_opens": 0,
+    }
+    line = next(x for x in logs if "HTTP requests" in x)
+    assert "5 HTTP requests (3 retries)" in line and "1 timeouts (no answer within 0.5 s)" in line
+    assert "2 HTTP errors (429: 1, 504: 1)" in line and "run ledger" in line and "r.run-7.count" in line
+
+
+def test_refused_connections_are_network_errors_in_a_job_ledger(tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.delenv("RAGMI_RUN_ID", raising=False)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    remote = {"url": f"http://127.0.0.1:{port}/v1", "backoff_s": 0.0, "max_retries": 2}
+    with pytest.raises(EndpointError, match="cannot reach"), _target(tmp_path, remote) as t:
+        ask(t, ["q"])
+    # no run id: the job's own ledger; the next job (same process, same second) has another
+    (ledger,) = (tmp_path / "remote_requests").glob("r.job-*.count")
+    counts = json.loads(ledger.read_text())
+    assert counts["sent"] == 3 and counts["network_errors"] == 3 and counts["retries"] == 2
+    assert counts["timeouts"] == 0 and counts["answered"] == 0
+    with pytest.raises(EndpointError, match="cannot reach"), _target(tmp_path, remote) as t:
+        ask(t, ["q"])
+    assert sorted(json.loads(p.read_text())["sent"] for p in (tmp_path / "remote_requests").glob("r.job-*")) == [3, 3]
 
 
 def test_requests_in_flight_are_bounded(stand_in, tmp_path):

@@ -167,8 +167,8 @@ def test_served_target_scores_equal_in_process_scores(run):
     assert len(ledgers) == 1
     logs = " ".join(p.read_text() for p in (work / "logs/generate/tiny/r").rglob("*.log"))
     said = [(int(n), int(r)) for n, r in re.findall(r"(\d+) HTTP requests \((\d+) retries", logs)]
-    assert len(said) == 2 and sum(n for n, _ in said) == int(ledgers[0].read_text())
-    assert int(ledgers[0].read_text()) - sum(r for _, r in said) == 12
+    assert len(said) == 2 and sum(n for n, _ in said) == json.loads(ledgers[0].read_text())["sent"]
+    assert json.loads(ledgers[0].read_text())["sent"] - sum(r for _, r in said) == 12
     assert len(list((work / "results/responses/tiny/r/rag_mia").glob("*.parquet"))) == 2
     m = {t: pd.read_csv(work / f"results/metrics/tiny/{t}/rag_mia.csv").set_index("variant") for t in ("t", "r")}
     pd.testing.assert_series_equal(m["t"]["auc"], m["r"]["auc"])

@@ -88,8 +88,6 @@ class RemoteClient(StreamParser):
             self._secret = key
             headers[cfg["auth_header"]] = f"{cfg['auth_prefix']}{key}"
         self._headers = headers
-        self.stats = {"sent": 0, "retried": 0, "sessions": 0}
-        self._stats_lock = threading.Lock()
         self._stop = threading.Event()
 
     def model_id(self) -> str:
@@ -129,9 +127,22 @@ class RemoteClient(StreamParser):
                 body["top_logprobs"] = req["top_logprobs"]
         return body
 
-    def _count(self, key: str) -> None:
-        with self._stats_lock:
-            self.stats[key] += 1
+    @property
+    def stats(self) -> dict:
+        """This job's HTTP requests sent, retries among them and session opens (the budget's ledger
+        has the rest: :attr:`RequestBudget.job`)."""
+        job = self.budget.job
+        return {"sent": job["sent"], "retried": job["retries"], "sessions": job["session_opens"]}
+
+    def _failed(self, e: BaseException) -> str:
+        """Count a request that got no HTTP answer (a timeout or a network error) in the ledger and
+        say what happened."""
+        self.budget.add(**{"timeouts" if self._timed_out(e) else "network_errors": 1})
+        return self._network_problem(e)
+
+    def _answered(self, status: int) -> None:
+        """Count an HTTP answer in the ledger: 200, or an HTTP error by its status."""
+        self.budget.add(**({"answered": 1} if status == 200 else {"http_errors": {status: 1}}))
 
     def _post(self, body: bytes | None, headers: Mapping, url: str | None = None, stream: bool | None = None):
         """(status, response bytes, Retry-After seconds or None) of a POST of ``body`` to ``url``
@@ -172,9 +183,13 @@ class RemoteClient(StreamParser):
             d = max(d, retry_after)
         return min(d, self.cfg["max_backoff_s"])
 
+    @staticmethod
+    def _timed_out(e: BaseException) -> bool:
+        return isinstance(getattr(e, "reason", e), socket.timeout | TimeoutError)
+
     def _network_problem(self, e: BaseException) -> str:
         reason = getattr(e, "reason", e)
-        if isinstance(reason, socket.timeout | TimeoutError):
+        if self._timed_out(e):
             return f"no answer within {self.cfg['timeout_s']} s ({self.where}.timeout_s)"
         return f"cannot reach it ({self._clean(str(reason))})"
 
@@ -205,15 +220,14 @@ class RemoteClient(StreamParser):
         for attempt in range(retries + 1):
             if self._stop.is_set():
                 raise Cancelled()
-            self.budget.take()
-            self._count("sent")
-            self._count("sessions")
+            self.budget.take(session_open=True)
             retry_after = None
             try:
                 status, data, retry_after = self._post(None, headers, url=url, stream=False)
             except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                problem = self._network_problem(e)
+                problem = self._failed(e)
             else:
+                self._answered(status)
                 if status == 200:
                     return self._session_id(data)
                 excerpt = self._clean(server_message(data))
@@ -226,7 +240,7 @@ class RemoteClient(StreamParser):
                 if status != 429 and status < 500:
                     raise EndpointError(f"the remote endpoint {url} could not open a session: {problem} ({where})")
             if attempt < retries:
-                self._count("retried")
+                self.budget.add(retries=1)
                 time.sleep(self._delay(attempt, retry_after))
         raise EndpointError(
             f"the remote endpoint {url} could not open a session after {retries + 1} attempt(s) "
@@ -266,14 +280,14 @@ class RemoteClient(StreamParser):
                 url = self.endpoint.replace("{session_id}", urllib.parse.quote(sid, safe=""))
                 body = json.dumps(self.payload(req, sid), ensure_ascii=False).encode("utf-8")
             self.budget.take()
-            self._count("sent")
             t0 = time.perf_counter()
             retry_after = None
             try:
                 status, data, retry_after = self._post(body, headers, url=url)
             except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                problem = self._network_problem(e)
+                problem = self._failed(e)
             else:
+                self._answered(status)
                 latency = time.perf_counter() - t0
                 if status == 200 and not self.cfg["stream"]:
                     return self.parse(data, req, latency)
@@ -295,7 +309,7 @@ class RemoteClient(StreamParser):
             if sessions:
                 self._drop_session()  # per_worker: the next attempt opens a fresh one
             if attempt < retries:
-                self._count("retried")
+                self.budget.add(retries=1)
                 time.sleep(self._delay(attempt, retry_after))
         raise EndpointError(
             f"the remote endpoint {self.endpoint} failed after {retries + 1} attempt(s) "
@@ -324,12 +338,19 @@ class RemoteClient(StreamParser):
             raise
 
     def summary(self) -> str:
-        limit = self.budget.limit
-        budget = f", budget {self.budget.limit} per run" if limit is not None else ""
-        opened = f", {self.stats['sessions']} of them session opens" if self.stats["sessions"] else ""
+        """The job's log line: its HTTP requests and what came of them (the ledger's fields, this
+        job's share), the run's budget and where the run's ledger is."""
+        job = self.budget.job
+        opened = f", {job['session_opens']} of them session opens" if job["session_opens"] else ""
+        errors = sorted(job["http_errors"].items(), key=lambda kv: int(kv[0]))
+        by_status = f" ({', '.join(f'{s}: {n}' for s, n in errors)})" if errors else ""
+        budget = f"; budget {self.budget.limit} per run" if self.budget.limit is not None else ""
+        ledger = f"; run ledger {self.budget.ledger}" if self.budget.ledger else ""
         return (
-            f"remote endpoint {self.endpoint}: {self.stats['sent']} HTTP requests "
-            f"({self.stats['retried']} retries{opened}){budget}"
+            f"remote endpoint {self.endpoint}: {job['sent']} HTTP requests ({job['retries']} retries{opened}): "
+            f"{job['answered']} answered, {job['timeouts']} timeouts (no answer within {self.cfg['timeout_s']} s), "
+            f"{sum(job['http_errors'].values())} HTTP errors{by_status}, {job['network_errors']} network errors"
+            f"{budget}{ledger}"
         )
 
     def close(self):
