@@ -43,6 +43,15 @@ PACKS = "packs"  # the packs' folder under the cache folder
 INDEX_ENTRY = np.dtype([("key", "V32"), ("offset", "<u8"), ("length", "<u4")])
 REFRESH_S = 30.0  # a reader looks for other processes' new entries at most this often
 OPEN_PACKS = 32  # pack files a reader keeps open
+# The entries a reader holds: the key's first 8 bytes as a number (what it searches), the key, its
+# pack (a number into the reader's list of names), offset, length and write order.
+LOADED = np.dtype([("h", "<u8"), ("key", "V32"), ("pack", "<u4"), ("offset", "<u8"), ("length", "<u4"), ("seq", "<u8")])
+
+
+def _head(keys: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each 32-byte key as a big-endian number."""
+    raw = np.frombuffer(keys.tobytes(), np.uint8).reshape(-1, 32)[:, :8]
+    return np.ascontiguousarray(raw).view(">u8").ravel().astype("<u8")
 
 
 def request_payload(model_id: str, request: dict) -> dict:
@@ -141,8 +150,13 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self.rejected = 0
-        self._index: dict[bytes, tuple[str, int, int]] = {}  # digest -> (pack name, offset, length)
+        # the packs' index entries read so far, sorted by the first 8 bytes of the key (a SHA-256, so
+        # uniform) and then by write order: a lookup is a binary search, the last match the newest
+        # (a Python dict of 2 million entries would take seconds to build in every job)
+        self._entries = np.empty(0, LOADED)
+        self._pack_names: list[str] = []
         self._read_to: dict[str, int] = {}  # index file name -> bytes read
+        self._own: dict[bytes, tuple[str, int, int]] = {}  # this process's puts: digest -> (pack, offset, length)
         self._refreshed = -float("inf")
         self._readers: OrderedDict[str, object] = OrderedDict()
         self._writer: tuple[int, int, int, str] | None = None  # (pid, pack fd, index fd, pack name)
@@ -157,13 +171,35 @@ class ResponseCache:
         """Read the index entries written since the last look (this process's own are known already)."""
         packs = self.dir / PACKS
         names = sorted(p.name for p in packs.glob("*.idx")) if packs.is_dir() else []
+        new = []
         for name in names:
             entries, end = read_index(packs / name, self._read_to.get(name, 0))
             self._read_to[name] = end
-            pack = name[: -len(".idx")] + ".pack"
-            for d, off, length in zip(entries["key"].tolist(), entries["offset"].tolist(), entries["length"].tolist()):
-                self._index[d] = (pack, off, length)
+            if not len(entries):
+                continue
+            part = np.empty(len(entries), LOADED)
+            part["h"] = _head(entries["key"])
+            part["key"], part["offset"], part["length"] = entries["key"], entries["offset"], entries["length"]
+            part["pack"] = len(self._pack_names)
+            self._pack_names.append(name[: -len(".idx")] + ".pack")
+            new.append(part)
+        if new:
+            both = np.concatenate([self._entries, *new])
+            both["seq"] = np.arange(len(both))  # write order: packs by name (creation time), then position
+            self._entries = both[np.argsort(both["h"], kind="stable")]
         self._refreshed = time.monotonic()
+
+    def _lookup(self, digest: bytes) -> tuple[str, int, int] | None:
+        if digest in self._own:
+            return self._own[digest]
+        h = self._entries["h"]
+        x = np.uint64(int.from_bytes(digest[:8], "big"))
+        lo, hi = np.searchsorted(h, x, "left"), np.searchsorted(h, x, "right")
+        for i in range(hi - 1, lo - 1, -1):  # the newest first; two keys share 8 bytes once in 2^64
+            e = self._entries[i]
+            if bytes(e["key"]) == digest:
+                return self._pack_names[int(e["pack"])], int(e["offset"]), int(e["length"])
+        return None
 
     def _read(self, pack: str, offset: int, length: int) -> bytes:
         f = self._readers.get(pack)
@@ -192,7 +228,7 @@ class ResponseCache:
         with self._lock:
             if time.monotonic() - self._refreshed > REFRESH_S:
                 self.refresh()
-            where = self._index.get(key_digest(key))
+            where = self._lookup(key_digest(key))
             if where is not None:
                 try:
                     data = self._read(*where)
@@ -222,7 +258,7 @@ class ResponseCache:
             return set()
         with self._lock:
             self.refresh()
-            out = {d.hex() for d in self._index}
+            out = {bytes(d).hex() for d in self._entries["key"]} | {d.hex() for d in self._own}
         out.update(p.stem for p in self.dir.glob("*/*.json") if p.parent.name != PACKS)
         return out
 
@@ -270,7 +306,7 @@ class ResponseCache:
                 os.close(idx_fd)
                 self._writer = None
                 raise
-            self._index[key_digest(key)] = (pack, offset, len(data))
+            self._own[key_digest(key)] = (pack, offset, len(data))
 
     def close(self) -> None:
         with self._lock:
