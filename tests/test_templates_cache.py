@@ -1,8 +1,8 @@
 import json
+import os
 
 import pytest
 
-from ragmi import io
 from ragmi.cache import ResponseCache, request_key
 from ragmi.rag.generators import CachedGenerator, make_request
 from ragmi.rag.templates import get_template
@@ -120,23 +120,48 @@ def test_request_key_is_pinned():
 def test_cache_file_layout_and_bytes(tmp_path):
     cache = ResponseCache(tmp_path)
     value = {"response_text": "Oui, d\u00e9j\u00e0", "token_logprobs": [-0.5]}
-    cache.put("ab" + "0" * 62, value)
-    path = tmp_path / "ab" / ("ab" + "0" * 62 + ".json")
-    assert path.read_bytes() == json.dumps(value, ensure_ascii=False).encode("utf-8")
-    assert sorted(p.name for p in (tmp_path / "ab").iterdir()) == [path.name]
-    assert ResponseCache(tmp_path).get("ab" + "0" * 62) == value
+    key = "ab" + "0" * 62
+    cache.put(key, value)
+    cache.close()
+    packs = sorted((tmp_path / "packs").iterdir())
+    assert [p.suffix for p in packs] == [".idx", ".pack"] and sorted(p.name for p in tmp_path.iterdir()) == ["packs"]
+    record = json.dumps({"key": key, "request": None, "response": value}, ensure_ascii=False) + "\n"
+    assert packs[1].read_bytes() == record.encode("utf-8")
+    assert packs[0].read_bytes() == bytes.fromhex(key) + (0).to_bytes(8, "little") + len(record.encode()).to_bytes(
+        4, "little"
+    )
+    assert ResponseCache(tmp_path).get(key) == value
+    # the earlier layout, one bare response per file, stays readable
+    old = tmp_path / "cd" / ("cd" + "0" * 62 + ".json")
+    old.parent.mkdir()
+    old.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+    assert ResponseCache(tmp_path).get("cd" + "0" * 62) == value
 
 
-def test_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch):
-    def fail(*a):
-        raise OSError("disk full")
+def test_failed_cache_write_leaves_no_partial_entry(tmp_path, monkeypatch):
+    real_write = os.write
+    calls = []
 
-    monkeypatch.setattr(io.os, "replace", fail)
+    def half_then_fail(fd, data):
+        calls.append(fd)
+        if len(calls) == 2:  # the index entry: part of it written, then the disk is full
+            real_write(fd, bytes(data)[:10])
+            raise OSError("disk full")
+        return real_write(fd, data)
+
     cache = ResponseCache(tmp_path)
+    cache.put("ef" + "2" * 62, {"response_text": "kept"})
+    calls.clear()
+    monkeypatch.setattr("ragmi.cache.os.write", half_then_fail)
     with pytest.raises(OSError, match="disk full"):
         cache.put("cd" + "1" * 62, {"response_text": "x"})
-    assert list((tmp_path / "cd").iterdir()) == []
-    assert cache.get("cd" + "1" * 62) is None
+    monkeypatch.undo()
+    cache.put("ab" + "3" * 62, {"response_text": "after"})  # a new pack: the torn one takes no more
+    fresh = ResponseCache(tmp_path)
+    assert fresh.get("cd" + "1" * 62) is None and fresh.rejected == 0
+    assert fresh.get("ef" + "2" * 62) == {"response_text": "kept"}
+    assert fresh.get("ab" + "3" * 62) == {"response_text": "after"}
+    assert len(list((tmp_path / "packs").glob("*.pack"))) == 2
 
 
 def test_a_response_cached_before_token_top_logprobs_is_regenerated_under_the_same_key(tmp_path):

@@ -832,7 +832,10 @@ def span(low: float, high: float) -> str:
 
 
 def count_cached(cache_dir: Path) -> int:
-    return sum(1 for _ in cache_dir.glob("*/*.json")) if cache_dir.is_dir() else 0
+    """The responses in the cache: its packs' keys and the earlier layout's files (ragmi.cache)."""
+    from ragmi.cache import ResponseCache
+
+    return len(ResponseCache(cache_dir).keys()) if cache_dir.is_dir() else 0
 
 
 def runs_left(cfg: dict, root: Path) -> int:

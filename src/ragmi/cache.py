@@ -1,11 +1,20 @@
 """Content-addressed caches shared by the jobs of a run.
 
-* :class:`ResponseCache`: (backend, model, messages, sampling parameters) -> response.  One JSON file
-  per key under ``<dir>/<k[:2]>/<k>.json``, written atomically (:mod:`ragmi.io`), so concurrent shard
-  jobs, on one machine or on a cluster's shared file system, can share it safely.  A rerun, or another
-  attack that sends the same prompt, never queries the model twice.
+* :class:`ResponseCache`: (backend, model, messages, sampling parameters) -> response.  Responses are
+  appended to packed files, one pack per writing process, under ``<dir>/packs/`` (a pack
+  ``<name>.pack`` of records, its index ``<name>.idx`` of fixed-size entries); a run of the paper
+  configurations (config/paper/) answers 0.3 to 2 million requests, and one file per response would
+  put that many files on a cluster's shared file system (docs/running.md#a-response-cache-shared-by-concurrent-runs).
+  No two processes ever write one file, so no lock is needed, on one machine or on a cluster file
+  system (Lustre, GPFS, NFS) whose ``flock`` may be missing or local to a node.  Each record carries
+  the key it was written under and the request it answers: :meth:`ResponseCache.get` takes an entry
+  that does not parse, was written under another key, or whose request does not hash to its key for
+  a miss (the request is sent again; said once in the log), never for an answer.  A pack cut short
+  by a kill or a crash (a torn last record or index entry) loses only that record.  Entries of the
+  earlier layout, one JSON file per key under ``<dir>/<k[:2]>/<k>.json`` (the bare response), stay
+  readable.  A rerun, or another attack that sends the same prompt, never queries the model twice.
 * :class:`EmbeddingCache`: (embedder, its settings, query text) -> float32 vector, one raw file per
-  key laid out the same way.  The same attack queries reach every target that shares a
+  key under ``<dir>/<k[:2]>/<k>.f32``.  The same attack queries reach every target that shares a
   retriever (defended targets, controls), so only the first generate job of an attack loads the
   embedder (about 6 s of imports and loading per job on a 2-core CPU).
 """
@@ -15,44 +24,305 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .io import atomic_write_bytes, atomic_write_text
+from .io import atomic_write_bytes, plain_mode
+
+PACKS = "packs"  # the packs' folder under the cache folder
+# One index entry: the key's 32 bytes, the record's offset and length in its pack.
+INDEX_ENTRY = np.dtype([("key", "V32"), ("offset", "<u8"), ("length", "<u4")])
+REFRESH_S = 30.0  # a reader looks for other processes' new entries at most this often
+OPEN_PACKS = 32  # pack files a reader keeps open
+# The entries a reader holds: the key's first 8 bytes as a number (what it searches), the key, its
+# pack (a number into the reader's list of names), offset, length and write order.
+LOADED = np.dtype([("h", "<u8"), ("key", "V32"), ("pack", "<u4"), ("offset", "<u8"), ("length", "<u4"), ("seq", "<u8")])
+
+
+def _head(keys: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each 32-byte key as a big-endian number."""
+    raw = np.frombuffer(keys.tobytes(), np.uint8).reshape(-1, 32)[:, :8]
+    return np.ascontiguousarray(raw).view(">u8").ravel().astype("<u8")
+
+
+def request_payload(model_id: str, request: dict) -> dict:
+    """What a response's key is the SHA-256 of: the generator's cache identity and the request."""
+    return {"model": model_id, **request}
+
+
+def payload_key(payload: dict) -> str:
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def request_key(model_id: str, request: dict) -> str:
-    payload = json.dumps({"model": model_id, **request}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return payload_key(request_payload(model_id, request))
+
+
+def key_digest(key: str) -> bytes:
+    """The 32 bytes an index entry holds for ``key``: the key itself where it is a SHA-256 hex digest
+    (:func:`request_key`), else the SHA-256 of its text (the record says which key it is)."""
+    if len(key) == 64:
+        try:
+            return bytes.fromhex(key)
+        except ValueError:
+            pass
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+@dataclass(frozen=True)
+class PackRecord:
+    """One index entry of a pack: the key's digest, where its record lies, and the record's bytes as
+    read (shorter than ``length`` where the pack was cut short)."""
+
+    digest: bytes
+    pack: Path
+    offset: int
+    length: int
+    data: bytes
+
+
+def read_index(path: Path, start: int = 0) -> tuple[np.ndarray, int]:
+    """The whole index entries of ``path`` from byte ``start`` on, and the byte after the last of
+    them (a torn last entry is left for a later read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
+    except FileNotFoundError:
+        return np.empty(0, INDEX_ENTRY), start
+    n = len(data) // INDEX_ENTRY.itemsize
+    return np.frombuffer(data[: n * INDEX_ENTRY.itemsize], INDEX_ENTRY), start + n * INDEX_ENTRY.itemsize
+
+
+def pack_records(directory: str | os.PathLike) -> Iterator[PackRecord]:
+    """Every index entry of every pack under ``directory`` (a response cache folder), in write order
+    within a pack, the packs in the order of their names (creation time first)."""
+    for idx in sorted(Path(directory, PACKS).glob("*.idx")):
+        entries, _ = read_index(idx)
+        if not len(entries):
+            continue
+        with open(idx.with_suffix(".pack"), "rb") as f:
+            for e in entries:
+                f.seek(int(e["offset"]))
+                data = f.read(int(e["length"]))
+                yield PackRecord(bytes(e["key"]), idx.with_suffix(".pack"), int(e["offset"]), int(e["length"]), data)
+
+
+def check_record(data: bytes, key: str) -> tuple[dict | None, str]:
+    """The response a pack record holds for ``key``, or None and why it is not an answer: it does not
+    parse, it was written under another key, or its request does not hash to the key."""
+    try:
+        rec = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, "does not parse (a record cut short or overwritten)"
+    if not isinstance(rec, dict) or not isinstance(rec.get("response"), dict):
+        return None, "holds no response"
+    if rec.get("key") != key:
+        return None, f"was written under another key ({str(rec.get('key'))[:12]}…)"
+    request = rec.get("request")
+    if request is not None and payload_key(request) != key:
+        return None, f"answers a request whose key is {payload_key(request)[:12]}…"
+    return rec["response"], ""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 class ResponseCache:
-    def __init__(self, directory: str | os.PathLike | None):
+    """The response cache of a run (module docstring).  ``directory`` None: no cache (every get
+    misses, puts are dropped).  ``log`` receives the one line said when the first unusable entry is
+    met; ``rejected`` counts them all."""
+
+    def __init__(self, directory: str | os.PathLike | None, log: Callable[[str], None] = _stderr):
         self.dir = Path(directory) if directory else None
+        self.log = log
         self.hits = 0
         self.misses = 0
+        self.rejected = 0
+        # the packs' index entries read so far, sorted by the first 8 bytes of the key (a SHA-256, so
+        # uniform) and then by write order: a lookup is a binary search, the last match the newest
+        # (a Python dict of 2 million entries would take seconds to build in every job)
+        self._entries = np.empty(0, LOADED)
+        self._pack_names: list[str] = []
+        self._read_to: dict[str, int] = {}  # index file name -> bytes read
+        self._own: dict[bytes, tuple[str, int, int]] = {}  # this process's puts: digest -> (pack, offset, length)
+        self._refreshed = -float("inf")
+        self._readers: OrderedDict[str, object] = OrderedDict()
+        self._writer: tuple[int, int, int, str] | None = None  # (pid, pack fd, index fd, pack name)
+        self._lock = threading.Lock()
 
-    def _path(self, key: str) -> Path:
+    # -------------------------------------------------------------------------------------- reading
+
+    def _legacy_path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
+
+    def refresh(self) -> None:
+        """Read the index entries written since the last look (this process's own are known already)."""
+        packs = self.dir / PACKS
+        names = sorted(p.name for p in packs.glob("*.idx")) if packs.is_dir() else []
+        new = []
+        for name in names:
+            entries, end = read_index(packs / name, self._read_to.get(name, 0))
+            self._read_to[name] = end
+            if not len(entries):
+                continue
+            part = np.empty(len(entries), LOADED)
+            part["h"] = _head(entries["key"])
+            part["key"], part["offset"], part["length"] = entries["key"], entries["offset"], entries["length"]
+            part["pack"] = len(self._pack_names)
+            self._pack_names.append(name[: -len(".idx")] + ".pack")
+            new.append(part)
+        if new:
+            both = np.concatenate([self._entries, *new])
+            both["seq"] = np.arange(len(both))  # write order: packs by name (creation time), then position
+            self._entries = both[np.argsort(both["h"], kind="stable")]
+        self._refreshed = time.monotonic()
+
+    def _lookup(self, digest: bytes) -> tuple[str, int, int] | None:
+        if digest in self._own:
+            return self._own[digest]
+        h = self._entries["h"]
+        x = np.uint64(int.from_bytes(digest[:8], "big"))
+        lo, hi = np.searchsorted(h, x, "left"), np.searchsorted(h, x, "right")
+        for i in range(hi - 1, lo - 1, -1):  # the newest first; two keys share 8 bytes once in 2^64
+            e = self._entries[i]
+            if bytes(e["key"]) == digest:
+                return self._pack_names[int(e["pack"])], int(e["offset"]), int(e["length"])
+        return None
+
+    def _read(self, pack: str, offset: int, length: int) -> bytes:
+        f = self._readers.get(pack)
+        if f is None:
+            f = open(self.dir / PACKS / pack, "rb")  # noqa: SIM115 - kept open for the next reads
+            self._readers[pack] = f
+            if len(self._readers) > OPEN_PACKS:
+                self._readers.popitem(last=False)[1].close()
+        else:
+            self._readers.move_to_end(pack)
+        f.seek(offset)
+        return f.read(length)
+
+    def _reject(self, key: str, where: str, why: str) -> None:
+        self.rejected += 1
+        if self.rejected == 1:
+            self.log(
+                f"ragmi: response cache {self.dir}: the entry for key {key[:12]}… in {where} {why}; "
+                "taken for a miss (the request is sent again); further such entries are only counted"
+            )
 
     def get(self, key: str) -> dict | None:
         if self.dir is None:
             self.misses += 1
             return None
-        p = self._path(key)
+        with self._lock:
+            if time.monotonic() - self._refreshed > REFRESH_S:
+                self.refresh()
+            where = self._lookup(key_digest(key))
+            if where is not None:
+                try:
+                    data = self._read(*where)
+                except OSError as e:
+                    data = f"unreadable: {e}".encode()
+                value, why = check_record(data, key)
+                if value is not None:
+                    self.hits += 1
+                    return value
+                self._reject(key, f"{PACKS}/{where[0]} at byte {where[1]}", why)
         try:
-            value = json.loads(p.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            value = json.loads(self._legacy_path(key).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            value = None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            self._reject(key, str(self._legacy_path(key).relative_to(self.dir)), "does not parse")
+            value = None
+        if not isinstance(value, dict):
             self.misses += 1
             return None
         self.hits += 1
         return value
 
-    def put(self, key: str, value: dict) -> None:
+    def keys(self) -> set[str]:
+        """The keys with an entry (not checked), packs and the earlier layout's files together."""
+        if self.dir is None:
+            return set()
+        with self._lock:
+            self.refresh()
+            out = {bytes(d).hex() for d in self._entries["key"]} | {d.hex() for d in self._own}
+        out.update(p.stem for p in self.dir.glob("*/*.json") if p.parent.name != PACKS)
+        return out
+
+    # -------------------------------------------------------------------------------------- writing
+
+    def _open_writer(self) -> tuple[int, int, int, str]:
+        """This process's own pack and index, created new (``O_EXCL``: a name no other process has)."""
+        packs = self.dir / PACKS
+        packs.mkdir(parents=True, exist_ok=True)
+        host = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:40]
+        name = f"{time.time_ns():020d}-{host}-{os.getpid()}-{secrets.token_hex(4)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+        pack_fd = os.open(packs / f"{name}.pack", flags, plain_mode())
+        idx_fd = os.open(packs / f"{name}.idx", flags, plain_mode())
+        return os.getpid(), pack_fd, idx_fd, f"{name}.pack"
+
+    @staticmethod
+    def _write_all(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+    def put(self, key: str, value: dict, request: dict | None = None) -> None:
+        """Append ``value`` under ``key`` to this process's pack; ``request``: the payload ``key`` is
+        the SHA-256 of (:func:`request_payload`), kept with it so that a reader can check the pair.
+        The record is written before its index entry: an entry never points past what was written
+        by a process that was killed between the two."""
         if self.dir is None:
             return
-        atomic_write_text(json.dumps(value, ensure_ascii=False), self._path(key))
+        record = {"key": key, "request": request, "response": value}
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            if self._writer is None or self._writer[0] != os.getpid():  # none yet, or a forked child
+                self._writer = self._open_writer()
+            _, pack_fd, idx_fd, pack = self._writer
+            try:
+                offset = os.lseek(pack_fd, 0, os.SEEK_END)
+                self._write_all(pack_fd, data)
+                entry = np.array([(key_digest(key), offset, len(data))], INDEX_ENTRY).tobytes()
+                self._write_all(idx_fd, entry)
+            except BaseException:
+                # a write cut short (a full disk) may leave part of an index entry: this pack takes
+                # no more, so that every later entry of its index stays whole; the next put opens a new one
+                os.close(pack_fd)
+                os.close(idx_fd)
+                self._writer = None
+                raise
+            self._own[key_digest(key)] = (pack, offset, len(data))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None and self._writer[0] == os.getpid():
+                os.close(self._writer[1])
+                os.close(self._writer[2])
+            self._writer = None
+            for f in self._readers.values():
+                f.close()
+            self._readers.clear()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
 
 class EmbeddingCache:

@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-from ..cache import ResponseCache, request_key
+from ..cache import ResponseCache, request_key, request_payload
 from ..errors import ConfigError, EndpointError
 from ..models import load_error
 from ..progress import Progress, duration
@@ -521,7 +521,7 @@ class CachedGenerator:
                 i = todo[j]
                 if i in stored:
                     return
-                self.cache.put(keys[i], res)
+                self.cache.put(keys[i], res, request=request_payload(self.model_id, requests[i]))
                 results[i] = res
                 stored.add(i)
                 self.stats["generated"] += 1

