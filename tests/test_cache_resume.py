@@ -344,3 +344,96 @@ def test_a_reader_sees_what_another_process_wrote_since(tmp_path, monkeypatch):
     assert reader.get(request_key("m", ra)) is None  # looked less than REFRESH_S ago
     monkeypatch.setattr(cache_mod, "REFRESH_S", 0.0)
     assert reader.get(request_key("m", ra)) == answer(ra)
+
+
+# --------------------------------------------------------------------- claims: one answer per request
+
+
+class SlowBackend:
+    """Answers each request after ``delay_s``, counting what it was asked (shared by two jobs)."""
+
+    def __init__(self, delay_s: float, sent: list):
+        self.delay_s = delay_s
+        self.sent = sent
+
+    def generate(self, reqs, on_result=None):
+        import time as _time
+
+        out = []
+        for i, r in enumerate(reqs):
+            _time.sleep(self.delay_s)
+            self.sent.append(r["messages"][-1]["content"])
+            out.append(dict(answer(r), token_logprobs=[-0.5 - 1e-7 * len(self.sent)]))  # differs per call
+            on_result(i, out[-1])
+        return out
+
+    def close(self):
+        pass
+
+
+def test_two_jobs_asking_the_same_requests_at_once_get_each_answered_once(tmp_path, monkeypatch):
+    import threading
+
+    import ragmi.rag.generators as generators
+
+    monkeypatch.setattr(generators, "CLAIM_POLL_S", 0.05)
+    sent: list = []
+    outs = {}
+
+    def job(name):
+        gen = CachedGenerator("m", lambda: SlowBackend(0.05, sent), ResponseCache(tmp_path), log=lambda *_: None)
+        try:
+            outs[name] = gen.generate(requests(12))
+        except BaseException as e:  # noqa: BLE001 - the assertion below shows it
+            import traceback
+
+            outs[name] = traceback.format_exc()
+            raise e
+
+    threads = [threading.Thread(target=job, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(isinstance(outs.get(n), list) for n in "ab"), outs
+    assert sorted(sent) == sorted(f"q{i}" for i in range(12))  # each request sent once, by one of the jobs
+    # both jobs hold the same answers (the backend's differ from call to call in the last digits)
+    strip = [[(r["response_text"], r["token_logprobs"]) for r in outs[n]] for n in "ab"]
+    assert strip[0] == strip[1]
+    assert not list((tmp_path / "claims").iterdir())  # every claim released
+
+
+def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path):
+    import socket
+
+    key = request_key("m", requests(1)[0])
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / key).write_text(f"{socket.gethostname()} 999999999 0")  # no such pid
+    backend = DyingBackend(None)
+    gen = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=lambda *_: None)
+    out = gen.generate(requests(1))
+    assert backend.sent == ["q0"] and out[0]["response_text"] == "re: q0"
+    assert not (tmp_path / "claims" / key).exists()
+
+
+def test_another_machines_claim_is_awaited_until_it_goes_stale(tmp_path, monkeypatch):
+    import time as _time
+
+    import ragmi.cache as cache_mod
+    import ragmi.rag.generators as generators
+
+    monkeypatch.setattr(generators, "CLAIM_POLL_S", 0.05)
+    monkeypatch.setattr(cache_mod, "CLAIM_STALE_S", 1.0)
+    key = request_key("m", requests(1)[0])
+    claim = tmp_path / "claims" / key
+    claim.parent.mkdir()
+    claim.write_text("another-node 123 0")
+    logs = []
+    backend = DyingBackend(None)
+    gen = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=logs.append)
+    t0 = _time.monotonic()
+    out = gen.generate(requests(1))
+    waited = _time.monotonic() - t0
+    assert backend.sent == ["q0"] and out[0]["response_text"] == "re: q0"
+    assert 0.8 <= waited < 10, waited  # it waited for the claim to go stale (1 s), then asked itself
+    assert any("being answered by another job sharing the cache" in line for line in logs), logs

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -323,6 +324,114 @@ class ResponseCache:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+CLAIMS = "claims"  # the claims' folder under the cache folder
+CLAIM_STALE_S = 180.0  # a claim not renewed for this long counts as abandoned (its holder renews every CLAIM_RENEW_S)
+CLAIM_RENEW_S = 30.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class Claims:
+    """Which job answers a request that several jobs sharing one cache need at the same time (two runs
+    of one configuration started together, say): before it sends a request, a job claims its key, a
+    file ``<cache dir>/claims/<key>`` created with ``O_EXCL`` (so exactly one job gets it, on one
+    machine or on a shared file system) that names its machine, process and start; it removes the
+    file once the answer is in the cache or when it stops.  A job that finds a key claimed waits for
+    the answer in the cache instead of sending the request again: each request is answered once, and
+    every job that needs it reads the same answer (vLLM's answers differ in the last digits with the
+    batch they are computed in, so two jobs answering one request could disagree).  Its holder renews
+    its claims every :data:`CLAIM_RENEW_S` (a thread); a claim is abandoned, and taken over, when its
+    process is gone (same machine) or it has not been renewed for :data:`CLAIM_STALE_S` (a job killed
+    on another node of a cluster).  Only requests in flight have a claim."""
+
+    def __init__(self, directory: str | os.PathLike, stale_s: float | None = None):
+        self.dir = Path(directory) / CLAIMS
+        self.stale_s = CLAIM_STALE_S if stale_s is None else float(stale_s)
+        self.host = socket.gethostname()
+        self.held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _renew(self) -> None:
+        while not self._stop.wait(CLAIM_RENEW_S):
+            with self._lock:
+                held = list(self.held)
+            for key in held:
+                with contextlib.suppress(OSError):
+                    os.utime(self._path(key))
+
+    def _path(self, key: str) -> Path:
+        return self.dir / key
+
+    def abandoned(self, key: str) -> bool:
+        """The claim on ``key`` is gone, or its holder is (module docstring)."""
+        path = self._path(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        host, _, pid = text.partition(" ")
+        pid = pid.split(" ", 1)[0]
+        if host == self.host and pid.isdigit() and not _alive(int(pid)):
+            return True
+        return age > self.stale_s
+
+    def take(self, keys: list[str]) -> tuple[list[str], list[str]]:
+        """(the keys this process now holds, those another job holds); an abandoned claim is taken over."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        mine, theirs = [], []
+        stamp = f"{self.host} {os.getpid()} {time.time():.0f}"
+        for key in keys:
+            for attempt in (0, 1):
+                try:
+                    fd = os.open(self._path(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, plain_mode())
+                except FileExistsError:
+                    if attempt == 0 and self.abandoned(key):
+                        with contextlib.suppress(FileNotFoundError):
+                            self._path(key).unlink()
+                        continue
+                    theirs.append(key)
+                    break
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(stamp)
+                with self._lock:
+                    self.held.add(key)
+                mine.append(key)
+                break
+        if mine and self._renewer is None:
+            self._renewer = threading.Thread(target=self._renew, name="ragmi-claims", daemon=True)
+            self._renewer.start()
+        return mine, theirs
+
+    def release(self, keys) -> None:
+        for key in list(keys):
+            with self._lock:
+                if key not in self.held:
+                    continue
+                self.held.discard(key)
+            with contextlib.suppress(FileNotFoundError):
+                self._path(key).unlink()
+
+    def release_all(self) -> None:
+        """Release every claim held, and stop renewing."""
+        self._stop.set()
+        with self._lock:
+            held = list(self.held)
+        self.release(held)
 
 
 class EmbeddingCache:

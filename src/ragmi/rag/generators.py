@@ -37,10 +37,10 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-from ..cache import ResponseCache, request_key, request_payload
+from ..cache import Claims, ResponseCache, request_key, request_payload
 from ..errors import ConfigError, EndpointError
 from ..models import load_error
-from ..progress import Progress, duration
+from ..progress import LOG_HEARTBEAT_S, Progress, duration
 
 
 def make_request(messages, max_tokens, top_logprobs=0, temperature=0.0, seed=0) -> dict:
@@ -100,6 +100,7 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
     return delay * (1 - 0.25 * random.random())
 
 
+CLAIM_POLL_S = 1.0  # how often a job looks for answers another job claimed (ragmi.cache.Claims)
 STALL_POLL_S = 5.0  # how often OpenAIGenerator._stall_watch reads the local server's counters
 
 
@@ -512,32 +513,102 @@ class CachedGenerator:
             f"{len(requests)} requests: {n_hit} from cache, {len(todo)} to generate"
             + (f" ({repeated} repeated within the batch, sent once)" if repeated else "")
         )
-        if todo:
-            if self.backend is None:
-                self.backend = self.factory()
-            stored = set()
-
-            def store(j: int, res: dict) -> None:
-                i = todo[j]
-                if i in stored:
-                    return
-                self.cache.put(keys[i], res, request=request_payload(self.model_id, requests[i]))
-                results[i] = res
-                stored.add(i)
-                self.stats["generated"] += 1
-
-            t0 = time.perf_counter()
-            fresh = self.backend.generate([requests[i] for i in todo], on_result=store)
-            self.serving["wall_s"] += time.perf_counter() - t0
-            for j, res in enumerate(fresh):  # a backend that returned without reporting every result
-                store(j, res)
-            self.serving["requests"] += len(todo)
-            self.serving["prompt_tokens_sent"] += sum(int(results[i]["prompt_tokens"]) for i in todo)
-            self.serving["completion_tokens"] += sum(int(results[i]["completion_tokens"]) for i in todo)
+        claims = Claims(self.cache.dir) if todo and self.cache.dir is not None else None
+        try:
+            pending = todo
+            while pending:
+                mine = pending
+                if claims is not None:
+                    held, theirs = claims.take([keys[i] for i in pending])
+                    held = set(held)
+                    mine = [i for i in pending if keys[i] in held]
+                    others = [i for i in pending if keys[i] not in held]
+                    mine = self._answered_meanwhile(requests, keys, results, mine, claims)
+                    if others:
+                        self.log(
+                            f"  {len(others)} of them are being answered by another job sharing the cache "
+                            f"({claims.dir}): their answers are awaited there, not asked again"
+                        )
+                else:
+                    others = []
+                if mine:
+                    self._generate(requests, keys, results, mine, claims)
+                pending = self._await_others(requests, keys, results, others, claims) if others else []
             for i in missing:
                 results[i] = results[first[keys[i]]]
+        finally:
+            if claims is not None:
+                claims.release_all()
         fresh_set = set(missing)
         return [dict(r, cached=i not in fresh_set) for i, r in enumerate(results)]
+
+    def _generate(self, requests, keys, results, todo, claims) -> None:
+        """Ask the backend for ``todo`` (request indices), storing each answer as it comes."""
+        if self.backend is None:
+            self.backend = self.factory()
+        stored = set()
+
+        def store(j: int, res: dict) -> None:
+            i = todo[j]
+            if i in stored:
+                return
+            self.cache.put(keys[i], res, request=request_payload(self.model_id, requests[i]))
+            if claims is not None:
+                claims.release([keys[i]])
+            results[i] = res
+            stored.add(i)
+            self.stats["generated"] += 1
+
+        t0 = time.perf_counter()
+        fresh = self.backend.generate([requests[i] for i in todo], on_result=store)
+        self.serving["wall_s"] += time.perf_counter() - t0
+        for j, res in enumerate(fresh):  # a backend that returned without reporting every result
+            store(j, res)
+        self.serving["requests"] += len(todo)
+        self.serving["prompt_tokens_sent"] += sum(int(results[i]["prompt_tokens"]) for i in todo)
+        self.serving["completion_tokens"] += sum(int(results[i]["completion_tokens"]) for i in todo)
+
+    def _answered_meanwhile(self, requests, keys, results, mine, claims) -> list[int]:
+        """Of the requests just claimed, those still unanswered: another job may have answered one
+        and released its claim between this job's look into the cache and its claim."""
+        if not mine:
+            return mine
+        self.cache.refresh()
+        left = []
+        for i in mine:
+            res = upgrade_cached(self.cache.get(keys[i]), requests[i])
+            if res is None:
+                left.append(i)
+            else:
+                results[i] = res
+                self.stats["from_cache"] += 1
+                claims.release([keys[i]])
+        return left
+
+    def _await_others(self, requests, keys, results, others, claims) -> list[int]:
+        """Wait for the answers another job claimed to reach the cache; return the requests whose
+        claim was abandoned (or released) with no answer in the cache: this job asks for them itself."""
+        waiting = list(others)
+        last_line = time.monotonic()
+        while True:
+            self.cache.refresh()
+            still, orphaned = [], []
+            for i in waiting:
+                res = upgrade_cached(self.cache.get(keys[i]), requests[i])
+                if res is not None:
+                    results[i] = res
+                    self.stats["from_cache"] += 1
+                elif claims.abandoned(keys[i]):
+                    orphaned.append(i)
+                else:
+                    still.append(i)
+            if not still:
+                return orphaned
+            waiting = still
+            if time.monotonic() - last_line >= LOG_HEARTBEAT_S:
+                self.log(f"  awaiting {len(waiting)} answers that another job sharing the cache is generating")
+                last_line = time.monotonic()
+            time.sleep(CLAIM_POLL_S)
 
     def summary(self) -> str:
         s = self.stats
