@@ -2,8 +2,9 @@
 and the space left, leaves nothing truncated and no temp behind, and the rerun after space is freed
 sends only the answers the cache did not keep.
 
-Real Snakemake, real vLLM (its CPU build here) serving SmolLM2; one shard of RAG-MIA queries sent one
-at a time.  The full disk is real where the test may mount: ``generation.cache_dir`` on a 1 MiB tmpfs
+Real Snakemake, real vLLM (its CPU build here) serving SmolLM2; one shard of RAG-MIA queries, all sent at
+once (the ``vllm`` backend's default): answers still arriving when the disk fills are dropped without a
+second message or a traceback.  The full disk is real where the test may mount: ``generation.cache_dir`` on a 1 MiB tmpfs
 whose ballast file leaves 32 KiB, a few answers' worth.  Where mounting is not permitted (CI without
 root), or with ``RAGMI_TEST_DISK_FULL=inject``, a ``sitecustomize`` on the jobs' ``PYTHONPATH`` makes the
 cache's writes fail half-way with ``OSError(ENOSPC)`` after 4 entries instead; the test's report line
@@ -107,7 +108,6 @@ def test_a_full_disk_stops_the_job_with_one_line_and_the_rerun_resumes(tmp_path,
     work = tmp_path / "work"
     work.mkdir()
     cfg = tiny_config(Path(smollm2_dir).parent)
-    cfg["generators"]["smollm2"]["concurrency"] = 1  # one answer at a time: the disk fills between two
     cfg["attacks"]["rag_mia"]["templates"] = [2]  # one prompt per candidate: 32 queries
     cfg["generation"]["shard_size"] = 1000  # one shard
     cfg["generation"]["cache_dir"] = str(cache)
