@@ -262,8 +262,9 @@ def test_an_injected_full_disk_leaves_no_temp_and_names_the_space(tmp_path, monk
     _enospc_after_partial_write(monkeypatch, errno_)
     out = tmp_path / "out.json"
     out.write_text("{}")
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(DiskFullError) as ei:
-        io.write_json({"a": 1}, out)
+        io.write_json({"a": 1}, "out.json")  # a relative path: the message gives it whole
     mount, _ = io.mount_of(tmp_path)
     st = os.statvfs(mount)
     msg = str(ei.value)

@@ -88,7 +88,7 @@ def disk_full_error(exc: OSError, path: str | os.PathLike) -> DiskFullError:
     what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left"
     then = "raise the quota or free space" if exc.errno == errno.EDQUOT else "free space"
     msg = (
-        f"{what} on {where} writing {path}: {space}; {then} and rerun the same command: "
+        f"{what} on {where} writing {os.path.abspath(path)}: {space}; {then} and rerun the same command: "
         "finished steps and cached answers are kept"
     )
     return DiskFullError(msg, path=str(path), free=free, total=total)
