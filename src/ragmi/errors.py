@@ -20,3 +20,15 @@ class DataError(RagmiError):
 
 class EndpointError(RagmiError):
     """A generator endpoint (vLLM server, external API) is unreachable or misbehaves."""
+
+
+class DiskFullError(RagmiError):
+    """A write found no space left (``ENOSPC``) or the user's quota spent (``EDQUOT``): the message names
+    the file system, the file being written and the space left; the job stops and a rerun, after space
+    is freed, resumes from what was kept (:func:`ragmi.io.disk_full_error`)."""
+
+    def __init__(self, message: str, path: str = "", free: int | None = None, total: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.free = free
+        self.total = total

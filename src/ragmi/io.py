@@ -5,11 +5,17 @@ What is moved into place has the mode a plain ``open(path, "w")`` (``os.mkdir`` 
 give it under the process's umask, 0644 (0755) under umask 022, not the 0600 (0700) that ``tempfile``
 creates its temp files (folders) with: the results are readable by whoever could read a file the user
 wrote by hand.
+
+A full disk (``ENOSPC``) or a spent quota (``EDQUOT``) met by any of these writers becomes a
+:class:`~ragmi.errors.DiskFullError` whose one sentence names the file system, the file being written and
+the space left (:func:`disk_full_error`); the temp is removed first, so the space it took is free again
+and nothing truncated is left.  :func:`ragmi.workflow.run_step` prints that sentence and exits non-zero.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -19,8 +25,73 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import DiskFullError
+
 if TYPE_CHECKING:
     import pandas as pd
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that found no space (``ENOSPC``) or a spent quota (``EDQUOT``); pyarrow's
+    errors carry the errno too."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes in binary units with one decimal: ``512 B``, ``8.0 KiB``, ``1.5 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def mount_of(path: str | os.PathLike) -> tuple[str, str]:
+    """(mount point, device) of the file system that holds ``path`` (or its nearest existing parent);
+    the device from ``/proc/self/mounts`` where Linux has it, else ``""``."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    p = Path(os.path.realpath(p))
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    device = ""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                # spaces in a mount point are written as \040
+                if len(fields) >= 2 and fields[1].replace("\\040", " ") == str(p):
+                    device = fields[0]  # the last entry for a mount point is the one on top
+    except OSError:
+        pass
+    return str(p), device
+
+
+def disk_full_error(exc: OSError, path: str | os.PathLike) -> DiskFullError:
+    """The :class:`~ragmi.errors.DiskFullError` of ``exc`` (a disk-full ``OSError``) met writing ``path``:
+    one sentence naming the file system, the file, the space left and what to do."""
+    mount, device = mount_of(path)
+    where = f"{device} mounted at {mount}" if device and device != mount else mount
+    free = total = None
+    try:
+        st = os.statvfs(mount)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        space = f"{human_bytes(free)} free of {human_bytes(total)}"
+    except OSError:
+        space = "free space unknown"
+    what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left"
+    then = "raise the quota or free space" if exc.errno == errno.EDQUOT else "free space"
+    msg = (
+        f"{what} on {where} writing {os.path.abspath(path)}: {space}; {then} and rerun the same command: "
+        "finished steps and cached answers are kept"
+    )
+    return DiskFullError(msg, path=str(path), free=free, total=total)
 
 
 _UMASK_LOCK = threading.Lock()
@@ -51,16 +122,20 @@ def plain_mode(folder: bool = False) -> int:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp file path beside ``path``; on success it replaces ``path``, on failure it is removed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
         yield tmp
         os.chmod(tmp, plain_mode())  # mkstemp's 0600 otherwise
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        if is_disk_full(e):  # the temp's space is free again when the message reads the free space
+            raise disk_full_error(e, path) from e
         raise
 
 
@@ -68,9 +143,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp folder beside ``out``; on success it replaces ``out`` (and whatever was there)."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = None
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         yield tmp
         os.chmod(tmp, plain_mode(folder=True))  # mkdtemp's 0700 otherwise
         if out.is_dir() and not out.is_symlink():
@@ -78,8 +154,11 @@ def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
         elif out.exists() or out.is_symlink():
             out.unlink()
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(e):
+            raise disk_full_error(e, out) from e
         raise
 
 

@@ -2,11 +2,15 @@
 
 :func:`run_step` sends log lines to the rule's ``log:`` file and to stderr, turns a
 :class:`~ragmi.errors.RagmiError` into one clear message (no traceback), removes any partial output
-and exits non-zero.  The atomic writers live in :mod:`ragmi.io` (import them from there).
+and exits non-zero.  A full disk (``ENOSPC``, ``EDQUOT``) is such an error wherever the job meets it: in
+an atomic writer (:mod:`ragmi.io`, which names the file and the space left), in the job's own log
+(:class:`StepLog`) or in a library that writes a file directly.  The atomic writers live in
+:mod:`ragmi.io` (import them from there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -15,23 +19,45 @@ import traceback
 from pathlib import Path
 
 from . import io
-from .errors import RagmiError
+from .errors import DiskFullError, RagmiError
 
 __all__ = ["StepLog", "run_step"]
 
 
 class StepLog:
+    """A job's log lines, to its ``log:`` file and to stderr.  When the log file's disk is full the line
+    still reaches stderr, the file is dropped and :class:`~ragmi.errors.DiskFullError` is raised and kept
+    in ``disk_full``: :func:`run_step` fails the job even where a caller swallowed the exception (a
+    heartbeat task's), since a job whose log is incomplete did not finish cleanly."""
+
     def __init__(self, path: str | None):
         self.path = path
-        self.fh = open(path, "a", encoding="utf-8") if path else None
+        self.fh = None
+        self.disk_full: DiskFullError | None = None
         self.t0 = time.time()
+        if path:
+            try:
+                self.fh = open(path, "a", encoding="utf-8")
+            except OSError as e:
+                if not io.is_disk_full(e):
+                    raise
+                self.disk_full = io.disk_full_error(e, path)
 
     def __call__(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')} +{time.time() - self.t0:6.1f}s] {msg}"
         print(line, file=sys.stderr, flush=True)
         if self.fh:
-            self.fh.write(line + "\n")
-            self.fh.flush()
+            try:
+                self.fh.write(line + "\n")
+                self.fh.flush()
+            except OSError as e:
+                if not io.is_disk_full(e):
+                    raise
+                fh, self.fh = self.fh, None
+                with contextlib.suppress(OSError):  # its buffer cannot be written either
+                    fh.close()
+                self.disk_full = io.disk_full_error(e, self.path)
+                raise self.disk_full from e
 
 
 def _remove(paths):
@@ -109,16 +135,32 @@ def run_step(smk, fn) -> None:
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(int(threads))
     try:
+        if log.disk_full is not None:  # not even the log could be opened
+            raise log.disk_full
         fn(smk, log)
-    except RagmiError as e:
+        if log.disk_full is not None:  # the log filled where its exception was swallowed
+            raise log.disk_full
+    except (RagmiError, OSError) as e:
+        if isinstance(e, OSError):
+            if not io.is_disk_full(e):  # a bug or an unexpected environment: its traceback
+                _unexpected(smk, log)
+                raise
+            # a library that wrote a file itself (not through ragmi.io): the file it names, else the outputs
+            e = io.disk_full_error(e, e.filename or (smk.output[0] if len(smk.output) else os.getcwd()))
         _remove(smk.output)
-        log(f"ERROR: {e}")
+        with contextlib.suppress(DiskFullError):  # the log's own disk may be the full one
+            log(f"ERROR: {e}")
         print(f"\nragmi: {e}\n", file=sys.stderr, flush=True)
         sys.exit(1)
     except BaseException:
-        _remove(smk.output)
-        log("unexpected failure:\n" + traceback.format_exc())
+        _unexpected(smk, log)
         raise
+
+
+def _unexpected(smk, log) -> None:
+    _remove(smk.output)
+    with contextlib.suppress(DiskFullError):
+        log("unexpected failure:\n" + traceback.format_exc())
 
 
 def split_options(p) -> dict:
