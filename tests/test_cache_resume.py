@@ -408,7 +408,7 @@ def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path):
 
     key = request_key("m", requests(1)[0])
     (tmp_path / "claims").mkdir()
-    (tmp_path / "claims" / key).write_text(f"{socket.gethostname()} 999999999 0")  # no such pid
+    (tmp_path / "claims" / key).symlink_to(f"{socket.gethostname()} 999999999 0")  # no such pid
     backend = DyingBackend(None)
     gen = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=lambda *_: None)
     out = gen.generate(requests(1))
@@ -427,7 +427,7 @@ def test_another_machines_claim_is_awaited_until_it_goes_stale(tmp_path, monkeyp
     key = request_key("m", requests(1)[0])
     claim = tmp_path / "claims" / key
     claim.parent.mkdir()
-    claim.write_text("another-node 123 0")
+    claim.symlink_to("another-node 123 0")
     logs = []
     backend = DyingBackend(None)
     gen = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=logs.append)
@@ -437,3 +437,26 @@ def test_another_machines_claim_is_awaited_until_it_goes_stale(tmp_path, monkeyp
     assert backend.sent == ["q0"] and out[0]["response_text"] == "re: q0"
     assert 0.8 <= waited < 10, waited  # it waited for the claim to go stale (1 s), then asked itself
     assert any("being answered by another job sharing the cache" in line for line in logs), logs
+
+
+def test_the_cache_index_benchmark_runs_at_a_tiny_size(tmp_path):
+    """benchmarks/cache_index.py end to end at a tiny size (docs/running.md quotes its full size)."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/cache_index.py"),
+            "--entries",
+            "3000",
+            "--indexes",
+            "30",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["entries"] == 3000 and result["found"] == result["lookups"] == 30

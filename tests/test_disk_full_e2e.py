@@ -25,6 +25,8 @@ import yaml
 from conftest import _hold_session_servers, session_server_env
 from test_pipeline_e2e import SNAKEMAKE, tiny_config
 
+from ragmi.cache import pack_records
+
 pytestmark = pytest.mark.slow
 
 SHARD = "results/responses/tiny/t/rag_mia/00000.parquet"
@@ -39,22 +41,24 @@ import os
 _dir = os.environ.get("RAGMI_TEST_ENOSPC_DIR")
 if _dir:
     import errno
-    import pathlib
 
     _after = int(os.environ["RAGMI_TEST_ENOSPC_AFTER"])
-    _real = pathlib.Path.write_bytes
+    _real = os.write
     _n = [0]
 
-    def write_bytes(self, data):
-        if str(self).startswith(_dir) and self.name.endswith(".tmp"):
+    def write(fd, data):
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            path = ""
+        if path.startswith(_dir) and path.endswith(".pack"):  # a record of the response cache
             _n[0] += 1
-            if _n[0] > _after:  # half the entry reaches the disk, then it is full
-                with open(self, "wb") as f:
-                    f.write(data[: len(data) // 2])
+            if _n[0] > _after:  # half the record reaches the disk, then it is full
+                _real(fd, bytes(data)[: len(data) // 2])
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return _real(self, data)
+        return _real(fd, data)
 
-    pathlib.Path.write_bytes = write_bytes
+    os.write = write
 """
 
 
@@ -89,8 +93,9 @@ def full_disk(tmp_path):
     yield "inject", mnt / "responses", env
 
 
-def entries(cache: Path) -> dict[Path, int]:
-    return {p: p.stat().st_mtime_ns for p in cache.rglob("*.json")}
+def entries(cache: Path) -> dict[str, tuple]:
+    """key -> (pack, offset) of every whole entry of the response cache (its packs' index)."""
+    return {r.digest.hex(): (r.pack.name, r.offset) for r in pack_records(cache) if len(r.data) == r.length}
 
 
 def assert_nothing_truncated(*roots: Path) -> None:
@@ -101,6 +106,8 @@ def assert_nothing_truncated(*roots: Path) -> None:
             pd.read_parquet(p)
         for p in root.rglob("*.json"):
             json.loads(p.read_text())
+        for r in pack_records(root):  # every indexed cache record is whole and under its own key
+            assert json.loads(r.data)["key"] == r.digest.hex()
 
 
 def test_a_full_disk_stops_the_job_with_one_line_and_the_rerun_resumes(tmp_path, smollm2_dir, full_disk):
@@ -130,7 +137,7 @@ def test_a_full_disk_stops_the_job_with_one_line_and_the_rerun_resumes(tmp_path,
     size = r"\d+(\.\d)? (B|KiB|MiB|GiB|TiB|PiB)"
     where = f"tmpfs mounted at {re.escape(str(cache.parent))}" if mode == "tmpfs" else ".+"
     assert re.fullmatch(
-        f"ragmi: no space left on {where} writing {re.escape(str(cache))}/[0-9a-f]{{2}}/[0-9a-f]{{64}}\\.json: "
+        f"ragmi: no space left on {where} writing {re.escape(str(cache))}/packs/[^ ]+\\.pack: "
         f"{size} free of {size if mode == 'inject' else '1.0 MiB'}; free space and rerun the same command: "
         "finished steps and cached answers are kept",
         lines[0],
@@ -150,7 +157,7 @@ def test_a_full_disk_stops_the_job_with_one_line_and_the_rerun_resumes(tmp_path,
     n = len(kept)
     assert asked[-1] == (str(total), str(n), str(total - n))
     after = entries(cache)
-    assert len(after) == total and all(after[p] == m for p, m in kept.items())  # kept answers not rewritten
+    assert len(after) == total and all(after[k] == m for k, m in kept.items())  # kept answers not rewritten
     shard = pd.read_parquet(work / SHARD)
     assert len(shard) == total and int(shard["cached"].sum()) == n
     assert shard["response_text"].map(len).gt(0).all()

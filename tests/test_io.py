@@ -241,15 +241,18 @@ def test_a_real_full_disk_names_the_file_and_the_space_left(small_fs, write):
 
 
 def test_a_real_full_disk_in_a_new_cache_entry_leaves_nothing(small_fs):
-    from ragmi.cache import ResponseCache
+    from ragmi.cache import ResponseCache, pack_records
 
     cache = ResponseCache(small_fs / "cache")
     cache.put("ab" + "0" * 62, {"text": "fits"})
     _fill(small_fs, leave=4096)
-    with pytest.raises(DiskFullError, match=r"writing .*/cache/cd/cd0+\.json: \d+(\.\d)? (B|KiB) free of 64\.0 KiB"):
+    with pytest.raises(DiskFullError, match=r"writing .*/cache/packs/[^ ]+\.pack: \d+(\.\d)? (B|KiB) free of 64\.0 KiB"):
         cache.put("cd" + "0" * 62, {"text": "z" * 10_000})
-    assert [p.name for p in (small_fs / "cache").rglob("*") if p.is_file()] == ["ab" + "0" * 62 + ".json"]
-    assert cache.get("ab" + "0" * 62) == {"text": "fits"} and cache.get("cd" + "0" * 62) is None
+    # the pack's index holds the whole first entry only: the record cut short is never read
+    records = list(pack_records(small_fs / "cache"))
+    assert [r.digest.hex() for r in records] == ["ab" + "0" * 62] and len(records[0].data) == records[0].length
+    fresh = ResponseCache(small_fs / "cache")
+    assert fresh.get("ab" + "0" * 62) == {"text": "fits"} and fresh.get("cd" + "0" * 62) is None
 
 
 @pytest.mark.parametrize(

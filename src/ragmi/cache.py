@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import atomic_write_bytes, plain_mode
+from .io import atomic_write_bytes, disk_full_error, is_disk_full, plain_mode
 
 PACKS = "packs"  # the packs' folder under the cache folder
 # One index entry: the key's 32 bytes, the record's offset and length in its pack.
@@ -293,19 +293,26 @@ class ResponseCache:
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self._writer is None or self._writer[0] != os.getpid():  # none yet, or a forked child
-                self._writer = self._open_writer()
+                try:
+                    self._writer = self._open_writer()
+                except OSError as e:
+                    if is_disk_full(e):
+                        raise disk_full_error(e, self.dir / PACKS) from None
+                    raise
             _, pack_fd, idx_fd, pack = self._writer
             try:
                 offset = os.lseek(pack_fd, 0, os.SEEK_END)
                 self._write_all(pack_fd, data)
                 entry = np.array([(key_digest(key), offset, len(data))], INDEX_ENTRY).tobytes()
                 self._write_all(idx_fd, entry)
-            except BaseException:
+            except BaseException as e:
                 # a write cut short (a full disk) may leave part of an index entry: this pack takes
                 # no more, so that every later entry of its index stays whole; the next put opens a new one
                 os.close(pack_fd)
                 os.close(idx_fd)
                 self._writer = None
+                if is_disk_full(e):  # one sentence naming the pack, the file system and the space left
+                    raise disk_full_error(e, self.dir / PACKS / pack) from None
                 raise
             self._own[key_digest(key)] = (pack, offset, len(data))
 
@@ -344,8 +351,9 @@ def _alive(pid: int) -> bool:
 class Claims:
     """Which job answers a request that several jobs sharing one cache need at the same time (two runs
     of one configuration started together, say): before it sends a request, a job claims its key, a
-    file ``<cache dir>/claims/<key>`` created with ``O_EXCL`` (so exactly one job gets it, on one
-    machine or on a shared file system) that names its machine, process and start; it removes the
+    symbolic link ``<cache dir>/claims/<key>`` whose target names its machine, process and start
+    (creating it is atomic and exclusive, so exactly one job gets it, on one machine or on a shared
+    file system); it removes the
     file once the answer is in the cache or when it stops.  A job that finds a key claimed waits for
     the answer in the cache instead of sending the request again: each request is answered once, and
     every job that needs it reads the same answer (vLLM's answers differ in the last digits with the
@@ -369,7 +377,7 @@ class Claims:
                 held = list(self.held)
             for key in held:
                 with contextlib.suppress(OSError):
-                    os.utime(self._path(key))
+                    os.utime(self._path(key), follow_symlinks=False)
 
     def _path(self, key: str) -> Path:
         return self.dir / key
@@ -378,8 +386,8 @@ class Claims:
         """The claim on ``key`` is gone, or its holder is (module docstring)."""
         path = self._path(key)
         try:
-            text = path.read_text(encoding="utf-8")
-            age = time.time() - path.stat().st_mtime
+            text = os.readlink(path)
+            age = time.time() - path.lstat().st_mtime
         except FileNotFoundError:
             return True
         except OSError:
@@ -398,7 +406,9 @@ class Claims:
         for key in keys:
             for attempt in (0, 1):
                 try:
-                    fd = os.open(self._path(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, plain_mode())
+                    # a symbolic link whose target is the holder: created atomically and exclusively
+                    # (local and network file systems alike), and its few bytes need no data block
+                    os.symlink(stamp, self._path(key))
                 except FileExistsError:
                     if attempt == 0 and self.abandoned(key):
                         with contextlib.suppress(FileNotFoundError):
@@ -406,8 +416,10 @@ class Claims:
                         continue
                     theirs.append(key)
                     break
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(stamp)
+                except OSError as e:
+                    if is_disk_full(e):
+                        raise disk_full_error(e, self._path(key)) from None
+                    raise
                 with self._lock:
                     self.held.add(key)
                 mine.append(key)
