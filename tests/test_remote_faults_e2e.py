@@ -29,6 +29,8 @@ import pytest
 import yaml
 from conftest import run_snakemake
 
+from ragmi.cache import pack_records
+
 pytestmark = pytest.mark.slow
 
 HANG = 5  # every 5th request hangs (until the test ends or 60 s)
@@ -198,9 +200,10 @@ def test_run_completes_and_stores_only_the_service_answers(run):
     assert set(service.queries) == set(df["user_prompt"])  # what the service answered 200
     for text in df["response_text"]:
         assert not any(b in text.lower() for b in BAD), text
-    cached = [p.read_text() for p in (work / "results/cache/responses").rglob("*.json")]
-    assert len(cached) == 2 * N
-    assert sorted(json.loads(c)["response_text"] for c in cached) == sorted(expected)
+    records = list(pack_records(work / "results/cache/responses"))  # every record, whole or not
+    cached = [r.data.decode("utf-8", "replace") for r in records]
+    assert len(cached) == 2 * N and all(len(r.data) == r.length for r in records)
+    assert sorted(json.loads(c)["response"]["response_text"] for c in cached) == sorted(expected)
     for c in cached:
         for text in strings(json.loads(c)):
             assert not any(b in text.lower() for b in BAD), c[:300]

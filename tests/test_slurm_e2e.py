@@ -38,6 +38,8 @@ import pytest
 import yaml
 from conftest import run_snakemake
 
+from ragmi.cache import pack_records
+
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_LOCAL = ROOT / "tools" / "slurm-local.sh"
 PROFILE = ROOT / "profiles" / "slurm"
@@ -67,6 +69,11 @@ main()
 """
 
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: .*/rule_(\w+?)/([^/]*)/\d+\.log\)")
+
+
+def cached_count(work: Path) -> int:
+    """The answers in a run's response cache (its packs' whole records)."""
+    return sum(len(r.data) == r.length for r in pack_records(work / CACHE))
 
 
 def slurm_cmd(*args):
@@ -219,7 +226,7 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     # allocation of its own loses it too): SIGTERM to the driver, SIGKILL after a grace period, and
     # every job of the run cancelled (SLURM: SIGTERM, then SIGKILL after KillWait)
     t0 = time.time()
-    cached_before = len(list((work / CACHE).rglob("*.json")))
+    cached_before = cached_count(work)
     preempted_out = work / "preempted-run.txt"
     with open(preempted_out, "w") as fh:
         proc = subprocess.Popen(
@@ -227,7 +234,7 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
         )
     try:
         deadline = time.time() + 400
-        while len(list((work / CACHE).rglob("*.json"))) < cached_before + 1:
+        while cached_count(work) < cached_before + 1:
             assert proc.poll() is None, "the rerun ended before its pre-emption:\n" + preempted_out.read_text()[-3000:]
             assert time.time() < deadline, "the rerun answered nothing:\n" + preempted_out.read_text()[-3000:]
             time.sleep(0.2)
@@ -250,7 +257,7 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     while any(active(j) or job_processes(j) for j in preempted_jobs):
         assert time.time() < deadline, f"jobs {preempted_jobs} still active 120 s after scancel"
         time.sleep(0.2)
-    cached_preempted = len(list((work / CACHE).rglob("*.json")))
+    cached_preempted = cached_count(work)
     stale = sorted(p.name for p in (work / ".snakemake/locks").glob("*.lock"))
     unlock = subprocess.run(
         [sys.executable, str(ROOT / "tools/clear_stale_lock.py"), "--directory", str(work)],
@@ -321,7 +328,7 @@ def test_the_cancelled_job_leaves_no_process_and_the_rerun_resumes(runs):
     # every answer of the two interrupted jobs, the pre-empted rerun's included, came from the cache (shard
     # 00001's twelve are the rest of the cache): only the missing ones were sent again
     assert hit == runs["cached_preempted"] - SHARD and runs["cached_preempted"] > runs["cached_before"], runs
-    assert len(list((runs["work"] / CACHE).rglob("*.json"))) == 2 * SHARD
+    assert cached_count(runs["work"]) == 2 * SHARD
 
 
 def test_a_preempted_driver_and_job_leave_no_process_and_no_lock_in_the_way(runs):
