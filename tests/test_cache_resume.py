@@ -400,6 +400,9 @@ def test_two_jobs_asking_the_same_requests_at_once_get_each_answered_once(tmp_pa
     # both jobs hold the same answers (the backend's differ from call to call in the last digits)
     strip = [[(r["response_text"], r["token_logprobs"]) for r in outs[n]] for n in "ab"]
     assert strip[0] == strip[1]
+    # an answer counts as fresh for the job that generated it, as cached for the one that awaited it
+    fresh = [sum(not r["cached"] for r in outs[n]) for n in "ab"]
+    assert sum(fresh) == 12, fresh
     assert not list((tmp_path / "claims").iterdir())  # every claim released
 
 
