@@ -1,24 +1,27 @@
 """End to end: two runs of one configuration in two working directories, started at the same moment,
-share one response cache (generation.cache_dir); a third, alone with a fresh cache, is the reference.
+share one response cache (generation.cache_dir).
 
 Both runs end well; every record of the shared cache parses and lies under its own key (the index's
 key, the record's key and the SHA-256 of the request it holds agree), so no answer of one request is
 stored under another's.  Each request is answered once: a request one run is answering, the other
 awaits in the cache (ragmi.cache.Claims; without them both runs generated the same requests at the
 same moment, and vLLM's answers, which depend in their last digits on how the server batched them,
-differed between the two runs' tables).  Real Snakemake, the
-test run's shared vLLM server (conftest) serving SmolLM2, RAG-MIA's 32 queries of the tiny config.
+differed between the two runs' tables).  A lone run with a fresh cache and a fresh server is not
+compared: generating the same 32 requests again, vLLM's CPU build gave 5 of them token
+log-probabilities that differ by up to 1.4e-5, and RAG-MIA's fitted gray-box ensemble moved 31 of 32
+scores by up to 0.088 (docs/running.md#a-response-cache-shared-by-concurrent-runs).  Real Snakemake, a vLLM server
+for the pair and one for the lone run, serving SmolLM2, RAG-MIA's 32 queries of the tiny config.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import _hold_session_servers, session_server_env
 from test_pipeline_e2e import SNAKEMAKE, tiny_config
 
 from ragmi.cache import ResponseCache, pack_records, payload_key
@@ -28,15 +31,16 @@ pytestmark = pytest.mark.slow
 TABLE = "results/tables/rag_mia.csv"
 
 
-def start(work: Path, models_dir: Path, cache_dir: Path) -> subprocess.Popen:
+def start(work: Path, models_dir: Path, cache_dir: Path, servers: Path) -> subprocess.Popen:
     work.mkdir()
     cfg = tiny_config(models_dir)
     cfg["generation"]["cache_dir"] = str(cache_dir)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = SNAKEMAKE + ["--directory", str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", TABLE]
-    return subprocess.Popen(
-        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=session_server_env()
-    )
+    # one vLLM server for the pair (RAGMI_SERVERS_DIR), not the test run's shared one: other tests'
+    # requests in its batches would change the answers' last digits
+    env = {**os.environ, "RAGMI_SERVERS_DIR": str(servers)}
+    return subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def tables(work: Path) -> dict[str, bytes]:
@@ -44,22 +48,17 @@ def tables(work: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def three_runs(tmp_path_factory, smollm2_dir):
+def two_runs(tmp_path_factory, smollm2_dir):
     base = tmp_path_factory.mktemp("shared")
     models_dir = Path(smollm2_dir).parent
-    runs = [start(base / name, models_dir, base / "shared-cache") for name in ("a", "b")]
+    runs = [start(base / name, models_dir, base / "shared-cache", base / "servers-pair") for name in ("a", "b")]
     outs = [p.communicate()[0] for p in runs]
-    _hold_session_servers()
     assert [p.returncode for p in runs] == [0, 0], "\n".join(o[-3000:] for o in outs)
-    lone = start(base / "lone", models_dir, base / "lone-cache")
-    out = lone.communicate()[0]
-    _hold_session_servers()
-    assert lone.returncode == 0, out[-3000:]
     return base
 
 
-def test_every_shared_entry_is_whole_and_under_its_own_key(three_runs):
-    shared = three_runs / "shared-cache"
+def test_every_shared_entry_is_whole_and_under_its_own_key(two_runs):
+    shared = two_runs / "shared-cache"
     records = list(pack_records(shared))
     assert records and not list(shared.glob("*/*.json"))  # packs only, no file per response
     for r in records:
@@ -69,21 +68,15 @@ def test_every_shared_entry_is_whole_and_under_its_own_key(three_runs):
         assert isinstance(rec["response"]["response_text"], str)
     keys = {r.digest.hex() for r in records}
     assert len(keys) == 32
-    assert keys == ResponseCache(three_runs / "lone-cache").keys()  # the same requests as the lone run's
     reader = ResponseCache(shared)
     assert all(reader.get(k) is not None for k in keys) and reader.rejected == 0
 
 
-def test_each_request_was_answered_once_and_both_runs_tables_are_equal(three_runs):
+def test_each_request_was_answered_once_and_both_runs_tables_are_equal(two_runs):
     # the claims (ragmi.cache.Claims): a request one run was answering, the other awaited in the cache
-    records = list(pack_records(three_runs / "shared-cache"))
+    records = list(pack_records(two_runs / "shared-cache"))
     assert len(records) == len({r.digest for r in records}) == 32
-    logs = "".join(p.read_text() for name in "ab" for p in (three_runs / name / "logs/generate").rglob("*.log"))
+    logs = "".join(p.read_text() for name in "ab" for p in (two_runs / name / "logs/generate").rglob("*.log"))
     assert "being answered by another job sharing the cache" in logs, logs[-3000:]
-    a, b = (tables(three_runs / name) for name in ("a", "b"))
+    a, b = (tables(two_runs / name) for name in ("a", "b"))
     assert TABLE.split("/")[-1] in a and a == b
-
-
-def test_the_shared_runs_tables_are_the_lone_runs(three_runs):
-    a, ref = tables(three_runs / "a"), tables(three_runs / "lone")
-    assert a == ref
