@@ -246,7 +246,9 @@ def test_a_real_full_disk_in_a_new_cache_entry_leaves_nothing(small_fs):
     cache = ResponseCache(small_fs / "cache")
     cache.put("ab" + "0" * 62, {"text": "fits"})
     _fill(small_fs, leave=4096)
-    with pytest.raises(DiskFullError, match=r"writing .*/cache/packs/[^ ]+\.pack: \d+(\.\d)? (B|KiB) free of 64\.0 KiB"):
+    with pytest.raises(
+        DiskFullError, match=r"writing .*/cache/packs/[^ ]+\.pack: \d+(\.\d)? (B|KiB) free of 64\.0 KiB"
+    ):
         cache.put("cd" + "0" * 62, {"text": "z" * 10_000})
     # the pack's index holds the whole first entry only: the record cut short is never read
     records = list(pack_records(small_fs / "cache"))
