@@ -17,7 +17,6 @@ RAG-MIA's black box (no model runs) is run against it through the real pipeline,
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
 import re
@@ -28,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import run_snakemake
+from stand_in import StandIn
 
 from ragmi.cache import pack_records
 
@@ -51,60 +51,40 @@ def answer_of(query: str) -> str:
 
 
 class FaultyService:
-    """``POST /ask`` ``{"question": …}`` -> ``{"answer": …}``, but request n hangs when n % HANG == 0
-    and is answered 504 (HTML) when n % GATEWAY == 0 (n counts the requests received, from 1)."""
+    """``POST /ask`` ``{"question": …}`` -> ``{"answer": …}`` (tests/stand_in.py's endpoint), but request n
+    hangs when n % HANG == 0 and is answered 504 (HTML) when n % GATEWAY == 0 (n counts the requests
+    received, from 1)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.release = threading.Event()
-        self.received = 0
         self.hangs = 0
         self.gateway = 0
         self.queries: list[str] = []  # the queries answered 200
-        service = self
+        self.stand_in = StandIn(self.reply)
+        self.url = self.stand_in.url
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
+    @property
+    def received(self) -> int:
+        return len(self.stand_in.requests)
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with service.lock:
-                    service.received += 1
-                    n = service.received
-                    hang, gateway = n % HANG == 0, n % GATEWAY == 0 and n % HANG != 0
-                    service.hangs += hang
-                    service.gateway += gateway
-                    if not (hang or gateway):
-                        service.queries.append(body["question"])
-                if hang:
-                    service.release.wait(60)  # the client gave up long ago; nothing is sent back
-                    return
-                if gateway:
-                    self.reply(504, GATEWAY_PAGE, "text/html")
-                    return
-                doc = {"answer": answer_of(body["question"]), "usage": {"input": 7, "output": 3}}
-                self.reply(200, json.dumps(doc).encode(), "application/json")
-
-            def reply(self, status, data, ctype):
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 64
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+    def reply(self, n, path, body, headers):
+        hang, gateway = n % HANG == 0, n % GATEWAY == 0 and n % HANG != 0
+        with self.lock:
+            self.hangs += hang
+            self.gateway += gateway
+            if not (hang or gateway):
+                self.queries.append(body["question"])
+        if hang:
+            self.release.wait(60)  # the client gave up long ago: what follows reaches no one
+            return 504, b"", {"Content-Type": "text/plain"}
+        if gateway:
+            return 504, GATEWAY_PAGE, {"Content-Type": "text/html"}
+        return 200, {"answer": answer_of(body["question"]), "usage": {"input": 7, "output": 3}}, None
 
     def close(self):
         self.release.set()  # the hanging handlers return
-        self.server.shutdown()
-        self.server.server_close()
+        self.stand_in.close()
 
 
 def record(i: int, member: bool) -> dict:
@@ -204,8 +184,8 @@ def test_run_completes_and_stores_only_the_service_answers(run):
     cached = [r.data.decode("utf-8", "replace") for r in records]
     assert len(cached) == 2 * N and all(len(r.data) == r.length for r in records)
     assert sorted(json.loads(c)["response"]["response_text"] for c in cached) == sorted(expected)
-    for c in cached:
-        for text in strings(json.loads(c)):
+    for c in cached:  # the answer each record holds (its request names the URL, whose port may hold "504")
+        for text in strings(json.loads(c)["response"]):
             assert not any(b in text.lower() for b in BAD), c[:300]
     metrics = pd.read_csv(work / METRICS).set_index("variant")
     assert metrics.loc["rag_mia/black/t2", "n_members"] == N // 2 and metrics["auc"].notna().sum() == 1
