@@ -398,10 +398,11 @@ class Claims:
             return True
         return age > self.stale_s
 
-    def take(self, keys: list[str]) -> tuple[list[str], list[str]]:
-        """(the keys this process now holds, those another job holds); an abandoned claim is taken over."""
+    def take(self, keys: list[str]) -> set[str]:
+        """Claim ``keys``; the ones this process now holds (the others another job holds; an abandoned
+        claim is taken over)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        mine, theirs = [], []
+        mine: set[str] = set()
         stamp = f"{self.host} {os.getpid()} {time.time():.0f}"
         for key in keys:
             for attempt in (0, 1):
@@ -414,7 +415,6 @@ class Claims:
                         with contextlib.suppress(FileNotFoundError):
                             self._path(key).unlink()
                         continue
-                    theirs.append(key)
                     break
                 except OSError as e:
                     if is_disk_full(e):
@@ -422,12 +422,12 @@ class Claims:
                     raise
                 with self._lock:
                     self.held.add(key)
-                mine.append(key)
+                mine.add(key)
                 break
         if mine and self._renewer is None:
             self._renewer = threading.Thread(target=self._renew, name="ragmi-claims", daemon=True)
             self._renewer.start()
-        return mine, theirs
+        return mine
 
     def release(self, keys) -> None:
         for key in list(keys):

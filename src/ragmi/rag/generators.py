@@ -518,20 +518,20 @@ class CachedGenerator:
         try:
             pending = todo
             while pending:
-                mine = pending
+                mine, others = pending, []
                 if claims is not None:
-                    held, theirs = claims.take([keys[i] for i in pending])
-                    held = set(held)
-                    mine = [i for i in pending if keys[i] in held]
+                    held = claims.take([keys[i] for i in pending])
                     others = [i for i in pending if keys[i] not in held]
-                    mine = self._answered_meanwhile(requests, keys, results, mine, claims)
+                    # another job may have answered one and released its claim between this job's look
+                    # into the cache and its claim
+                    self.cache.refresh()
+                    mine = [i for i in pending if keys[i] in held and not self._from_cache(requests, keys, results, i)]
+                    claims.release([keys[i] for i in pending if keys[i] in held and results[i] is not None])
                     if others:
                         self.log(
                             f"  {len(others)} of them are being answered by another job sharing the cache "
                             f"({claims.dir}): their answers are awaited there, not asked again"
                         )
-                else:
-                    others = []
                 if mine:
                     self._generate(requests, keys, results, mine, claims)
                 pending = self._await_others(requests, keys, results, others, claims) if others else []
@@ -571,22 +571,14 @@ class CachedGenerator:
         self.serving["prompt_tokens_sent"] += sum(int(results[i]["prompt_tokens"]) for i in todo)
         self.serving["completion_tokens"] += sum(int(results[i]["completion_tokens"]) for i in todo)
 
-    def _answered_meanwhile(self, requests, keys, results, mine, claims) -> list[int]:
-        """Of the requests just claimed, those still unanswered: another job may have answered one
-        and released its claim between this job's look into the cache and its claim."""
-        if not mine:
-            return mine
-        self.cache.refresh()
-        left = []
-        for i in mine:
-            res = upgrade_cached(self.cache.get(keys[i]), requests[i])
-            if res is None:
-                left.append(i)
-            else:
-                results[i] = res
-                self.stats["from_cache"] += 1
-                claims.release([keys[i]])
-        return left
+    def _from_cache(self, requests, keys, results, i: int) -> bool:
+        """Request ``i``'s answer from the cache into ``results``, if the cache has it now."""
+        res = upgrade_cached(self.cache.get(keys[i]), requests[i])
+        if res is None:
+            return False
+        results[i] = res
+        self.stats["from_cache"] += 1
+        return True
 
     def _await_others(self, requests, keys, results, others, claims) -> list[int]:
         """Wait for the answers another job claimed to reach the cache; return the requests whose
@@ -597,14 +589,9 @@ class CachedGenerator:
             self.cache.refresh()
             still, orphaned = [], []
             for i in waiting:
-                res = upgrade_cached(self.cache.get(keys[i]), requests[i])
-                if res is not None:
-                    results[i] = res
-                    self.stats["from_cache"] += 1
-                elif claims.abandoned(keys[i]):
-                    orphaned.append(i)
-                else:
-                    still.append(i)
+                if self._from_cache(requests, keys, results, i):
+                    continue
+                (orphaned if claims.abandoned(keys[i]) else still).append(i)
             if not still:
                 return orphaned
             waiting = still

@@ -3,6 +3,7 @@ target and what came back, and the run's request budget (``remote.max_requests``
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
@@ -115,11 +116,11 @@ class RequestBudget:
         """The run's counts so far (of every job that shares the ledger)."""
         out: dict = {}
 
-        def copy(counts: dict) -> bool:
-            out.update(json.loads(json.dumps(counts)))
+        def snapshot(counts: dict) -> bool:
+            out.update(copy.deepcopy(counts))
             return False
 
-        self._update(copy)
+        self._update(snapshot)
         return out
 
     # ------------------------------------------------------------------ counting
