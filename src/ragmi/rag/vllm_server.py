@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import itertools
 import json
@@ -53,6 +52,7 @@ import urllib.request
 from pathlib import Path
 
 from ..errors import EndpointError
+from ..hardware import _torch_build_has_gpu, choose_dtype, cuda_available  # noqa: F401 (re-exported)
 from ..io import atomic_write_text
 from ..models import modelinfo_seed_dir
 
@@ -97,44 +97,6 @@ def _bound_cpus(spec: str) -> int | None:
             return None
         count += int(hi) - int(lo) + 1 if hi else 1
     return count or None
-
-
-def _torch_build_has_gpu() -> bool | None:
-    """What ``torch/version.py`` says of the installed build without importing torch (2 s here, in
-    every generate job that only talks to a running server): False for a build with neither CUDA nor
-    ROCm (such as ``2.13.0+cpu``), True for one with either, None when the file cannot be read."""
-    import ast
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
-    except (OSError, ValueError, SyntaxError, ImportError):
-        return None
-    found = {}
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id in ("cuda", "hip") and isinstance(node.value, ast.Constant):
-            found[target.id] = node.value.value
-    if set(found) != {"cuda", "hip"}:
-        return None
-    return any(v is not None for v in found.values())
-
-
-@functools.lru_cache(maxsize=1)
-def cuda_available() -> bool:
-    if _torch_build_has_gpu() is False:
-        return False  # a CPU-only torch build: no need to import torch to know
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # torch missing or broken: treat as CPU
-        return False
 
 
 class VLLMServer:
@@ -185,7 +147,7 @@ class VLLMServer:
 
     def command(self) -> list[str]:
         gpu = cuda_available()
-        dtype = self.dtype if self.dtype != "auto" or gpu else "float32"
+        dtype = choose_dtype(self.dtype, "vllm", gpu=gpu).dtype  # ragmi.hardware: the one rule for 'auto'
         cmd = [
             sys.executable,
             "-m",

@@ -12,7 +12,8 @@ list, never an error):
   the parts are assembled), a single-file packaged GGUF's or packaged embedder's weights hashed from the
   installed file; a local folder or Hugging Face id has none (``sha256`` null, ``sha256_source`` says why);
 * ``cpu``: model name, logical CPUs and the vector-instruction flags that change inference speed (from
-  ``/proc/cpuinfo``, else ``lscpu``); ``gpus``: ``nvidia-smi``'s name, memory and driver per GPU, empty
+  ``/proc/cpuinfo``, else ``lscpu``); ``precision``: per generator, the dtype it computes in on this
+  machine and why (:func:`precision_provenance`, ragmi.hardware's rule for ``dtype: auto``); ``gpus``: ``nvidia-smi``'s name, memory and driver per GPU, empty
   when there is no ``nvidia-smi``;
 * ``date``: when the provenance was gathered (UTC, ISO 8601);
 * ``wall_time``: from Snakemake's benchmark files (``results/benchmarks/**/*.tsv``, one per job run):
@@ -192,6 +193,17 @@ def models_provenance(config: Mapping, hash_files: bool = True) -> list[dict]:
     return out
 
 
+def precision_provenance(config: Mapping) -> list[dict]:
+    """Per generator, the precision it computes in on this machine and why (ragmi.hardware.choose_dtype:
+    the rule for ``dtype: auto``, with the native-bf16 CPU flags it read)."""
+    from ..hardware import choose_dtype
+
+    return [
+        {"generator": name, **choose_dtype(g.get("dtype", "auto"), g.get("backend", "vllm")).as_record()}
+        for name, g in sorted(config.get("generators", {}).items())
+    ]
+
+
 def _flags_summary(flags: Iterable[str]) -> list[str]:
     have = set(flags)
     return [f for f in CPU_FLAGS if f in have]
@@ -339,6 +351,7 @@ def provenance(
         "packages": {p: v for p in PACKAGES if (v := _version(p))},
         "models": safe(lambda: models_provenance(config, hash_files), []),
         "cpu": safe(cpu_info, {}),
+        "precision": safe(lambda: precision_provenance(config), []),
         "gpus": safe(gpu_info, []),
         "date": _iso(dt.datetime.now(dt.UTC).timestamp() if now is None else now),
         "wall_time": safe(lambda: wall_time(results_dir), {}),

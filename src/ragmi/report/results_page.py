@@ -527,6 +527,16 @@ def provenance_html(prov: Mapping) -> str:
             f"{esc(cpu.get('model') or '?')}, {esc(cpu.get('logical_cpus') or '?')} logical CPUs "
             f"({esc(cpu.get('machine') or '')}); flags: {esc(flags)}",
         )
+    precision = prov.get("precision") or []
+    if precision:
+        row(
+            "precision",
+            "; ".join(
+                f"<code>generators.{esc(p.get('generator'))}</code>: {esc(p.get('dtype'))}"
+                f'<span class="detail">{esc(p.get("reason"))}</span>'
+                for p in precision
+            ),
+        )
     gpus = prov.get("gpus") or []
     row(
         "GPU",

