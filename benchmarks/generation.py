@@ -292,9 +292,9 @@ def peak_values(*peaks, kernel=None) -> list[float]:
 def build_data(a, tmp: Path):
     import numpy as np
 
-    from ragmi.schema import section_params
     from ragmi.datasets.synthetic import generate
     from ragmi.rag.index import RetrieverSpec, build_index
+    from ragmi.schema import section_params
 
     corpus = generate(a.n_docs, a.seed)
     rng = np.random.default_rng(a.seed)
@@ -357,8 +357,8 @@ def stop_servers(state_root: Path, log=log) -> float:
 def answer_through_rag(a, members, queries, spec_cfg, index_dir, generator: dict, cache_dir: Path, server_log: Path):
     """Answer ``queries`` through ``rag_system`` (the ``generate`` rule's path) with the given generator
     entry; returns (answers, time the last answer arrived, time the RAG system was closed)."""
-    from ragmi.schema import section_params
     from ragmi.rag.factory import TargetSpec, rag_system
+    from ragmi.schema import section_params
 
     spec = TargetSpec(
         name="bench",

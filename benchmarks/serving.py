@@ -98,8 +98,8 @@ def parse_args(argv=None):
 
 
 def gen_config(a, extra_args=()) -> dict:
-    from ragmi.schema import section_params
     from ragmi.models import is_packaged_gguf
+    from ragmi.schema import section_params
 
     # a packaged GGUF model is served from its converted folder --model-dir; any other model is
     # served from --model-dir itself, under that path as its name
@@ -128,10 +128,10 @@ def ia_like_prompts(text: str, n: int) -> list[str]:
 def build_workload(a, members, targets, spec_cfg, index_dir) -> dict[str, list[dict]]:
     from ragmi.attacks.dcmi import DCMI
     from ragmi.cache import request_key
-    from ragmi.schema import section_params
     from ragmi.rag.generators import make_request
     from ragmi.rag.index import Retriever, RetrieverSpec, database_documents
     from ragmi.rag.templates import get_template
+    from ragmi.schema import section_params
 
     with_titles = section_params("targets", {"retriever": "minilm-cosine", "generator": "g"})["with_titles"]
     docs = database_documents(members, with_titles)
