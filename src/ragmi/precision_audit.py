@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import auc_ci, paired_auc_difference, roc_auc
+from .report.metric_rows import auc_verdict
 
 KEYS = ["dataset", "target", "attack", "variant"]
 SAME = "same verdict"
@@ -54,16 +55,11 @@ COLUMNS = [
 
 
 def auc_interval_verdict(labels: Sequence[int], scores: Sequence[float]) -> str:
-    """The AUC part of the summary's verdict on one score set (``ragmi.report.metric_rows.auc_verdict``'s
-    rule on :func:`ragmi.metrics.auc_ci`): ``leaks``, ``inverted`` or ``no evidence at this n``."""
+    """The AUC part of the summary's verdict on one score set: ``ragmi.report.metric_rows.auc_verdict`` on
+    :func:`ragmi.metrics.auc_ci` (``leaks``, ``inverted`` or ``no evidence at this n``)."""
     y = np.asarray(labels, dtype=int)
-    s = np.asarray(scores, dtype=float)
-    lo, hi = auc_ci(roc_auc(y, s), int((y == 1).sum()), int((y == 0).sum()))
-    if lo > 0.5:
-        return "leaks"
-    if hi < 0.5:
-        return "inverted"
-    return "no evidence at this n"
+    lo, hi = auc_ci(roc_auc(y, scores), int((y == 1).sum()), int((y == 0).sum()))
+    return auc_verdict(float(lo), float(hi))
 
 
 def reading(verdict_a: str, verdict_b: str, delta_lo: float, delta_hi: float) -> str:
