@@ -9,13 +9,14 @@ import sys
 from ragmi.attacks import needs_prepare
 from ragmi.audit.plan import canary_dataset
 from ragmi.config import validate_config
-from ragmi.plan import control_base, dataset_contexts, is_external, is_plain, is_remote, min_reference, runs, target_attacks, target_datasets, target_needs_defender
+from ragmi.plan import control_base, dataset_contexts, is_plain, min_reference, runs, target_attacks, target_datasets, target_needs_defender
 from ragmi.errors import ConfigError
 from ragmi.gate.cli import built_tables
 from ragmi.gate.writers import GATE_FILES
 from ragmi.report.registry import TABLES, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
+from ragmi.targets import own_pipeline, target_kind
 from ragmi.utility.plan import QUERY_SET
 
 from snakemake.utils import update_config
@@ -65,20 +66,14 @@ def target_cfg(wc):
 
 
 def generator_cfg(wc):
-    """The target's generator entry (None for a remote or python target: it generates on its own)."""
-    t = target_cfg(wc)
-    return None if is_external(t) else config["generators"][t["generator"]]
+    """The target's generator entry (None for a target that generates on its own: ragmi.targets)."""
+    return target_kind(target_cfg(wc)).generator(config, target_cfg(wc))
 
 
 def target_model(wc):
     """The model named in the metrics: the generator's, a remote target's model name (its URL when
-    unnamed), or a python target's callable."""
-    t = target_cfg(wc)
-    if is_remote(t):
-        return t["remote"]["model"] or t["remote"]["url"]
-    if t["kind"] == "python":
-        return t["python"].get("factory") or t["python"]["callable"]
-    return generator_cfg(wc)["model"]
+    unnamed), a python target's callable (the kind's ``model_name``)."""
+    return target_kind(target_cfg(wc)).model_name(config, target_cfg(wc))
 
 
 def retriever_name(wc):
@@ -87,7 +82,7 @@ def retriever_name(wc):
 
 def model_files(target):
     """The converted models a target needs: its generator's and, for LLM-based defenses, the defender's."""
-    if is_external(config["targets"][target]):
+    if own_pipeline(config["targets"][target]):
         return {}
     files = dict(model_input(config["generators"][config["targets"][target]["generator"]]))
     if target_needs_defender(config, target):
@@ -108,8 +103,9 @@ def index_dir(dataset, target):
 def target_files(wc):
     """The files a target RAG system needs: its database, index and models. A null-database control
     target reads the database without any candidate document (rule null_database)."""
-    if is_external(target_cfg(wc)):  # the service or chain holds its own database and index
-        if not is_remote(target_cfg(wc)) or "sources_path" not in target_cfg(wc)["remote"]:
+    kind = target_kind(target_cfg(wc))
+    if not kind.reads_split(target_cfg(wc)):  # the service or chain holds its own database and index
+        if not kind.reports_sources(target_cfg(wc)):
             return {}
         # the labelled documents its reported sources are matched to (remote.sources_match)
         return {f"source_{c}": f"results/split/{wc.dataset}/{c}.parquet" for c in ("members", "nonmembers")}
@@ -124,7 +120,7 @@ def target_files(wc):
 def target_spec_params(wc):
     """Everything of a target's TargetSpec but its files and threads (ragmi.workflow.target_spec)."""
     t = target_cfg(wc)
-    if is_external(t):
+    if own_pipeline(t):
         return {
             "name": wc.target,
             "target": t,
@@ -199,7 +195,7 @@ def early_servers(model):
     Empty on a cluster, where every model job runs a server of its own."""
     if not config["generation"]["start_server_early"] or not workflow.local_exec:
         return []
-    used = {config["targets"][t]["generator"] for t in config["targets"] if not is_external(config["targets"][t])}
+    used = {config["targets"][t]["generator"] for t in config["targets"] if not own_pipeline(config["targets"][t])}
     used.add(config["attacker"]["generator"])
     return [
         [name, config["generators"][name], server_log(name)]
@@ -256,10 +252,10 @@ def local_backend(gen):
 
 
 def target_returns_logprobs(wc):
-    """False for a remote or python target with ``logprobs: false``: the attack skips its gray-box
-    variants with a note (ragmi.attacks.base.Attack's ``logprobs``)."""
-    t = target_cfg(wc)
-    return not (is_external(t) and not t[t["kind"]]["logprobs"])
+    """False for a target whose answers carry no log-probabilities (a remote or python target with
+    ``logprobs: false``): the attack skips its gray-box variants with a note (ragmi.attacks.base.Attack's
+    ``logprobs``)."""
+    return target_kind(target_cfg(wc)).answers_logprobs(target_cfg(wc))
 
 
 def final_outputs(page=True):

@@ -66,7 +66,7 @@ def utility_responses(wc):
 
 def utility_score_inputs(wc):
     files = {"questions": questions_file(wc.dataset), "responses": utility_responses(wc)}
-    if not is_remote(target_cfg(wc)):
+    if target_kind(target_cfg(wc)).reads_split(target_cfg(wc)):
         files["members"] = target_files(wc)["members"]  # the database whose texts the target retrieves
     return files
 

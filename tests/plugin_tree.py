@@ -21,9 +21,10 @@ PARTS = ("Snakefile", "rules", "workflow_scripts", "config", "envs", "profiles",
 
 @dataclass(frozen=True)
 class Plugin:
-    """One plug-in: ``package`` is ``attacks`` or ``defenses``; ``name`` its config key (an attack's
-    name under ``attacks``, a defense's ``kind``); ``module``/``cls`` what the registry line names;
-    ``source`` the module's code; ``schema`` its parameters' schema entry."""
+    """One plug-in: ``package`` is ``attacks``, ``defenses`` or ``targets``; ``name`` its config key
+    (an attack's name under ``attacks``, a defense's ``kind``, a target kind); ``module``/``cls`` what
+    the registry line names; ``source`` the module's code; ``schema`` its parameters' schema entry (a
+    target kind's: the block of its own keys, ``None`` for a kind without one)."""
 
     package: str
     name: str
@@ -36,7 +37,8 @@ class Plugin:
 def workflow_with(dest: Path, *plugins: Plugin) -> Path:
     """``dest`` holding a copy of the workflow with ``plugins`` added: their modules under
     ``src/ragmi/<package>/``, one line each in that package's ``REGISTRY`` and one schema entry each
-    (``attacks.<name>``, or ``$defs.defenses.<kind>``)."""
+    (``attacks.<name>``, ``$defs.defenses.<kind>``, or a target kind's name in ``targets.<t>.kind``'s
+    enum with its block ``targets.<t>.<name>``)."""
     dest.mkdir(parents=True, exist_ok=True)
     for part in PARTS:
         src = ROOT / part
@@ -56,12 +58,23 @@ def workflow_with(dest: Path, *plugins: Plugin) -> Path:
         init.write_text(text.replace(anchor, f'{anchor}    "{p.name}": ("{p.module}", "{p.cls}"),\n', 1))
         if p.package == "attacks":
             schema["properties"]["attacks"]["properties"][p.name] = p.schema
-        elif p.package == "defenses":
-            schema["$defs"]["defenses"][p.name] = p.schema
         else:
-            raise ValueError(f"plug-in package {p.package!r}: attacks or defenses")
+            add_schema_entry(schema, p)
     schema_path.write_text(yaml.safe_dump(schema, sort_keys=False, allow_unicode=True))
     return dest
+
+
+def add_schema_entry(schema: dict, p: Plugin) -> None:
+    """The schema entry of a defense or target-kind plug-in, added to ``schema`` in place."""
+    if p.package == "defenses":
+        schema["$defs"]["defenses"][p.name] = p.schema
+    elif p.package == "targets":
+        target = schema["properties"]["targets"]["additionalProperties"]["properties"]
+        target["kind"]["enum"].append(p.name)
+        if p.schema is not None:
+            target[p.name] = p.schema
+    else:
+        raise ValueError(f"plug-in package {p.package!r}: attacks, defenses or targets")
 
 
 def tree_env(tree: Path, env: dict | None = None) -> dict:
@@ -136,6 +149,46 @@ def register_in_process(monkeypatch, plugin: Plugin) -> None:
     if plugin.package == "attacks":
         schema["properties"]["attacks"]["properties"][plugin.name] = plugin.schema
     else:
-        schema["$defs"]["defenses"][plugin.name] = plugin.schema
+        add_schema_entry(schema, plugin)
     path = schemas.SCHEMA_PATH.resolve()
     monkeypatch.setitem(schemas._SCHEMAS, (str(path), path.stat().st_mtime_ns), schema)
+
+
+# A toy target kind (tests/plugins/toy_kind.py) with its schema entry: its name in the kind enum and
+# the block of its own keys
+TOY_KIND = Plugin(
+    package="targets",
+    name="echo",
+    module="toy_kind",
+    cls="EchoKind",
+    source=(PLUGINS / "toy_kind.py").read_text(),
+    schema={
+        "type": "object",
+        "additionalProperties": False,
+        "description": "TEST-ONLY echo target: answers every query with `answer` and its first `words` words",
+        "properties": {
+            "answer": {"type": "string", "default": "Yes"},
+            "words": {"type": "integer", "minimum": 0, "default": 3},
+        },
+    },
+)
+
+
+# A toy DP defense (tests/plugins/toy_dp.py) with its schema entry, as a defense's
+TOY_DP = Plugin(
+    package="defenses",
+    name="toy_dp",
+    module="toy_dp",
+    cls="ToyDp",
+    source=(PLUGINS / "toy_dp.py").read_text(),
+    schema={
+        "type": "object",
+        "additionalProperties": False,
+        "description": "TEST-ONLY DP defense whose noise is a quarter of what its claim needs",
+        "properties": {
+            "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
+            "sensitivity": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
+            "pool": {"type": "integer", "minimum": 1, "default": 20},
+        },
+    },
+)

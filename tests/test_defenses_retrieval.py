@@ -326,22 +326,27 @@ def test_ca_dp_takes_t_from_the_attack_that_queries_the_target():
     import pandas as pd
 
     from ragmi.defenses import build_defense
-    from ragmi.defenses.ca_dp import queries_per_candidate, set_attack_turns
+    from ragmi.defenses.ca_dp import queries_per_candidate
 
     five = pd.DataFrame({"doc_id": [f"d{i // 5}" for i in range(20)]})
     one = pd.DataFrame({"doc_id": [f"d{i}" for i in range(20)]})
     assert queries_per_candidate(five) == 5 and queries_per_candidate(one) == 1
     d = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0})
-    assert d.params["turns"] == "attack"
-    set_attack_turns([d], five, "attack menta")
+    assert d.params["turns"] == "attack" and d.reads_attack_queries
+    d.see_attack_queries({"attack menta": five})
     rec = d.record()
     assert rec["turns"] == 5 and rec["per_turn_epsilon"] == 1.0 and "menta" in rec["turns_source"]
     d = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0})
-    set_attack_turns([d], one, "attack rag_mia")
+    d.see_attack_queries({"attack rag_mia": one})
     assert d.per_turn_epsilon == 5.0  # one turn: nothing to compose
     fixed = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0, "turns": 10})
-    set_attack_turns([fixed], five, "attack menta")
+    fixed.see_attack_queries({"attack menta": five})
     assert fixed.per_turn_epsilon == 0.5 and fixed.record()["turns_source"] == "params.turns"
+    # the audit's probes see every attack's queries: the largest T, named
+    d = build_defense("c", {"kind": "ca_dp", "epsilon": 5.0})
+    d.see_attack_queries({"probes, as one": one, "probes, as five": five})
+    assert d.turns == 5 and d.record()["turns_source"] == "probes, as five: 5 queries per candidate"
+    assert not build_defense("p", {"kind": "dp_retrieval"}).reads_attack_queries
 
 
 def test_the_paper_config_measures_ca_dp_turns_per_attack():

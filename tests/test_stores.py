@@ -23,8 +23,9 @@ from ragmi.errors import ConfigError, DataError
 
 pytest.importorskip("chromadb", reason="chromadb is not installed (requirements/stores.txt)")
 
+from ragmi.rag.remote.mapping import game_aliases  # noqa: E402
 from ragmi.stores import REGISTRY, open_store  # noqa: E402
-from ragmi.stores.base import cleanup, game_aliases, insert_members, pending_manifests  # noqa: E402
+from ragmi.stores.base import cleanup, insert_members, pending_manifests  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

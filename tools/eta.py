@@ -10,7 +10,7 @@ Work (:func:`plan`), from the validated config as Snakemake reads it (the last `
 else ``config/config.yaml``; the last ``--config`` group on top): for every dataset x target x attack,
 the model requests (candidates: ``split.n_reference`` + ``split.n_eval`` per class; a negative control,
 ``<target>--null-db`` / ``--no-retrieval``, only the evaluation candidates; times the queries per
-candidate of the attack, :data:`ATTACKS`), their prompt tokens (template + query + k retrieved
+candidate the attack's class declares, ``Attack.work``), their prompt tokens (template + query + k retrieved
 documents, :func:`prompt_tokens`) and their answer tokens (a share of the attack's ``max_tokens``), in
 ``generation.shard_size`` shards, one model job each; plus the canaries, the utility questions and
 answers, and the attacker-LLM preparation of the attacks that have one.  A target whose requests are
@@ -43,6 +43,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ragmi.attacks.work import DOC_CHARS_PER_TOKEN, AttackWork  # what an attack sends: declared by its class
 
 ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUT_FILE = ROOT / ".venv" / "share" / "ragmi" / "eta-throughput.json"  # kept by `make clean`
@@ -163,11 +165,10 @@ def load_config(sm: SnakemakeArgs, root: Path = ROOT) -> dict:
 # every attack's prompt tokens sent, with and without retrieval.
 TEMPLATE_TOKENS = 33
 QUERY_CHARS_PER_TOKEN = 4.4
-DOC_CHARS_PER_TOKEN = 3.2
+
 # A document's characters when no corpus file is there yet (config/schema.yaml: synthetic lengths).
 SYNTHETIC_DOC_CHARS = {"full": 620, "short": 280, "compact": 237}
 OTHER_DOC_CHARS = 800  # any other source before its corpus exists: a rough guess, said so
-HUMAN_TURN_SHARE = 0.52  # the patient's turn of a synthetic conversation (RAG-MIA's human_turn sample)
 
 
 @dataclass
@@ -176,110 +177,11 @@ class Doc:
     source: str  # where that number comes from
 
 
-@dataclass
-class AttackWork:
-    """What one attack sends per candidate: ``queries`` requests of ``query_chars`` characters each
-    (instructions and what they quote of the candidate), answers of ``answer_tokens`` tokens on average;
-    ``unique``: the share of distinct requests (the same request is sent once); ``prepare``: the
-    attacker-LLM requests per candidate before the queries exist, as (requests, prompt characters,
-    answer tokens)."""
-
-    queries: int
-    query_chars: float
-    answer_tokens: float
-    max_tokens: int
-    unique: float = 1.0
-    prepare: tuple[float, float, float] | None = None
-    rough: bool = False
-
-
-def _rag_mia(p: dict, doc: Doc) -> AttackWork:
-    # instructions around the sample, per template (RagMIA.build_queries' PROMPTS)
-    instr = {1: 61, 2: 62, 3: 53, 4: 92}
-    quoted = doc.chars * HUMAN_TURN_SHARE if p["sample"] == "human_turn" else doc.chars
-    quoted = min(quoted, p["max_chars"])
-    chars = sum(instr.get(t, 65) + quoted for t in p["templates"]) / max(1, len(p["templates"]))
-    return AttackWork(len(p["templates"]), chars, min(p["max_tokens"], 3), p["max_tokens"])  # "Yes."/"No."
-
-
-def _s2mia(p: dict, doc: Doc) -> AttackWork:
-    mt = p["max_tokens"]
-    if mt is None:  # S2MIA.default_max_tokens: 1.3 x words of the second half + 32, capped
-        words = doc.chars / 2 / 6.8  # characters per word of the synthetic conversations' second halves
-        mt = min(int(p["max_tokens_cap"]), math.ceil(1.3 * words) + 32)
-    return AttackWork(1, 247 + doc.chars * 0.49, 0.76 * mt, int(mt))
-
-
-def _extraction(p: dict, doc: Doc) -> AttackWork:
-    anchor = min(p["anchor_chars"], doc.chars * 0.49)
-    per = {"zeng": 35 + anchor, "qi": 105 + anchor, "ragthief": 240 + anchor, "targeted": 120, "generic": 98}
-    chars = sum(per.get(name, 120) for name in p["prompts"]) / max(1, len(p["prompts"]))
-    return AttackWork(len(p["prompts"]), chars, 0.75 * p["max_tokens"], p["max_tokens"])
-
-
-def _dcmi_thetas(p: dict) -> list[float]:
-    return sorted({round(float(t), 6) for t in p["thetas"]} | {round(float(p["theta_adv2"]), 6)})
-
-
-def _dcmi(p: dict, doc: Doc) -> AttackWork:
-    n_pert = len(_dcmi_thetas(p))
-    prepare = (
-        (n_pert, 300 + doc.chars, min(p["llm_max_tokens"], doc.chars / DOC_CHARS_PER_TOKEN))
-        if p["perturber"] == "llm"
-        else None
-    )
-    # unique 0.78: WordNet leaves a short document unchanged at a small θ now and then, and the same
-    # request is sent once (the default: 186 distinct of 240)
-    return AttackWork(
-        1 + n_pert, 42 + min(p["max_chars"], doc.chars), min(p["max_tokens"], 3), p["max_tokens"], 0.78, prepare
-    )
-
-
-def _mba(p: dict, doc: Doc) -> AttackWork:
-    mt = p["max_tokens"] if p["max_tokens"] is not None else p["max_tokens_per_mask"] * p["n_masks"] + 16
-    return AttackWork(1, 190 + doc.chars, 0.8 * mt, int(mt), rough=True)
-
-
-def _ia(p: dict, doc: Doc) -> AttackWork:
-    n = p["n_questions"] if p["n_questions"] is not None else (30 if p["variant"] == "paper" else 15)
-    chars = 80 + (len(p["summary_prefix"]) + 250 + len(p["answer_instruction"]) if p["variant"] == "paper" else 0)
-    # questions (one call writes all n), a summary, then the shadow model's answer to each question
-    calls = 2 + n
-    answer = (min(p["question_max_tokens"], 20 * n) + 0.8 * p["summary_max_tokens"] + n * 3) / calls
-    return AttackWork(
-        n, chars, min(p["max_tokens"], 4), p["max_tokens"], prepare=(calls, 300 + doc.chars, answer), rough=True
-    )
-
-
-def _menta(p: dict, doc: Doc) -> AttackWork:
-    n = int(p["n_questions"])
-    chars = 80 + (250 if p["prepend_summary"] else 0)
-    answer = (min(p["question_max_tokens"], 20 * n) + 0.8 * p["summary_max_tokens"]) / 2
-    return AttackWork(
-        n, chars, 0.6 * p["max_tokens"], p["max_tokens"], prepare=(2, 300 + doc.chars, answer), rough=True
-    )
-
-
-# Per attack (config key): its queries per candidate and their sizes, from its validated parameters and a
-# typical document.  Kept here, not read from the attacks (most build their queries from materials that
-# exist only once the run has prepared them); tests/test_eta.py checks the counts and max_tokens against
-# every attack's build_queries.
-ATTACKS = {
-    "rag_mia": _rag_mia,
-    "s2mia": _s2mia,
-    "extraction": _extraction,
-    "dcmi": _dcmi,
-    "mba": _mba,
-    "ia": _ia,
-    "menta": _menta,
-}
-
-
 def attack_work(name: str, params: dict, doc: Doc) -> AttackWork:
-    fn = ATTACKS.get(name)
-    if fn is None:  # an attack added since: one query per candidate quoting it, a 64-token answer
-        return AttackWork(1, 100 + doc.chars, 48, 64, rough=True)
-    return fn(params, doc)
+    """What attack ``name`` sends per candidate, as its class declares it (``Attack.work``)."""
+    from ragmi.attacks import attack_class
+
+    return attack_class(name).work(params, doc.chars)
 
 
 def prompt_tokens(query_chars: float, k: int, doc_chars: float) -> float:
@@ -367,10 +269,10 @@ def _gen_key(cfg: dict, dataset: str, target: str, what: str) -> tuple | None:
     """What decides a target's requests to its model: two targets with the same key send the same
     requests (its output-only defenses act after the response cache).  None: never shared."""
     from ragmi.defenses import defense_class
-    from ragmi.plan import is_external
+    from ragmi.targets import own_pipeline
 
     t = cfg["targets"][target]
-    if is_external(t):
+    if own_pipeline(t):
         return None
     pre = tuple(d for d in t["defenses"] if set(defense_class(cfg["defenses"][d]["kind"]).hooks) != {"output"})
     return (
@@ -404,7 +306,8 @@ def _model(cfg: dict, gen_name: str) -> tuple[str, bool]:
 def plan(cfg: dict, root: Path = ROOT) -> list[Work]:
     """Every model job kind of the run, with its requests and tokens (module docstring)."""
     from ragmi.audit.plan import audited, canary_dataset, canary_seeds, canary_targets
-    from ragmi.plan import control_base, is_external, runs
+    from ragmi.plan import control_base, runs
+    from ragmi.targets import own_pipeline
 
     n_ref, n_eval = int(cfg["split"]["n_reference"]), int(cfg["split"]["n_eval"])
     n_candidates = 2 * n_ref + 2 * n_eval
@@ -428,7 +331,7 @@ def plan(cfg: dict, root: Path = ROOT) -> list[Work]:
         per = prompt_tokens(query_chars, k, docs[dataset].chars)
         jobs = max(1, math.ceil(n_all / shard_size))
         sent = 0.0 if done else own
-        more = dict(reused_from=reused, done=done, local=local and not is_external(t), rough=rough, own=own, key=key)
+        more = dict(reused_from=reused, done=done, local=local and not own_pipeline(t), rough=rough, own=own, key=key)
         works.append(Work(kind, dataset, target, what, model, jobs, sent, n_sent, sent * per, answer, **more))
 
     def attacker_work(kind, dataset, what, n, per_prompt, answer, done, rough=False):

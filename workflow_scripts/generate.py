@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragmi.defenses.ca_dp import set_attack_turns
 from ragmi.errors import DiskFullError
 from ragmi.io import atomic_write_parquet, atomic_write_text
-from ragmi.plan import is_python, is_remote
-from ragmi.rag.factory import rag_system
-from ragmi.rag.python_target import python_target
-from ragmi.rag.remote import remote_target
-from ragmi.stores.base import game_aliases
+from ragmi.targets import target_kind
 from ragmi.workflow import RESPONSE_FILE_COLUMNS, eval_queries, run_step, target_spec
 
 
@@ -31,30 +26,14 @@ def main(smk, log):
     if "control_candidates" in smk.input.keys():  # a negative control answers the evaluation candidates only
         shard = eval_queries(shard, pd.read_parquet(smk.input.control_candidates))
     log(f"target {spec.name}: {len(shard)} queries (shard {smk.wildcards.shard})")
-    if is_remote(spec.target):  # a service over HTTP: no database, no index here
-        documents = None
-        if "source_members" in smk.input.keys():  # remote.sources_path: its sources matched to these
-            documents = pd.concat(
-                [
-                    pd.read_parquet(smk.input[c], columns=["doc_id", "text", "title"])
-                    for c in ("source_members", "source_nonmembers")
-                ],
-                ignore_index=True,
-            )
-        aliases = None
-        if documents is not None and "store_inserted" in smk.input.keys():
-            # the store game's ids of its members name them too (a service reports the store's ids)
-            aliases = game_aliases(json.loads(Path(smk.input.store_inserted).read_text())["manifest"])
-        system = remote_target(spec, log, documents, aliases)
-    elif is_python(spec.target):  # a user's chain called in process: its own database and index
-        system = python_target(spec, log)
-    else:
-        system = rag_system(spec, pd.read_parquet(smk.input.members), log)
+    system = target_kind(spec.target).open(spec, smk.input, log)  # ragmi.targets: rag, remote, python, ...
     with system as rag:
-        # CA-DP's T: the queries this attack spends on one candidate, over all its shards
-        if any(d.kind == "ca_dp" for d in getattr(rag, "defenses", ())):
-            queries = pd.read_parquet(smk.input.queries, columns=["doc_id"])
-            set_attack_turns(rag.defenses, queries, f"attack {smk.wildcards.attack}")
+        # a defense calibrated to the attack it faces (CA-DP's T) reads all of this attack's queries
+        calibrated = [d for d in getattr(rag, "defenses", ()) if d.reads_attack_queries]
+        if calibrated:
+            queries = {f"attack {smk.wildcards.attack}": pd.read_parquet(smk.input.queries, columns=["doc_id"])}
+            for d in calibrated:
+                d.see_attack_queries(queries)
         try:
             answers = rag.answer(
                 shard["user_prompt"].tolist(),

@@ -5,7 +5,6 @@ declared hook never fires."""
 import pandas as pd
 
 from ragmi.audit.inventory import check_inventory, inventory
-from ragmi.defenses.ca_dp import queries_per_candidate, set_attack_turns
 from ragmi.io import atomic_write_text, write_json
 from ragmi.rag.factory import rag_system
 from ragmi.workflow import run_step, target_spec
@@ -19,11 +18,11 @@ def main(smk, log):
     )
     spec = target_spec(smk)
     with rag_system(spec, members, log) as rag:
-        # CA-DP's probes use the largest T among the attacks that query this target
-        frames = {f: pd.read_parquet(f, columns=["doc_id"]) for f in getattr(smk.input, "queries", [])}
-        if frames:
-            top = max(frames, key=lambda f: queries_per_candidate(frames[f]))
-            set_attack_turns(rag.defenses, frames[top], f"probes, as {top}")
+        # a defense calibrated to the attack it faces (CA-DP: the largest T) sees every attack's queries
+        calibrated = [d for d in rag.defenses if d.reads_attack_queries]
+        frames = {f"probes, as {f}": pd.read_parquet(f, columns=["doc_id"]) for f in getattr(smk.input, "queries", [])}
+        for d in calibrated:
+            d.see_attack_queries(frames)
         rows, statuses = inventory(spec.name, rag, responses)
     df = pd.DataFrame([r.__dict__ for r in rows])
     df.insert(0, "dataset", smk.wildcards.dataset)

@@ -16,15 +16,11 @@ import yaml
 from jsonschema.exceptions import best_match
 
 from .errors import ConfigError
-from .plan import (
-    CONTROLS,
-    default_generator,
-    fold_requirements,
-    is_external,
-    is_python,
-    is_remote,
-)
+from .plan import CONTROLS, default_generator, fold_requirements
 from .schema import DefaultingValidator, load_schema
+from .targets import REGISTRY as TARGET_KINDS
+from .targets import kind_class, target_kind
+from .targets.base import check_block
 
 
 def validate_config(config: dict, schema: dict | None = None) -> dict:
@@ -75,9 +71,8 @@ def _check_references(cfg: dict) -> None:
     """Every name the config uses is defined, and each section's keys fit the others (in this order:
     the first problem found is the one reported)."""
     _check_attacker(cfg)
-    _check_remote(cfg)
+    _check_target_kinds(cfg)
     _check_stores(cfg)
-    _check_target_components(cfg)
     _derive_controls(cfg)
     _check_folds(cfg)
     _check_frameworks(cfg)
@@ -101,20 +96,6 @@ def _check_attacker(cfg: dict) -> None:
         attacker["generator"] = default_generator(cfg)
     if attacker["generator"] not in cfg.get("generators", {}):
         raise ConfigError(f"config key attacker.generator: {attacker['generator']!r} is not defined under 'generators'")
-
-
-def _check_target_components(cfg: dict) -> None:
-    """The retriever and generator of every in-process target are defined."""
-    for name, t in cfg["targets"].items():
-        if is_external(t):
-            continue
-        for kind in ("retriever", "generator"):
-            section = kind + "s"
-            if t[kind] not in cfg.get(section, {}):
-                raise ConfigError(
-                    f"config key targets.{name}.{kind}: {t[kind]!r} is not defined under '{section}' "
-                    f"(defined: {', '.join(sorted(cfg.get(section, {}))) or 'none'})"
-                )
 
 
 def _check_generator_endpoints(cfg: dict) -> None:
@@ -144,23 +125,19 @@ def _check_folds(cfg: dict) -> None:
             )
 
 
-def _check_remote(cfg: dict) -> None:
-    """Remote targets: the keys their API needs, nothing that only an in-process target has, and the
-    datasets each target names; the file of every dataset of source 'candidates'."""
-    # here, not at the top: attack code imports this module and must not import ragmi.rag (test_registries)
-    from .rag.remote.keys import check_remote_target
-
+def _check_target_kinds(cfg: dict) -> None:
+    """Every target's kind is registered and its entry fits it (``ragmi.targets``: the block of the
+    kind's own keys, and the kind's own checks); the datasets each target names; the file of every
+    dataset of source 'candidates'."""
     _check_candidates_files(cfg)
+    kinds = {n: kind_class(n)() for n in TARGET_KINDS}
+    blocks = {k.block: n for n, k in kinds.items() if k.block}
     for name, t in cfg["targets"].items():
         _check_target_datasets(cfg, name, t)
-        if is_remote(t):
-            check_remote_target(name, t)
-        elif "remote" in t:
-            raise ConfigError(f"config key targets.{name}.remote: only used with kind 'remote'")
-        if is_python(t):
-            _check_python_target(name, t)
-        elif "python" in t:
-            raise ConfigError(f"config key targets.{name}.python: only used with kind 'python'")
+        if t["kind"] not in kinds:
+            kind_class(t["kind"], f"targets.{name}.kind")  # raises, naming the known kinds
+        check_block(kinds[t["kind"]], name, t, blocks)
+        kinds[t["kind"]].check(cfg, name, t)
 
 
 # Keys of stores.<s> besides the common ones (kind, collection, host, port, embedder, id_prefix,
@@ -225,8 +202,11 @@ def _check_stores(cfg: dict) -> None:
             raise ConfigError(
                 f"{where}: {t['store']!r} is not defined under 'stores' (defined: {', '.join(sorted(cfg['stores'])) or 'none'})"
             )
-        if not is_remote(t):
-            raise ConfigError(f"{where}: only a remote target (kind remote) plays the game in a store")
+        if not target_kind(t).holds_store:
+            kinds = [n for n in sorted(TARGET_KINDS) if kind_class(n).holds_store]
+            raise ConfigError(
+                f"{where}: only a {' or '.join(kinds)} target (kind {' or '.join(kinds)}) plays the game in a store"
+            )
         if len(t.get("datasets") or []) != 1:
             raise ConfigError(f"config key targets.{name}.datasets: a target with a store names exactly one dataset")
         d = t["datasets"][0]
@@ -260,25 +240,6 @@ def _check_target_datasets(cfg: dict, name: str, t: dict) -> None:
             )
 
 
-def _check_python_target(name: str, t: dict) -> None:
-    """A python target has none of an in-process ragmi target's keys, exactly one of callable and
-    factory, and its module can be found (``ragmi.rag.python_target.check_reference``)."""
-    from .rag.python_target import check_reference
-
-    where = f"config key targets.{name}"
-    for key in ("retriever", "generator"):
-        if key in t:
-            raise ConfigError(f"{where}.{key}: a python target does its own retrieval and generation; remove the key")
-    if t["defenses"]:
-        raise ConfigError(
-            f"{where}.defenses: a python target's defenses are the chain's own; ragmi cannot add hooks to it"
-        )
-    p = t["python"]
-    if ("callable" in p) == ("factory" in p):
-        raise ConfigError(f"{where}.python: give exactly one of callable (called per query) and factory")
-    check_reference(p, f"targets.{name}.python")
-
-
 def _derive_controls(cfg: dict) -> None:
     """Add the negative-control targets of every undefended target (``controls``)."""
     controls = cfg["controls"]
@@ -286,7 +247,7 @@ def _derive_controls(cfg: dict) -> None:
         if a not in cfg["attacks"]:
             raise ConfigError(f"config key controls.attacks.{i}: {a!r} is not configured under 'attacks'")
     for name, t in sorted(cfg["targets"].items()):
-        if t["defenses"] or t["control"] != "none" or t["database"] != "members" or is_external(t):
+        if t["defenses"] or t["control"] != "none" or t["database"] != "members" or target_kind(t).own_pipeline:
             continue
         for flag, suffix, change in CONTROLS:
             if controls[flag] and name + suffix not in cfg["targets"]:
@@ -305,7 +266,7 @@ def _check_frameworks(cfg: dict) -> None:
 
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"
-        if is_external(t):  # the service runs its own pipeline: ragmi cannot choose its framework
+        if target_kind(t).own_pipeline:  # the service runs its own pipeline: ragmi cannot choose its framework
             if t["framework"] != "standard":
                 raise ConfigError(
                     f"config key {key}: a {t['kind']} target (kind {t['kind']}) does its own retrieval and generation; "
@@ -416,7 +377,7 @@ def _check_audit(cfg: dict) -> None:
     for i, t in enumerate(audit.get("canary_targets") or []):
         if t not in cfg["targets"]:
             raise ConfigError(f"config key audit.canary_targets.{i}: {t!r} is not defined under 'targets'")
-        if is_external(cfg["targets"][t]) and not cfg["targets"][t].get("store"):
+        if not target_kind(cfg["targets"][t]).takes_canaries(cfg["targets"][t]):
             raise ConfigError(
                 f"config key audit.canary_targets.{i}: {t!r} is a {cfg['targets'][t]['kind']} target; the canary "
                 "experiment builds its own knowledge base, which a service or chain of its own cannot be given "

@@ -55,28 +55,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
+# the neighbouring relations and a defense's claim are declared by the defense (ragmi.defenses.claims)
+from .defenses.claims import (  # noqa: F401 (RELATION_NONE, RELATION_UTILITY: the audit's readers name them here)
+    RELATION_DOCUMENT,
+    RELATION_NONE,
+    RELATION_SCORES,
+    RELATION_UTILITY,
+    DeclaredEpsilon,
+)
 from .metrics import clopper_pearson, fpr_estimable, threshold_at_fpr
 
 CONFIDENCE = 0.95
-
-# Neighbouring relations (what the two inputs of a DP guarantee, or of an audit's trials, are)
-RELATION_DOCUMENT = "document presence: retrieval databases differing by one document (added or removed)"
-RELATION_SCORES = (
-    "per-query retrieval scores: one query's candidate score vectors differing by at most the "
-    "sensitivity in L1 norm, the candidate set fixed (not document presence)"
-)
-RELATION_UTILITY = (
-    "per-draw retrieval utilities: every candidate's score moved by at most the sensitivity, the "
-    "candidate pool fixed (not document presence)"
-)
-RELATION_NONE = (
-    "none: dropping tokens is not ε-DP under any relation on responses (a token present in one "
-    "response and absent from the other can appear only in the first's output; not document presence)"
-)
 
 # Verdicts of :func:`audit_row`.  A lower bound at or below the claim only fails to refute it: it never
 # shows that the claim holds (a weak test, or too few trials, gives a small bound for any mechanism).
@@ -230,92 +222,16 @@ def _log_ratio(num: float, den: float) -> float:
 # --------------------------------------------------------------------------------------------
 # What the defenses claim
 # --------------------------------------------------------------------------------------------
-class DeclaredEpsilon(NamedTuple):
-    """A defense's claimed ε, how it is spent (``accounting``, in words) and the neighbouring
-    ``relation`` the claim is for (one of the ``RELATION_*`` constants)."""
-
-    claimed_eps: float
-    accounting: str
-    relation: str
-
-
 def declared_epsilon(defense) -> DeclaredEpsilon | None:
-    """What a built defense object (:func:`ragmi.defenses.build_defense`) claims, read from its
-    parameters without changing it; None for a defense that declares no ε.
-
-    * ``dp_retrieval`` (DP-R, ``ragmi/defenses/dp_retrieval.py``; Mind the Hook §IV) and the tests'
-      ``stub_fixture`` (its subclass): ε per query: i.i.d. Laplace(Δ/ε) on the scores of the first
-      ``pool`` candidates (``_common.noisy_top_k``), the top k by noisy score, noisy scores
-      released.  That is ε-DP for :data:`RELATION_SCORES` (score vectors at most Δ apart in L1;
-      Laplace mechanism, then post-processing), per query; an attack sending T queries about one
-      candidate spends T·ε on it.
-    * ``ca_dp`` (CA-DP, ``ca_dp.py``): the claimed ε is per candidate: T queries × ε/T each (even
-      split, basic sequential composition), T as set for the attack (``turns``); same relation.
-    * ``private_rag`` (``private_rag.py``; "inspired by" Koga et al.'s DP-RAG, not their
-      mechanism): ε per query, Laplace(Δ/ε) on the top-k retrieved scores and a threshold filter;
-      :data:`RELATION_SCORES` with the top-k set fixed: the top-k selection itself is not noised.
-    * ``exp_mechanism`` (``exp_mechanism.py``; the MEntA artifact's ``apply_dp_retrieval``): ε per
-      exponential-mechanism draw (weights exp(ε s / 2Δ)), k draws per query compose to k·ε;
-      :data:`RELATION_UTILITY`.  With ``scores: uniform`` the draw does not read the scores at all.
-    * ``dp_output`` (``dp_output.py``; MEntA §C.2 "DP-style output perturbation"): ε only sets the
-      keep probability ε/(1+ε); token dropping is not ε-DP for any relation (:data:`RELATION_NONE`).
-    * Every other defense (PAD, LPRAG -- simplified without its local DP --, Mirabel, rerank, the
-      instructions, the detectors, paraphrasing, entity triples): None.
-
-    None of these relations is :data:`RELATION_DOCUMENT`, so a document-level membership attack's
-    bound is not comparable with any of them (:func:`audit_row`)."""
-    from .defenses.ca_dp import CaDp
-    from .defenses.dp_output import DpOutput, keep_probability
-    from .defenses.dp_retrieval import DpRetrieval
-    from .defenses.exp_mechanism import ExpMechanism
-    from .defenses.private_rag import PrivateRag
-
-    p = getattr(defense, "params", {}) or {}
-    if "epsilon" not in p:
-        return None
-    eps = float(p["epsilon"])
-    if isinstance(defense, CaDp):
-        turns = defense.declared_turns  # read without setting it (None: no attack has set T)
-        if turns is None:
-            t_words = "T unknown (turns: attack, and no attack queries this target)"
-        else:
-            t_words = f"T = {turns} ({defense.turns_source}), ε/T = {eps / turns:g}"
-        return DeclaredEpsilon(
-            eps,
-            f"per candidate: T queries × ε/T (even split, basic sequential composition); {t_words}; each query "
-            f"Laplace(Δ·T/ε) on the top {p.get('pool')} candidates' scores, Δ = {p.get('sensitivity')}",
-            RELATION_SCORES,
-        )
-    if isinstance(defense, DpRetrieval):
-        return DeclaredEpsilon(
-            eps,
-            f"per query: Laplace(Δ/ε) = Laplace({p['sensitivity'] / eps:g}) on the top {p.get('pool')} candidates' "
-            f"scores, Δ = {p['sensitivity']}; T queries about one candidate spend T·ε on it",
-            RELATION_SCORES,
-        )
-    if isinstance(defense, PrivateRag):
-        return DeclaredEpsilon(
-            eps,
-            f"per query: Laplace(Δ/ε) = Laplace({p['sensitivity'] / eps:g}) on the retrieved top-k scores, kept when "
-            f"above {p.get('threshold')}, Δ = {p['sensitivity']}; the top-k selection is not noised; T queries "
-            "spend T·ε",
-            RELATION_SCORES,
-        )
-    if isinstance(defense, ExpMechanism):
-        uniform = " (scores: uniform: the draws do not read the scores)" if p.get("scores") == "uniform" else ""
-        return DeclaredEpsilon(
-            eps,
-            f"per draw: exponential mechanism, weights exp(ε s / 2Δ), Δ = {p.get('sensitivity')}; k draws per "
-            f"query from the top {p.get('pool')} compose to k·ε per query{uniform}",
-            RELATION_UTILITY,
-        )
-    if isinstance(defense, DpOutput):
-        return DeclaredEpsilon(
-            eps,
-            f"none: ε only sets the keep probability ε/(1+ε) = {keep_probability(eps):.4g} of each response token",
-            RELATION_NONE,
-        )
-    return None
+    """What a built defense object (:func:`ragmi.defenses.build_defense`) claims, read without changing
+    it (its :meth:`~ragmi.defenses.base.Defense.epsilon_claim`); None for a defense that declares no ε.
+    Today: DP-R (ε per query, :data:`RELATION_SCORES`), CA-DP (ε per candidate over its T queries, same
+    relation), Private-RAG (ε per query, the top-k set fixed), the exponential mechanism (ε per draw,
+    :data:`RELATION_UTILITY`) and the DP-style output perturbation (:data:`RELATION_NONE`); each
+    defense's ``epsilon_claim`` says how.  None of these relations is :data:`RELATION_DOCUMENT`, so a
+    document-level membership attack's bound is not comparable with any of them (:func:`audit_row`)."""
+    claim = getattr(defense, "epsilon_claim", None)
+    return claim() if claim is not None else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,24 +326,21 @@ def declared_pair(delta: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def has_trial(defense) -> bool:
-    """Whether the audit can drive the defense's retrieval hook on neighbouring score vectors: DP-R,
-    CA-DP and Private-RAG (Laplace noise on scores, :data:`RELATION_SCORES`)."""
-    from .defenses.dp_retrieval import DpRetrieval
-    from .defenses.private_rag import PrivateRag
-
+    """Whether the audit can drive the defense's retrieval hook on neighbouring score vectors: its claim
+    is for :data:`RELATION_SCORES` and names the Laplace ``noise_scale`` of each query (DP-R, CA-DP and
+    Private-RAG today)."""
     claim = declared_epsilon(defense)
-    return claim is not None and claim.relation == RELATION_SCORES and isinstance(defense, (DpRetrieval, PrivateRag))
+    return claim is not None and claim.relation == RELATION_SCORES and claim.noise_scale is not None
 
 
 def trial_copy(defense, turns: int | None):
-    """A copy of ``defense`` to drive (the configured object is never changed); a CA-DP copy whose T is
-    unset gets ``turns`` (its ``params.turns``, when an integer, wins: :meth:`CaDp.set_turns`)."""
+    """A copy of ``defense`` to drive (the configured object is never changed); a copy whose claim is per
+    candidate (CA-DP) and whose T is unset gets ``turns`` (its ``params.turns``, when an integer, wins:
+    :meth:`CaDp.set_turns`)."""
     import copy
 
-    from .defenses.ca_dp import CaDp
-
     d = copy.deepcopy(defense)
-    if isinstance(d, CaDp) and turns is not None:
+    if turns is not None and d.epsilon_claim().per_candidate:
         d.set_turns(int(turns), f"the audit: {turns} queries per candidate")
     return d
 
@@ -488,12 +401,9 @@ def log_ratio_statistic(
 
 
 def _scale_and_threshold(defense) -> tuple[float, float | None]:
-    """The per-query Laplace scale the defense declares (Δ / its noise ε) and Private-RAG's threshold."""
-    from .defenses.dp_retrieval import DpRetrieval
-
-    p = defense.params
-    eps = defense.noise_epsilon() if isinstance(defense, DpRetrieval) else float(p["epsilon"])
-    return float(p["sensitivity"]) / eps, (None if isinstance(defense, DpRetrieval) else float(p["threshold"]))
+    """The per-query Laplace scale the defense declares (Δ / its noise ε) and its keep threshold."""
+    claim = defense.epsilon_claim()
+    return claim.noise_scale, claim.keep_threshold
 
 
 def vector_trial(
@@ -615,8 +525,6 @@ def trial_rows(
     Each row carries :func:`max_certifiable` and :func:`correct_mechanism_bounds` at its sizes, the declared
     Δ, the L1 distance of the pair, and ``delta_measured`` / ``delta_tried`` (the real retriever's
     largest change, :mod:`ragmi.epsilon_sensitivity`).  The configured ``defense`` is not changed."""
-    from .defenses.ca_dp import CaDp
-
     claim = declared_epsilon(defense)
     eps = claim.claimed_eps
     delta = float(defense.params["sensitivity"])
@@ -627,7 +535,7 @@ def trial_rows(
         "delta_measured": float(delta_measured),
         "delta_tried": delta_tried,
     }
-    if isinstance(defense, CaDp):
+    if claim.per_candidate:
         t = turns if turns is not None else defense.declared_turns
         if t is None:
             empty = {k: float("nan") for k in ("eps_lb", "confidence", "threshold", "tpr", "fpr", "tpr_lo", "fpr_hi")}

@@ -1,5 +1,6 @@
-"""Read-only questions about a validated configuration: which targets are remote or in process,
-what runs on which dataset, a control's base target, a defended target's undefended baseline.
+"""Read-only questions about a validated configuration: what runs on which dataset, a control's
+base target, a defended target's undefended baseline (what a target of each kind is:
+:mod:`ragmi.targets`).
 
 The workflow, the audit, the utility step, the report and the gate ask these; none of them needs the
 validator (:mod:`ragmi.config`), which imports this module, never the other way round.
@@ -9,22 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
-def is_remote(target: dict) -> bool:
-    """A validated target of ``kind: remote`` (an HTTP RAG service; ``rag``, the schema's default, runs
-    in process)."""
-    return target["kind"] == "remote"
-
-
-def is_python(target: dict) -> bool:
-    """A validated target of ``kind: python`` (a user's RAG chain called in process)."""
-    return target["kind"] == "python"
-
-
-def is_external(target: dict) -> bool:
-    """A target whose retrieval and generation are not ragmi's (kind remote or python): no index, no
-    database of ragmi's, no defenses, controls, frameworks or canaries."""
-    return target["kind"] in ("remote", "python")
+from .targets import own_pipeline
 
 
 def is_plain(target: dict) -> bool:
@@ -35,7 +21,7 @@ def is_plain(target: dict) -> bool:
 def default_generator(cfg: dict) -> str:
     """The generator of the first in-process target (the attacker's and defender's default); with
     only remote targets, the first configured generator."""
-    local = [t for t in sorted(cfg["targets"]) if not is_external(cfg["targets"][t])]
+    local = [t for t in sorted(cfg["targets"]) if not own_pipeline(cfg["targets"][t])]
     if local:
         return cfg["targets"][local[0]]["generator"]
     return sorted(cfg.get("generators", {}))[0] if cfg.get("generators") else ""
@@ -117,7 +103,7 @@ def dataset_contexts(cfg: dict, dataset: str) -> list[list]:
     ``targets.<t>.context_fit`` fits and that retrieve from ``dataset`` (the corpus job's warning)."""
     out = set()
     for name, t in cfg["targets"].items():
-        if is_remote(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
+        if own_pipeline(t) or t["context_fit"] == "none" or dataset not in target_datasets(cfg, name):
             continue
         g = cfg["generators"][t["generator"]]
         if g["backend"] != "openai":

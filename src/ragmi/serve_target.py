@@ -201,15 +201,16 @@ def target_files(cfg: dict, target: str, dataset: str) -> tuple[str, str]:
 def served_spec(cfg: dict, target: str, dataset: str, cache_dir: str | None = None):
     """The TargetSpec of ``target`` over ``dataset`` (what the generate rule gives it), checking that
     its files exist."""
-    from .plan import is_external, target_needs_defender
+    from .plan import target_needs_defender
     from .rag.factory import TargetSpec, needs_model_dir
+    from .targets import own_pipeline
 
     if target not in cfg["targets"]:
         raise ConfigError(
             f"serve-target: no target {target!r} in the config (defined: {', '.join(sorted(cfg['targets']))})"
         )
     t = cfg["targets"][target]
-    if is_external(t):
+    if own_pipeline(t):
         raise ConfigError(
             f"serve-target: target {target!r} is of kind {t['kind']}; only an in-process ragmi target can be served"
         )

@@ -3,13 +3,15 @@ says an attack is added (this module, one line in ``ragmi.attacks.REGISTRY`` and
 ``attacks.toy``: tests/plugin_tree.py).  It asks whether the candidate's opening words are in the
 context and scores "yes" as member.  Its class facts are set so that a test can see each one read:
 ``out_of_fold`` (the split's fold check), ``model_references`` (the model check) and
-``audit_mi_rank`` (the audit's choice of membership attack)."""
+``audit_mi_rank`` (the audit's choice of membership attack) and ``work`` (what it sends per candidate,
+read by the run's time estimate, tools/eta.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from .base import Attack, check_queries, merge_responses
+from .work import AttackWork
 
 
 class ToyAttack(Attack):
@@ -20,6 +22,11 @@ class ToyAttack(Attack):
     @classmethod
     def model_references(cls, params):
         return [("proxy", "model")] if params.get("proxy") else []
+
+    @classmethod
+    def work(cls, p, doc_chars):
+        # one question per candidate quoting its first n_words words (about 6 characters each), "Yes"/"No"
+        return AttackWork(1, 52 + 6 * p["n_words"], 2, 4)
 
     def build_queries(self, candidates, materials=None):
         rows = [

@@ -54,6 +54,7 @@ from typing import Protocol
 import pandas as pd
 
 from ..schema import plugin_params
+from .work import AttackWork
 
 CANDIDATE_COLUMNS = ["doc_id", "text", "title", "human_turn"]  # what an attack sees of a candidate
 QUERY_COLUMNS = ["query_id", "doc_id", "user_prompt", "max_tokens", "top_logprobs"]
@@ -100,6 +101,13 @@ class Attack(ABC):
     # The leakage dashboard's membership attack when audit.mi_attack is unset: the configured attack with
     # the lowest rank (None: never chosen; ragmi.audit.plan.mi_attack).
     audit_mi_rank: int | None = None
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What the attack sends per candidate, from its validated parameters ``p`` and a typical
+        document's length (:mod:`ragmi.attacks.work`, read by ``tools/eta.py``).  This default, for an
+        attack that declares none: one query quoting the candidate, a 64-token answer, said to be rough."""
+        return AttackWork(1, 100 + doc_chars, 48, 64, rough=True)
 
     @classmethod
     def model_references(cls, params: Mapping) -> list[tuple[str, str]]:

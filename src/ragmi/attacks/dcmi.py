@@ -50,6 +50,7 @@ from .answers import parse_yes_no, yes_no_at_first_generated
 from .base import Attack, merge_responses
 from .folds import SELECTION_IN_FOLD, assign_folds
 from .perturb import LLMPerturber, WordNetPerturber
+from .work import DOC_CHARS_PER_TOKEN, AttackWork
 
 QUERY_TEMPLATE = 'Is this: "{sample}" right? Answer with Yes or No.'  # DCMI §5.1, Appendix M.2
 
@@ -108,6 +109,25 @@ class DCMI(Attack):
     out_of_fold = True  # the gray-box variants' θ and thresholds are chosen in-fold (cv_folds)
     # DCMI Fig. 9: with and without calibration, the θ sweep, the γ sweep (the dcmi_ablation table)
     ablation_sweeps = ("calibration", "theta", "gamma")
+
+    @staticmethod
+    def _work_thetas(p: Mapping) -> list[float]:
+        return sorted({round(float(t), 6) for t in p["thetas"]} | {round(float(p["theta_adv2"]), 6)})
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        n_pert = len(cls._work_thetas(p))
+        prepare = (
+            (n_pert, 300 + doc_chars, min(p["llm_max_tokens"], doc_chars / DOC_CHARS_PER_TOKEN))
+            if p["perturber"] == "llm"
+            else None
+        )
+        # unique 0.78: WordNet leaves a short document unchanged at a small θ now and then, and the same
+        # request is sent once (the default: 186 distinct of 240)
+        return AttackWork(
+            1 + n_pert, 42 + min(p["max_chars"], doc_chars), min(p["max_tokens"], 3), p["max_tokens"], 0.78, prepare
+        )
 
     @classmethod
     def ablation_sweep(cls, variant: str) -> str | None:

@@ -78,6 +78,7 @@ from ..schema import plugin_params
 from ..textmatch import longest_common_substring, normalise
 from . import prompt_pools
 from .base import QUERY_COLUMNS, Attack, merge_responses
+from .work import AttackWork
 
 ZENG_PREFIX = "About "
 ZENG_ADHESIVE = ", "
@@ -278,6 +279,14 @@ class Extraction(Attack):
     name = "extraction"
     channels = ("text",)
     extraction = True  # its responses are also scored for leakage (ragmi.audit.leakage)
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        anchor = min(p["anchor_chars"], doc_chars * 0.49)
+        per = {"zeng": 35 + anchor, "qi": 105 + anchor, "ragthief": 240 + anchor, "targeted": 120, "generic": 98}
+        chars = sum(per.get(name, 120) for name in p["prompts"]) / max(1, len(p["prompts"]))
+        return AttackWork(len(p["prompts"]), chars, 0.75 * p["max_tokens"], p["max_tokens"])
 
     @classmethod
     def leakage_variants(cls, params: Mapping | None = None) -> list[str]:

@@ -44,6 +44,7 @@ from .questions import (
     question_row,
     summary_rows,
 )
+from .work import AttackWork
 
 IA_EXAMPLE_TEXT = (
     "Dioxins invade the body mainly through the diet, and produce toxicity through the transformation of aryl "
@@ -121,6 +122,18 @@ class IA(Attack):
     name = "ia"
     needs_prepare = True
     audit_mi_rank = 4
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        n = p["n_questions"] if p["n_questions"] is not None else (30 if p["variant"] == "paper" else 15)
+        chars = 80 + (len(p["summary_prefix"]) + 250 + len(p["answer_instruction"]) if p["variant"] == "paper" else 0)
+        # questions (one call writes all n), a summary, then the shadow model's answer to each question
+        calls = 2 + n
+        answer = (min(p["question_max_tokens"], 20 * n) + 0.8 * p["summary_max_tokens"] + n * 3) / calls
+        return AttackWork(
+            n, chars, min(p["max_tokens"], 4), p["max_tokens"], prepare=(calls, 300 + doc_chars, answer), rough=True
+        )
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

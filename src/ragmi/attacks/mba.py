@@ -52,6 +52,7 @@ from ..errors import ConfigError
 from .base import Attack, merge_responses
 from .folds import SELECTION_IN_FOLD, assign_folds
 from .models import load_proxy
+from .work import AttackWork
 
 # MBA Fig. 2 simplified attack prompt; "\n" in the format spec is the two characters printed in the paper.
 QUERY_TEMPLATE = (
@@ -352,6 +353,12 @@ class MBA(Attack):
     needs_prepare = True
     audit_mi_rank = 5
     out_of_fold = True  # mba/gamma's gamma is chosen in-fold (cv_folds)
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        mt = p["max_tokens"] if p["max_tokens"] is not None else p["max_tokens_per_mask"] * p["n_masks"] + 16
+        return AttackWork(1, 190 + doc_chars, 0.8 * mt, int(mt), rough=True)
 
     @classmethod
     def model_references(cls, params):

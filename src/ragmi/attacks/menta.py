@@ -54,6 +54,7 @@ from .questions import (
     split_text,
     summary_rows,
 )
+from .work import AttackWork
 
 # MEntA authors' query-generation prompts ("specific" mode), verbatim.
 QUESTION_SYSTEM = (
@@ -179,6 +180,16 @@ class MEntA(Attack):
     name = "menta"
     needs_prepare = True
     audit_mi_rank = 3
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        n = int(p["n_questions"])
+        chars = 80 + (250 if p["prepend_summary"] else 0)
+        answer = (min(p["question_max_tokens"], 20 * n) + 0.8 * p["summary_max_tokens"]) / 2
+        return AttackWork(
+            n, chars, 0.6 * p["max_tokens"], p["max_tokens"], prepare=(2, 300 + doc_chars, answer), rough=True
+        )
 
     @classmethod
     def model_references(cls, params):

@@ -53,6 +53,7 @@ import pandas as pd
 from .answers import parse_yes_no, yes_no_at_first_generated, yes_no_at_first_position
 from .base import Attack, merge_responses
 from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
+from .work import HUMAN_TURN_SHARE, AttackWork
 
 # RAG-MIA Table 1, verbatim (typographic quotes as in the paper's rendering).
 PROMPTS = {
@@ -139,6 +140,16 @@ class RagMIA(Attack):
     name = "rag_mia"
     out_of_fold = True  # the gray-box ensemble's reference scores (cv_folds)
     audit_mi_rank = 0
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        # instructions around the sample, per template (RagMIA.build_queries' PROMPTS)
+        instr = {1: 61, 2: 62, 3: 53, 4: 92}
+        quoted = doc_chars * HUMAN_TURN_SHARE if p["sample"] == "human_turn" else doc_chars
+        quoted = min(quoted, p["max_chars"])
+        chars = sum(instr.get(t, 65) + quoted for t in p["templates"]) / max(1, len(p["templates"]))
+        return AttackWork(len(p["templates"]), chars, min(p["max_tokens"], 3), p["max_tokens"])  # "Yes."/"No."
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ import pandas as pd
 from ..errors import ConfigError
 from .base import Attack, merge_responses
 from .folds import SELECTION_IN_FOLD, assign_folds, constant_where_features_are, fold_rows
+from .work import AttackWork
 
 # S2MIA paper template, verbatim.
 QUERY_TEMPLATE = (
@@ -167,6 +168,15 @@ class S2MIA(Attack):
     needs_prepare = False
     out_of_fold = True  # the classifier's reference scores (cv_folds)
     audit_mi_rank = 1
+
+    @classmethod
+    def work(cls, p: Mapping, doc_chars: float) -> AttackWork:
+        """What this attack sends per candidate (:mod:`ragmi.attacks.work`; ``tools/eta.py``)."""
+        mt = p["max_tokens"]
+        if mt is None:  # S2MIA.default_max_tokens: 1.3 x words of the second half + 32, capped
+            words = doc_chars / 2 / 6.8  # characters per word of the synthetic conversations' second halves
+            mt = min(int(p["max_tokens_cap"]), math.ceil(1.3 * words) + 32)
+        return AttackWork(1, 247 + doc_chars * 0.49, 0.76 * mt, int(mt))
 
     @classmethod
     def variant_channels(cls, variant: str) -> tuple[str, ...]:

@@ -94,9 +94,12 @@ def detector_defenses(cfg, target: str) -> list[str]:
 def detection_pairs(cfg) -> list[tuple[str, str]]:
     """(dataset, target) of every local target with a detector that runs at least one attack on the
     dataset: the benign queries are sent to those, and their attack responses hold the flags."""
-    from ..plan import is_external, runs
+    from ..plan import runs
+    from ..targets import own_pipeline
 
-    return sorted({(d, t) for d, t, _ in runs(cfg) if detector_defenses(cfg, t) and not is_external(cfg["targets"][t])})
+    return sorted(
+        {(d, t) for d, t, _ in runs(cfg) if detector_defenses(cfg, t) and not own_pipeline(cfg["targets"][t])}
+    )
 
 
 def detection_files(cfg) -> list[str]:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..attacks import attack_class
-from ..plan import is_external, runs, store_target_of, target_attacks, target_datasets
+from ..plan import runs, store_target_of, target_attacks, target_datasets
+from ..targets import own_pipeline, target_kind
 
 
 def defended_targets(cfg: Mapping) -> list[str]:
@@ -63,7 +64,7 @@ def canary_targets(cfg: Mapping) -> list[str]:
         else sorted(
             t
             for t, c in cfg["targets"].items()
-            if target_attacks(cfg, t) and c["control"] == "none" and (not is_external(c) or c.get("store"))
+            if target_attacks(cfg, t) and c["control"] == "none" and target_kind(c).takes_canaries(c)
         )
     )
 
@@ -107,7 +108,7 @@ def leakage_files(cfg: Mapping) -> list[str]:
     return [
         f"results/audit/{d}/{t}/leakage/{a}.csv"
         for d, t, a in runs(cfg)
-        if a in ext and not is_external(cfg["targets"][t])
+        if a in ext and not own_pipeline(cfg["targets"][t])
     ]
 
 

@@ -200,10 +200,24 @@ class Defense:
     needs_llm = False  # calls the defender LLM
     stochastic = False  # its hooks draw from ctx.rng: one may leave a query unchanged by chance
     source = ""  # paper and section the defense follows
+    # Calibrated to the attack it faces (CA-DP's T): the job that builds it hands it the attack's
+    # queries (see_attack_queries) before the first answer.
+    reads_attack_queries = False
 
     def __init__(self, name: str, params: Mapping):
         self.name = name
         self.params = dict(params)
+
+    def epsilon_claim(self):
+        """What the defense claims as a DP mechanism (:class:`ragmi.defenses.claims.DeclaredEpsilon`),
+        read without changing it; None for a defense that claims no ε.  The ε audit lists every
+        defense that declares one, and drives its hook when the claim gives a ``noise_scale``."""
+        return None
+
+    def see_attack_queries(self, queries: Mapping) -> None:
+        """``queries``: {how to name them: the query frame (``doc_id`` per query) of an attack this
+        target answers}: one attack's in a generate job, every attack's for the audit's probes.  Only
+        a defense with ``reads_attack_queries`` is handed them; the others ignore them."""
 
     def pool_size(self, k: int) -> int:
         """How many retrieval candidates this defense needs (backfill, sampling); ``k`` by default."""

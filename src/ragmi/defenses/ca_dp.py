@@ -16,6 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ._common import RETRIEVAL_DOWNSTREAM
+from .claims import RELATION_SCORES, DeclaredEpsilon
 from .dp_retrieval import DpRetrieval
 
 
@@ -41,6 +42,8 @@ class CaDp(DpRetrieval):
         "pool": "params.pool candidates noised (untold; default 20)",
     }
 
+    reads_attack_queries = True
+
     def __init__(self, name, params):
         super().__init__(name, params)
         t = self.params.get("turns", "attack")
@@ -54,6 +57,35 @@ class CaDp(DpRetrieval):
         if int(turns) < 1:
             raise ValueError(f"defense {self.name}: T must be at least 1, got {turns}")
         self._turns, self.turns_source = int(turns), source
+
+    def see_attack_queries(self, queries) -> None:
+        """T from the attack queries handed over: the largest of their :func:`queries_per_candidate`
+        (the first such frame on a tie), named in ``turns_source``."""
+        if not queries:
+            return
+        top = max(queries, key=lambda name: queries_per_candidate(queries[name]))
+        t = queries_per_candidate(queries[top])
+        self.set_turns(t, f"{top}: {t} queries per candidate")
+
+    def epsilon_claim(self) -> DeclaredEpsilon:
+        """ε per candidate: T queries × ε/T each (even split, basic sequential composition), T as set for
+        the attack (``declared_turns``; unknown while no attack has set it); each query DP-R's mechanism
+        with ε/T, same relation."""
+        p = self.params
+        eps = float(p["epsilon"])
+        turns = self.declared_turns  # read without setting it (None: no attack has set T)
+        if turns is None:
+            t_words = "T unknown (turns: attack, and no attack queries this target)"
+        else:
+            t_words = f"T = {turns} ({self.turns_source}), ε/T = {eps / turns:g}"
+        return DeclaredEpsilon(
+            eps,
+            f"per candidate: T queries × ε/T (even split, basic sequential composition); {t_words}; each query "
+            f"Laplace(Δ·T/ε) on the top {p.get('pool')} candidates' scores, Δ = {p.get('sensitivity')}",
+            RELATION_SCORES,
+            per_candidate=True,
+            noise_scale=float(p["sensitivity"]) / self.noise_epsilon(),
+        )
 
     NO_ATTACK_TURNS = "no attack queries this target: T = 1"
 
@@ -81,11 +113,3 @@ class CaDp(DpRetrieval):
 
     def noise_epsilon(self) -> float:
         return self.per_turn_epsilon
-
-
-def set_attack_turns(defenses, queries: pd.DataFrame | None, source: str) -> None:
-    """Give every CA-DP defense of a target T from the queries of the attack being answered."""
-    t = queries_per_candidate(queries)
-    for d in defenses:
-        if isinstance(d, CaDp):
-            d.set_turns(t, f"{source}: {t} queries per candidate")

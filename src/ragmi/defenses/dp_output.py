@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ._common import CountingDefense
 from .base import REFUSAL, set_response_text
+from .claims import RELATION_NONE, DeclaredEpsilon
 
 
 def keep_probability(epsilon: float) -> float:
@@ -34,6 +35,16 @@ class DpOutput(CountingDefense):
         "log-prob columns": "kept (text-only perturbation, as in the paper)",
         "all tokens dropped": "params.on_all_dropped: one_token (artifact) or refuse",
     }
+
+    def epsilon_claim(self) -> DeclaredEpsilon:
+        """ε only sets the keep probability ε/(1+ε); token dropping is not ε-DP for any relation
+        (:data:`RELATION_NONE`)."""
+        eps = float(self.params["epsilon"])
+        return DeclaredEpsilon(
+            eps,
+            f"none: ε only sets the keep probability ε/(1+ε) = {keep_probability(eps):.4g} of each response token",
+            RELATION_NONE,
+        )
 
     def perturb(self, text: str, rng) -> str:
         tokens = (text or "").split()

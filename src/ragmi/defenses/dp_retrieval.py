@@ -12,6 +12,7 @@ docs/provenance.md#dp_retrieval
 from __future__ import annotations
 
 from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, noisy_top_k
+from .claims import RELATION_SCORES, DeclaredEpsilon
 
 
 class DpRetrieval(CountingDefense):
@@ -33,6 +34,21 @@ class DpRetrieval(CountingDefense):
     def noise_epsilon(self) -> float:
         """The privacy budget each query's Laplace noise is drawn with."""
         return self.params["epsilon"]
+
+    def epsilon_claim(self) -> DeclaredEpsilon:
+        """ε per query: i.i.d. Laplace(Δ/ε) on the scores of the first ``pool`` candidates
+        (``_common.noisy_top_k``), the top k by noisy score, noisy scores released: ε-DP for
+        :data:`RELATION_SCORES` (Laplace mechanism, then post-processing), per query; an attack sending
+        T queries about one candidate spends T·ε on it."""
+        p = self.params
+        eps = float(p["epsilon"])
+        return DeclaredEpsilon(
+            eps,
+            f"per query: Laplace(Δ/ε) = Laplace({p['sensitivity'] / eps:g}) on the top {p.get('pool')} candidates' "
+            f"scores, Δ = {p['sensitivity']}; T queries about one candidate spend T·ε on it",
+            RELATION_SCORES,
+            noise_scale=float(p["sensitivity"]) / self.noise_epsilon(),
+        )
 
     def on_retrieval(self, states, ctx):
         for s in states:

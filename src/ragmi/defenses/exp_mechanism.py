@@ -17,6 +17,7 @@ import numpy as np
 
 from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, candidates
 from .base import select_top
+from .claims import RELATION_UTILITY, DeclaredEpsilon
 
 
 def exponential_draws(
@@ -48,6 +49,18 @@ class ExpMechanism(CountingDefense):
 
     def pool_size(self, k: int) -> int:
         return max(k, self.params["pool"])
+
+    def epsilon_claim(self) -> DeclaredEpsilon:
+        """ε per exponential-mechanism draw (weights exp(ε s / 2Δ)); k draws per query compose to k·ε:
+        :data:`RELATION_UTILITY`.  With ``scores: uniform`` the draw does not read the scores at all."""
+        p = self.params
+        uniform = " (scores: uniform: the draws do not read the scores)" if p.get("scores") == "uniform" else ""
+        return DeclaredEpsilon(
+            float(p["epsilon"]),
+            f"per draw: exponential mechanism, weights exp(ε s / 2Δ), Δ = {p.get('sensitivity')}; k draws per "
+            f"query from the top {p.get('pool')} compose to k·ε per query{uniform}",
+            RELATION_UTILITY,
+        )
 
     def on_retrieval(self, states, ctx):
         for s in states:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._common import RETRIEVAL_DOWNSTREAM, CountingDefense, laplace_scores
 from .base import select_top
+from .claims import RELATION_SCORES, DeclaredEpsilon
 
 
 class PrivateRag(CountingDefense):
@@ -30,6 +31,21 @@ class PrivateRag(CountingDefense):
         "filtered set": "the top-k retrieved documents, no backfill",
         "nothing passes": "empty context (counted in stats.empty_contexts)",
     }
+
+    def epsilon_claim(self) -> DeclaredEpsilon:
+        """ε per query, Laplace(Δ/ε) on the top-k retrieved scores and a threshold filter:
+        :data:`RELATION_SCORES` with the top-k set fixed (the top-k selection itself is not noised)."""
+        p = self.params
+        eps = float(p["epsilon"])
+        return DeclaredEpsilon(
+            eps,
+            f"per query: Laplace(Δ/ε) = Laplace({p['sensitivity'] / eps:g}) on the retrieved top-k scores, kept when "
+            f"above {p.get('threshold')}, Δ = {p['sensitivity']}; the top-k selection is not noised; T queries "
+            "spend T·ε",
+            RELATION_SCORES,
+            noise_scale=float(p["sensitivity"]) / eps,
+            keep_threshold=float(p["threshold"]),
+        )
 
     def on_retrieval(self, states, ctx):
         for s in states:

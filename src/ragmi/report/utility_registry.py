@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..audit import plan as audit_plan
-from ..plan import baseline_targets, is_remote
+from ..plan import baseline_targets
+from ..targets import target_kind
 from ..utility import plan as utility_plan
 from . import utility_tables
 from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows, read_scores
@@ -45,8 +46,10 @@ def _privacy_utility_inputs(config: Mapping) -> dict[str, list[str]]:
     return {k: v for k, v in files.items() if v}
 
 
-def _remote_targets(config: Mapping) -> set:
-    return {t for t, c in config["targets"].items() if is_remote(c)}
+def _unknown_retrievals(config: Mapping) -> set:
+    """The targets whose retrieved texts ragmi does not know (they retrieve from a database of their
+    own: a remote service, a user's chain)."""
+    return {t for t, c in config["targets"].items() if not target_kind(c).reads_split(c)}
 
 
 def _utility(files: Files, config: Mapping) -> pd.DataFrame:
@@ -54,7 +57,7 @@ def _utility(files: Files, config: Mapping) -> pd.DataFrame:
         utility_tables.read_utility_scores(files["utility"]),
         config["targets"],
         baseline_targets(config["targets"]),
-        _remote_targets(config),
+        _unknown_retrievals(config),
         n_boot=int(config["metrics"]["n_boot"]),
         seed=int(config["utility"]["seed"]),
     )

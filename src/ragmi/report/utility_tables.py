@@ -112,7 +112,7 @@ PRIVACY_UTILITY_COLUMNS = [
 ]
 
 NO_CHANGE = "no detectable change"
-REMOTE_NOTE = "n/a: a remote target's retrieved texts are unknown"
+UNKNOWN_RETRIEVAL_NOTE = "n/a: a remote or python target's retrieved texts are unknown"
 
 
 def utility_change(lo: float, hi: float) -> str:
@@ -142,13 +142,13 @@ def utility_frame(
     scores: Mapping,
     targets: Mapping,
     baselines: Mapping,
-    remote: set,
+    unknown_retrieval: set,
     n_boot: int,
     seed: int,
 ) -> pd.DataFrame:
     """The ``utility`` rows (:data:`UTILITY_COLUMNS`) from the per-question scores of every (dataset,
-    target); ``baselines``: {target: undefended counterpart or None}; ``remote``: the remote targets
-    (their faithfulness is n/a).  The Δ of a defended target is over the questions both answered
+    target); ``baselines``: {target: undefended counterpart or None}; ``unknown_retrieval``: the targets
+    whose retrieved texts ragmi does not know (a remote service, a user's chain: their faithfulness is n/a).  The Δ of a defended target is over the questions both answered
     with a value (paired bootstrap: the same resampled questions for both)."""
     rows = []
     for (dataset, target), df in sorted(scores.items()):
@@ -176,8 +176,8 @@ def utility_frame(
                 "utility_change": "",
                 "note": "",
             }
-            if metric == "faithfulness" and target in remote:
-                row["note"] = REMOTE_NOTE
+            if metric == "faithfulness" and target in unknown_retrieval:
+                row["note"] = UNKNOWN_RETRIEVAL_NOTE
             elif metric == "faithfulness" and n < len(df):
                 row["note"] = f"{len(df) - n} answer(s) without a claim (abstention or no content word) left out"
             if base is None:

@@ -209,13 +209,6 @@ def insert_members(
     return manifest
 
 
-def game_aliases(manifest_path: str | Path) -> dict[str, str]:
-    """{store id: doc_id} of the game's members (not its canaries): a service that reports the ids of
-    the sources it retrieved names the members by these (``ragmi.rag.remote.SourceMatcher``)."""
-    m = json.loads(Path(manifest_path).read_text())
-    return dict(zip(m["planned"][: len(m["doc_ids"])], m["doc_ids"], strict=True))
-
-
 def cleanup(store: Store, manifest_path: str | Path, record_path: str | Path | None = None, log=print) -> dict:
     """Delete exactly the manifest's planned ids, verify the 'before' state, write the cleanup record
     (``cleanup.json`` beside the manifest unless ``record_path``). Raises DataError when the collection

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 _MISSING = object()
 
@@ -151,3 +153,11 @@ def query_text(messages) -> str:
                 return "".join(p.get("text", "") for p in c if isinstance(p, Mapping))
             return "" if c is None else str(c)
     return ""
+
+
+def game_aliases(manifest_path: str | Path) -> dict[str, str]:
+    """{store id: doc_id} of the store game's members (not its canaries), read from the manifest
+    ``ragmi.stores.base.insert_members`` wrote: a service that reports the ids of the sources it
+    retrieved names the members by these (:class:`SourceMatcher`'s ``aliases``)."""
+    m = json.loads(Path(manifest_path).read_text())
+    return dict(zip(m["planned"][: len(m["doc_ids"])], m["doc_ids"], strict=True))
