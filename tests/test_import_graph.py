@@ -127,6 +127,91 @@ def closure(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
+# docs/architecture.md, "Floors": the floor of each package or module named there (the longest prefix wins).
+# Every other module sits on the lowest floor its imports allow, so it carries no floor of its own: an arrow
+# through it counts as an arrow from the module that imports it.
+FLOORS = {
+    "ragmi.errors": 1,
+    "ragmi.io": 1,
+    "ragmi.hardware": 1,
+    "ragmi.schema": 2,
+    "ragmi.gate.metrics": 2,  # the gate's declarations, which the validator reads
+    "ragmi.gate.limits": 2,
+    "ragmi.attacks": 3,
+    "ragmi.defenses": 3,
+    "ragmi.rag": 3,
+    "ragmi.targets": 3,
+    "ragmi.datasets": 3,
+    "ragmi.plan": 4,
+    "ragmi.config": 5,
+    "ragmi.workflow": 6,
+    "ragmi.report": 6,
+    "ragmi.gate": 6,
+    "ragmi.audit": 6,
+    "ragmi.utility": 6,
+    "ragmi.stores": 6,
+    "ragmi.serve_target": 6,
+    "ragmi.__main__": 6,
+}
+
+
+def floor_of(module: str, floors: dict[str, int] = FLOORS) -> int | None:
+    best = None
+    for prefix, f in floors.items():
+        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, f)
+    return None if best is None else best[1]
+
+
+def arrows_up(graph: dict[str, set[str]], floors: dict[str, int] = FLOORS) -> list[str]:
+    """Every import of a module on a floor that reaches a module on a higher floor, directly or through
+    modules without a floor of their own (imports inside functions included): ``a (3) -> b -> c (6)``."""
+    found = []
+    for m in sorted(graph):
+        f = floor_of(m, floors)
+        if f is None:
+            continue
+        prev, todo = {d: None for d in graph[m]}, sorted(graph[m])
+        while todo:
+            d = todo.pop(0)
+            fd = floor_of(d, floors)
+            if fd is not None:
+                if fd > f:
+                    path = [d]
+                    while prev[path[-1]] is not None:
+                        path.append(prev[path[-1]])
+                    found.append(f"{m} ({f}) -> " + " -> ".join(reversed(path)) + f" ({fd})")
+                continue  # a module with a floor answers for what it imports
+            for e in sorted(graph[d]):
+                if e not in prev and e != m:
+                    prev[e] = d
+                    todo.append(e)
+    return found
+
+
+def test_the_floor_check_finds_arrows_up_direct_and_through_free_modules():
+    floors = {"p.low": 1, "p.mid": 2, "p.high": 3}
+    graph = {
+        "p.low": {"p.free"},  # through a module without a floor
+        "p.free": {"p.high"},
+        "p.mid": {"p.low", "p.other"},  # down, and to a free module that reaches nothing above it
+        "p.other": set(),
+        "p.high": {"p.mid"},
+    }
+    assert arrows_up(graph, floors) == ["p.low (1) -> p.free -> p.high (3)"]
+    graph["p.mid"].add("p.high")  # a lazy import up counts the same
+    assert arrows_up(graph, floors) == ["p.low (1) -> p.free -> p.high (3)", "p.mid (2) -> p.high (3)"]
+
+
+def test_no_import_runs_up_the_floors():
+    """docs/architecture.md's floors, in order: no module imports (directly, inside a function, or
+    through a module without a floor of its own) a module of a floor above its own."""
+    graph = import_graph()
+    assert all(floor_of(m) is not None for m in ("ragmi.config", "ragmi.targets.remote", "ragmi.gate.cli"))
+    up = arrows_up(graph)
+    assert not up, "imports up the floors:\n" + "\n".join(up)
+
+
 def test_the_scan_sees_lazy_and_relative_imports(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)

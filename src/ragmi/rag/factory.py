@@ -21,7 +21,6 @@ from ..hardware import choose_dtype
 from ..models import hub_offline, is_packaged_gguf, require_cached_hub_model
 from .fit import PromptFitter
 from .frameworks import build_framework
-from .frameworks.spring import Spring
 from .generators import (
     NO_API_KEY,
     CachedGenerator,
@@ -202,16 +201,15 @@ def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
     with contextlib.ExitStack() as stack:
         stack.callback(framework.close)
         # The generator first: it holds a running shared server while the retriever loads.
-        if isinstance(framework, Spring):  # the generator with the virtual tokens in its embedding table
-            gen = stack.enter_context(
-                framework.generator(
-                    spec.generator,
-                    model_path(spec.generator, spec.model_dir),
-                    spec.cache_dir,
-                    f"targets.{spec.name}.framework",
-                    log,
-                )
-            )
+        own = framework.generator(  # Spring's: the generator with the virtual tokens in its embedding table
+            spec.generator,
+            model_path(spec.generator, spec.model_dir),
+            spec.cache_dir,
+            f"targets.{spec.name}.framework",
+            log,
+        )
+        if own is not None:
+            gen = stack.enter_context(own)
         else:
             gen = stack.enter_context(
                 cached_generator(spec.generator, spec.model_dir, spec.cache_dir, spec.threads, spec.server_log, log)

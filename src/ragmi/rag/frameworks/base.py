@@ -28,11 +28,24 @@ class Framework:
     table_rank = 99  # its row's place in the framework table (DCMI Tables 4 and 10: standard first)
     source = ""  # the paper / code it follows
     needs_local_model = False  # reads the weights of a local causal LM (``model: generator`` = the generator's)
+    # The generator backend it needs, and why (Spring writes its virtual tokens into the generator's
+    # embedding table: transformers); None: any backend
+    needs_backend: str | None = None
+    needs_backend_why = ""
 
     def __init__(self, params: Mapping):
         self.params = dict(params)
         self.model_path = None  # needs_local_model: set by the factory (``model``, or the generator's weights)
         self.model_key = "framework_params.model"  # the config key named when that model does not load
+
+    def check(self, where: str) -> None:
+        """Checks of its parameters beyond the schema (the files and models they name), before any job
+        runs; ``where``: its config key (``targets.<t>.framework``)."""
+
+    def generator(self, gen_cfg: Mapping, model_path: str, cache_dir: str, key: str, log):
+        """A context manager giving the target's generator when the framework runs one of its own (Spring:
+        the generator with its virtual tokens); None: the target's cached generator as configured."""
+        return None
 
     def model_what(self) -> str:
         return f"the {self.name} model (config key {self.model_key})"

@@ -143,6 +143,8 @@ class Spring(Framework):
     name = "spring"
     table_rank = 3
     source = "Spring (Zhu et al. 2024), HF yutaozhu94/SPRING, 50 virtual tokens (DCMI Table 8)"
+    needs_backend = "transformers"
+    needs_backend_why = "writes its virtual tokens into the generator's embedding table"
 
     def __init__(self, params):
         super().__init__(params)
@@ -155,6 +157,9 @@ class Spring(Framework):
 
     def messages(self, rag, state) -> list[dict]:
         return self.template.messages(state.query, state.docs)
+
+    def check(self, where: str) -> None:
+        check_embeddings_reference(self.params["embeddings"], f"{where}_params.embeddings")
 
     @contextlib.contextmanager
     def generator(self, gen_cfg, model_path: str, cache_dir: str, key: str, log):
