@@ -328,7 +328,8 @@ def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     assert set(entangled_columns(lprag.vocabulary)) == {"EMAIL_REAL", "PERSON_NAME"}
     assert entangled_columns(build_defense("pad", {"kind": "pad"}).vocabulary) == {}  # "[EMAIL]" removes it
     cfg = {
-        "defenses": {"lprag": {"kind": "lprag"}, "pad": {"kind": "pad"}},
+        # the validated entries (defaults filled), as the table rule gets them
+        "defenses": {n: {"kind": n, **build_defense(n, {"kind": n}).params} for n in ("lprag", "pad")},
         "targets": {
             "plain": {**T, "defenses": []},
             "lprag": {**T, "defenses": ["lprag"]},

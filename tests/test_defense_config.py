@@ -63,3 +63,25 @@ def test_hooks_subset_and_defaults():
     assert c["defenses"]["x"]["hooks"] == ["content"]
     assert c["defender"]["generator"] == "qwen"
     assert c["targets"]["plain"]["defenses"] == [] and c["targets"]["plain"]["attacks"] is None
+
+
+def test_a_validated_defense_entry_builds_the_same_defense_unchecked():
+    """Later steps build defenses from the validated entries without checking them again
+    (``build_defense(..., validated=True)``): the same defense, hooks and record as the checked build."""
+    from pathlib import Path
+
+    import yaml
+
+    from ragmi.config import validate_config
+    from ragmi.defenses import build_defense
+
+    root = Path(__file__).resolve().parents[1]
+    raw = yaml.safe_load((root / "config" / "paper" / "mind_the_hook.yaml").read_text())
+    raw["defenses"]["lprag-content"] = {"kind": "lprag", "hooks": ["content"]}
+    cfg = validate_config(raw)
+    assert len(cfg["defenses"]) >= 5
+    for name, entry in cfg["defenses"].items():
+        checked = build_defense(name, raw["defenses"][name])
+        fast = build_defense(name, entry, validated=True)
+        assert type(fast) is type(checked) and fast.hooks == checked.hooks
+        assert fast.record() == checked.record(), name

@@ -14,7 +14,7 @@ from ragmi.workflow import run_step
 
 def main(smk, log):
     p = smk.params
-    defenses = {n: build_defense(n, spec) for n, spec in p.defenses.items()}
+    defenses = {n: build_defense(n, spec, validated=True) for n, spec in p.defenses.items()}
     defenses = {n: d for n, d in defenses.items() if has_trial(d)}
     frames = [pd.read_parquet(f) for f in smk.input.queries]
     queries = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["query_id", "user_prompt"])

@@ -8,7 +8,7 @@ from ragmi.workflow import run_step
 
 
 def main(smk, log):
-    spec = RetrieverSpec.from_config(smk.wildcards.retriever, dict(smk.params.retriever))
+    spec = RetrieverSpec.from_validated(dict(smk.params.retriever))
     members = pd.read_parquet(smk.input.members)
     # index_null: the target's index, whose vectors it shares
     reuse = smk.input.reuse if "reuse" in smk.input.keys() else None

@@ -36,11 +36,18 @@ def defense_class(kind: str):
     return _LOOKUP.cls(kind)
 
 
-def build_defense(name: str, spec: dict):
+def build_defense(name: str, spec: dict, validated: bool = False):
     """A defense from its config entry ``defenses.<name>``: ``kind``, optionally ``hooks`` (a subset
     of the kind's declared hooks to run, e.g. LPRAG on the content hook only), and the kind's
-    parameters."""
+    parameters; ``validated``: the entry comes from a validated configuration (defaults filled,
+    checked: ``ragmi.config``) and is used as given."""
     spec = dict(spec)
+    if validated:
+        kind, hooks = spec.pop("kind"), spec.pop("hooks", None)
+        defense = defense_class(kind)(name, spec)
+        if hooks is not None:
+            defense.hooks = tuple(h for h in defense.hooks if h in hooks)
+        return defense
     kind = spec.pop("kind", None)
     if kind is None:
         raise ConfigError(f"config key defenses.{name}.kind: required")

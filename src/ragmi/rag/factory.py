@@ -196,7 +196,7 @@ def target_framework(spec: TargetSpec):
 
 @contextlib.contextmanager
 def rag_system(spec: TargetSpec, members: pd.DataFrame, log):
-    defenses = [build_defense(name, dict(entry)) for name, entry in spec.defenses]
+    defenses = [build_defense(name, dict(entry), validated=True) for name, entry in spec.defenses]
     framework = target_framework(spec)
     with contextlib.ExitStack() as stack:
         stack.callback(framework.close)

@@ -85,7 +85,7 @@ def scorer_entanglement(config: Mapping) -> dict:
 
     out = {}
     for t, c in config["targets"].items():
-        vocab = [v for d in c["defenses"] for v in build_defense(d, config["defenses"][d]).vocabulary]
+        vocab = [v for d in c["defenses"] for v in build_defense(d, config["defenses"][d], validated=True).vocabulary]
         ent = entangled_columns(vocab)
         if ent:
             out[t] = ent

@@ -99,22 +99,36 @@ def _dataset_inference(files: Files, config: Mapping) -> pd.DataFrame:
     )
 
 
+def dp_names(config: Mapping) -> list[str]:
+    """The configured defenses whose kind declares an ε claim (its class defines ``epsilon_claim``):
+    asked of the classes, nothing built (Snakemake asks this while it builds the DAG)."""
+    from ..defenses import defense_class
+    from ..defenses.base import Defense
+
+    return sorted(
+        name
+        for name, spec in (config.get("defenses") or {}).items()
+        if defense_class(spec["kind"]).epsilon_claim is not Defense.epsilon_claim
+    )
+
+
 def dp_defenses(config: Mapping) -> dict:
-    """{name: built defense} of every configured defense that declares an ε."""
+    """{name: built defense} of every configured defense that declares an ε (the table's rule builds them
+    from the validated entries)."""
     from ..defenses import build_defense
     from ..epsilon_audit import declared_epsilon
 
     out = {}
-    for name, spec in sorted((config.get("defenses") or {}).items()):
-        d = build_defense(name, spec)
+    for name in dp_names(config):
+        d = build_defense(name, config["defenses"][name], validated=True)
         if declared_epsilon(d) is not None:
             out[name] = d
     return out
 
 
-def attacked_dp(config: Mapping, dp: Mapping) -> list[tuple[str, str, list[str]]]:
-    """(dataset, target, its DP defenses) of every attacked target with a defense of ``dp``
-    (:func:`dp_defenses`)."""
+def attacked_dp(config: Mapping, dp) -> list[tuple[str, str, list[str]]]:
+    """(dataset, target, its DP defenses) of every attacked target with a defense of ``dp`` (names:
+    :func:`dp_names`)."""
     out = []
     for t, c in sorted(config["targets"].items()):
         names = [n for n in c.get("defenses") or [] if n in dp]
@@ -129,7 +143,7 @@ def sensitivity_path(dataset: str, target: str) -> str:
 
 
 def _eps_inputs(config: Mapping) -> dict[str, list[str]]:
-    dp = dp_defenses(config)
+    dp = dp_names(config)
     if not dp:
         return {"defenses": []}  # nothing declares an ε: the table is not built
     attacked = attacked_dp(config, dp)
