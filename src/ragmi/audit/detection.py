@@ -27,6 +27,7 @@ import re
 
 import pandas as pd
 
+from ..defenses import defense_class
 from ..metrics import wilson
 
 LABELLINGS = ("positive", "negative")
@@ -81,14 +82,14 @@ def detection_rates(attack: pd.DataFrame, benign: pd.DataFrame, nonmember_attack
 
 # --- what a configuration runs ------------------------------------------------------------------
 
-DETECTOR_KINDS = ("mirabel", "llm_detector")
 BENIGN = "benign"  # the ``attack`` of the benign queries' flags
 BENIGN_MAX_TOKENS = 16  # the detectors decide before generation; the answers are not read
 
 
 def detector_defenses(cfg, target: str) -> list[str]:
-    """The defenses of ``target`` that decide per query (Mirabel, the LLM detector)."""
-    return [d for d in cfg["targets"][target]["defenses"] if cfg["defenses"][d]["kind"] in DETECTOR_KINDS]
+    """The defenses of ``target`` that decide per query (their class's ``detector``: Mirabel, the LLM
+    detector)."""
+    return [d for d in cfg["targets"][target]["defenses"] if defense_class(cfg["defenses"][d]["kind"]).detector]
 
 
 def detection_pairs(cfg) -> list[tuple[str, str]]:

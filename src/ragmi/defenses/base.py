@@ -203,6 +203,9 @@ class Defense:
     # Calibrated to the attack it faces (CA-DP's T): the job that builds it hands it the attack's
     # queries (see_attack_queries) before the first answer.
     reads_attack_queries = False
+    # Decides per query whether it is an attack (Mirabel, the LLM detector): the audit sends it benign
+    # queries too and reads its flags (ragmi.audit.detection)
+    detector = False
 
     def __init__(self, name: str, params: Mapping):
         self.name = name

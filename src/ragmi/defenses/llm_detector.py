@@ -92,6 +92,7 @@ def parse_label(answer: str | None) -> str | None:
 
 class LlmDetector(CountingDefense):
     kind = "llm_detector"
+    detector = True
     hooks = ("query",)
     channels = ("text", "first_token_logprobs", "token_logprobs")
     vocabulary = (REFUSAL,)

@@ -53,6 +53,7 @@ def threshold(scores, rho: float, exact: bool = False) -> tuple[float, float, in
 
 class Mirabel(CountingDefense):
     kind = "mirabel"
+    detector = True
     hooks = ("retrieval",)
     channels = RETRIEVAL_DOWNSTREAM
     vocabulary = ()
