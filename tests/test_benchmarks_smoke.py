@@ -1,8 +1,11 @@
 """Every script under benchmarks/ run end to end at a tiny size with the fast test model, so that a change
 that breaks one fails the suite (the measurements themselves are in benchmarks/README.md).  cache_index.py,
 crossfit.py and precision.py have theirs beside the code they measure (tests/test_cache_resume.py,
-tests/test_crossfit.py, tests/test_precision_audit.py); tests/test_registries.py-style coverage: the last
-test fails when a script is added without one."""
+tests/test_crossfit.py, tests/test_precision_audit.py); tests/test_registries.py-style coverage: the first
+test fails when a script is added without one.  In CI: every script's imports and arguments (``--help``),
+the simulation and the cheapest served-model script at a tiny size; the three served-model scripts that
+start several vLLM engines each (kernel_profile.py, serving.py, generation.py: 4 to 10 minutes on a 2-core
+CPU even at a tiny size) run at that size with ``make test-extended``."""
 
 from __future__ import annotations
 
@@ -41,6 +44,29 @@ def test_control_rule():
     assert re.search(r"^m=4 +n=10\+10: Holm [0-9.]+% / [0-9.]+%,  former rule [0-9.]+% / [0-9.]+%$", out, re.M), out
 
 
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_every_benchmark_script_imports_and_reads_its_arguments(script):
+    """Each script's argument parser builds, and every name it imports from ragmi exists, the imports
+    inside its functions included (a renamed or removed function fails here, as ``section_params``
+    once did)."""
+    import ast
+    import importlib
+
+    out = _run([f"benchmarks/{script}", "--help"], timeout=300).stdout
+    assert out.lstrip().startswith("usage:") and script in out, out[:500]
+    tree = ast.parse((ROOT / "benchmarks" / script).read_text())
+    checked = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ragmi":
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name) or importlib.util.find_spec(f"{node.module}.{alias.name}"), (
+                    f"benchmarks/{script}: from {node.module} import {alias.name}"
+                )
+                checked += 1
+    assert checked > 0 or "ragmi" not in (ROOT / "benchmarks" / script).read_text()
+
+
 # per script: its tiny-size arguments ({model} is the converted SmolLM2 folder)
 TINY = {
     "kernel_profile.py": ["--model-dir", "{model}", "--n-prompts", "2"],
@@ -50,8 +76,13 @@ TINY = {
 }
 
 
+EXTENDED = ("kernel_profile.py", "serving.py", "generation.py")  # several vLLM engines each: make test-extended
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(TINY))
+@pytest.mark.parametrize(
+    "script", [pytest.param(s, marks=pytest.mark.extended) if s in EXTENDED else s for s in sorted(TINY)]
+)
 def test_a_served_model_benchmark_runs_at_a_tiny_size(script, tmp_path, smollm2_dir):
     """Each script that serves SmolLM2 with vLLM, at a tiny size: it exits 0 and writes its JSON."""
     args = [a.format(model=smollm2_dir) for a in TINY[script]]
