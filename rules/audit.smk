@@ -64,7 +64,12 @@ def canary_inputs(wc):
         files["corpus"] = files.pop("canary_corpus")
         files.update(store_insert_files(wc))
         return files
-    return {"corpus": f"results/corpus/{canary_dataset(config)}.parquet", **model_files(wc.target)}
+    files = {"corpus": f"results/corpus/{canary_dataset(config)}.parquet", **model_files(wc.target)}
+    # a target that sends another's requests (an output-only defense) asks its canaries after it, from the cache
+    same = same_requests_as(config, wc.target)
+    if same and same in canary_targets(config) and int(wc.seed) in canary_seeds(config, same):
+        files["same_requests"] = f"results/audit/canaries/{same}/{wc.seed}.json"
+    return files
 
 
 rule canaries:

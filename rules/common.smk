@@ -7,9 +7,9 @@ import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
-from ragmi.audit.plan import canary_dataset
+from ragmi.audit.plan import canary_dataset, canary_seeds, canary_targets
 from ragmi.config import validate_config
-from ragmi.plan import control_base, dataset_contexts, is_plain, min_reference, runs, target_attacks, target_datasets, target_needs_defender
+from ragmi.plan import control_base, dataset_contexts, is_plain, min_reference, runs, same_requests_as, target_attacks, target_datasets, target_needs_defender
 from ragmi.errors import ConfigError
 from ragmi.gate.cli import built_tables
 from ragmi.gate.writers import GATE_FILES
@@ -158,6 +158,12 @@ def generate_inputs(wc):
         "queries": f"results/queries/{wc.dataset}/{wc.attack}.parquet",
         **target_files(wc),
         **store_insert_files(wc),  # rules/stores.smk: the members are in the target's store
+        # a target that sends another's requests (an output-only defense) answers after it, from the cache
+        **(
+            {"same_requests": f"results/responses/{wc.dataset}/{same}/{wc.attack}/{wc.shard}.parquet"}
+            if (same := same_requests_as(config, wc.target))
+            else {}
+        ),
         # a negative control answers only the evaluation candidates (ragmi.plan.control_base)
         **(
             {"control_candidates": f"results/split/{wc.dataset}/candidates.parquet"}

@@ -2,6 +2,7 @@
 null database itself, and the comparison table's control columns and flag."""
 
 import copy
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -172,3 +173,20 @@ def test_a_null_database_with_planted_near_duplicates_of_the_members_still_fails
     assert df.loc["rag_mia/v0", "verdict"] == "control failed"
     assert df.loc["rag_mia/v0", "controls_failed_holm"] == 1
     assert (df.drop(index="rag_mia/v0")["controls_failed_holm"] == 0).all()
+
+
+def test_a_target_that_sends_another_targets_requests_answers_after_it():
+    """Output-only defenses act after the response cache: PAD's target sends the undefended target's
+    requests, so its generate jobs wait for that target's (a DAG edge) instead of for its answers.
+    Anything that changes the requests (a retrieval defense, k, the database) breaks the pairing."""
+    from ragmi.plan import generation_key, same_requests_as
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    cfg["targets"]["pad-k3"] = {**cfg["targets"]["pad"], "k": 3}
+    cfg = validate_config(cfg)
+    got = {t: same_requests_as(cfg, t) for t in cfg["targets"]}
+    assert got["pad"] == "qwen-rag" and got["qwen-rag"] is None
+    assert got["dp-r"] is None  # noise on the retrieval: its own requests
+    assert got["pad-k3"] is None and got["qwen-rag--null-db"] is None and got["qwen-rag--no-retrieval"] is None
+    assert generation_key(cfg, "pad") == generation_key(cfg, "qwen-rag") != generation_key(cfg, "dp-r")

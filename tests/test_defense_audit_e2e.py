@@ -93,12 +93,14 @@ def test_hook_inventory(run):
 
 def test_output_defenses_act_after_the_cache(run):
     """PAD changes only the output: its target and the undefended one send the same prompts, so each
-    is generated once (by whichever job ran first) and the other comes from the cache."""
+    is generated once: PAD's jobs run after the undefended target's (ragmi.plan.same_requests_as) and
+    read every answer from the cache, never waiting on another job's answers to the same prompts."""
     resp = pd.read_parquet(next((run / "results/responses/tiny/pad/rag_mia").glob("*.parquet")))
     plain = pd.read_parquet(next((run / "results/responses/tiny/plain/rag_mia").glob("*.parquet")))
     resp, plain = resp.sort_values("query_id"), plain.sort_values("query_id")
     assert resp["response_text_raw"].tolist() == plain["response_text"].tolist()
     assert not (~resp["cached"].to_numpy() & ~plain["cached"].to_numpy()).any()  # never generated twice
+    assert resp["cached"].all()  # after the undefended target's job
     traces = [json.loads(t) for t in resp["hook_trace"]]
     assert all(t[0]["defense"] == "pad" and t[0]["hook"] == "output" for t in traces)
 

@@ -266,27 +266,13 @@ class Work:
 
 
 def _gen_key(cfg: dict, dataset: str, target: str, what: str) -> tuple | None:
-    """What decides a target's requests to its model: two targets with the same key send the same
-    requests (its output-only defenses act after the response cache).  None: never shared."""
-    from ragmi.defenses import defense_class
-    from ragmi.targets import own_pipeline
+    """What decides a target's requests to its model on ``dataset`` for ``what`` (an attack, the utility
+    questions, the canaries): two targets with the same key send the same requests
+    (:func:`ragmi.plan.generation_key`, which the workflow orders their jobs by).  None: never shared."""
+    from ragmi.plan import generation_key
 
-    t = cfg["targets"][target]
-    if own_pipeline(t):
-        return None
-    pre = tuple(d for d in t["defenses"] if set(defense_class(cfg["defenses"][d]["kind"]).hooks) != {"output"})
-    return (
-        dataset,
-        what,
-        t["generator"],
-        t.get("retriever"),
-        t.get("k"),
-        t.get("template"),
-        t.get("framework"),
-        t.get("context_fit"),
-        t.get("control"),
-        pre,
-    )
+    key = generation_key(cfg, target)
+    return None if key is None else (dataset, what, key)
 
 
 def _shards_done(root: Path, dataset: str, target: str, query_set: str) -> bool:

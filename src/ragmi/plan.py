@@ -92,6 +92,37 @@ def target_attacks(cfg: dict, target: str) -> list[str]:
     return sorted(cfg["attacks"]) if chosen is None else sorted(chosen)
 
 
+def generation_key(cfg: Mapping, target: str) -> tuple | None:
+    """What decides the requests ``target`` sends its model for a query set: two targets with the same
+    key send the same requests (a defense that acts on the output only acts after the response cache,
+    so PAD's target sends the undefended target's).  None: the target generates on its own (a remote or
+    python target) and shares nothing."""
+    from .defenses import defense_class
+
+    t = cfg["targets"][target]
+    if own_pipeline(t):
+        return None
+    before_output = tuple(
+        (d, repr(sorted(cfg["defenses"][d].items())))
+        for d in t["defenses"]
+        if set(defense_class(cfg["defenses"][d]["kind"]).hooks) != {"output"}
+    )
+    keys = ("generator", "retriever", "k", "template", "framework", "context_fit", "control", "database", "with_titles")
+    return (*(t.get(k) for k in keys), repr(sorted((t.get("framework_params") or {}).items())), before_output)
+
+
+def same_requests_as(cfg: Mapping, target: str) -> str | None:
+    """The target that generates ``target``'s requests when another sends the same ones
+    (:func:`generation_key`): the one with the fewest defenses (the undefended one, for PAD's target),
+    then the first by name; None when ``target`` is that one or shares with none.  Its generate jobs run after that target's, so they read every answer from the
+    response cache instead of waiting for another job's answers to the same prompts."""
+    key = generation_key(cfg, target)
+    if key is None:
+        return None
+    first = min((len(cfg["targets"][t]["defenses"]), t) for t in cfg["targets"] if generation_key(cfg, t) == key)[1]
+    return None if first == target else first
+
+
 def target_needs_defender(cfg: dict, target: str) -> bool:
     from .defenses import defense_class
 
