@@ -44,8 +44,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragmi.attacks.work import DOC_CHARS_PER_TOKEN, AttackWork  # what an attack sends: declared by its class
-
 ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUT_FILE = ROOT / ".venv" / "share" / "ragmi" / "eta-throughput.json"  # kept by `make clean`
 
@@ -177,14 +175,17 @@ class Doc:
     source: str  # where that number comes from
 
 
-def attack_work(name: str, params: dict, doc: Doc) -> AttackWork:
-    """What attack ``name`` sends per candidate, as its class declares it (``Attack.work``)."""
+def attack_work(name: str, params: dict, doc: Doc):
+    """What attack ``name`` sends per candidate, as its class declares it (``Attack.work``: a
+    :class:`ragmi.attacks.work.AttackWork`)."""
     from ragmi.attacks import attack_class
 
     return attack_class(name).work(params, doc.chars)
 
 
 def prompt_tokens(query_chars: float, k: int, doc_chars: float) -> float:
+    from ragmi.attacks.work import DOC_CHARS_PER_TOKEN  # the attacks' work models use it too
+
     return TEMPLATE_TOKENS + query_chars / QUERY_CHARS_PER_TOKEN + k * doc_chars / DOC_CHARS_PER_TOKEN
 
 
@@ -359,6 +360,7 @@ def plan(cfg: dict, root: Path = ROOT) -> list[Work]:
                 )
 
     # utility: the attacker LLM writes the questions (OVERSAMPLE x as many documents asked), the targets answer
+    from ragmi.attacks.work import DOC_CHARS_PER_TOKEN
     from ragmi.utility.plan import utility_runs
 
     u_runs = utility_runs(cfg)
