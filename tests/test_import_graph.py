@@ -151,6 +151,7 @@ FLOORS = {
     "ragmi.utility": 6,
     "ragmi.stores": 6,
     "ragmi.serve_target": 6,
+    "ragmi.eta": 6,
     "ragmi.__main__": 6,
 }
 
