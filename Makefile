@@ -75,7 +75,8 @@ test: lint
 	[ $$a = 5 ] && a=0; [ $$b = 5 ] && b=0; \
 	if [ $$a != 0 ] || [ $$b != 0 ]; then echo "make test: FAILED (parallel part exit $$a, serial part exit $$b)"; exit 1; fi
 
-# The tests left out of CI for time (their assertions are also made by a CI test).
+# The tests left out of CI for time: their assertions are also made by a CI test, except the tiny-size runs
+# of the multi-engine benchmark scripts, which CI checks only by their arguments and imports.
 test-extended: install
 	.venv/bin/python -m pytest -q -m extended $(PYTEST_ARGS)
 
