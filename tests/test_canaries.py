@@ -9,6 +9,7 @@ import pytest
 
 from ragmi import nel
 from ragmi.audit import canaries as C
+from ragmi.canary import check_outside_vocabulary
 from ragmi.errors import ConfigError, DataError
 
 TOPICS = ["pipeline maintenance", "payroll audit", "vendor onboarding", "server migration", "budget review"]
@@ -158,9 +159,9 @@ def test_canary_is_not_scored_by_nelstrict():
 def test_check_outside_vocabulary_names_the_defense(entry, what):
     vocab = {"pad": ["[EMAIL]"], "lprag": ["Alice", "example.com", entry]}
     with pytest.raises(ConfigError, match=re.escape("defense 'lprag'")) as e:
-        C.check_outside_vocabulary(vocab)
+        check_outside_vocabulary(vocab)
     assert what in str(e.value)
 
 
 def test_check_outside_vocabulary_passes_clean_vocabularies():
-    C.check_outside_vocabulary({"lprag": ["Alice", "Bob", "example.com"], "pad": ["[EMAIL]", "canary"], "none": []})
+    check_outside_vocabulary({"lprag": ["Alice", "Bob", "example.com"], "pad": ["[EMAIL]", "canary"], "none": []})

@@ -347,6 +347,13 @@ def test_ca_dp_takes_t_from_the_attack_that_queries_the_target():
     d.see_attack_queries({"probes, as one": one, "probes, as five": five})
     assert d.turns == 5 and d.record()["turns_source"] == "probes, as five: 5 queries per candidate"
     assert not build_defense("p", {"kind": "dp_retrieval"}).reads_attack_queries
+    from ragmi.defenses.base import Defense
+
+    class Forgot(Defense):  # declares it reads the attack's queries but has no way to
+        reads_attack_queries = True
+
+    with pytest.raises(NotImplementedError, match="declares reads_attack_queries"):
+        Forgot("f", {}).see_attack_queries({"attack x": five})
 
 
 def test_the_paper_config_measures_ca_dp_turns_per_attack():

@@ -11,7 +11,7 @@ Protocol (paper §VI-A, following Carlini et al.'s "Secret Sharer"):
 * three seeds, 101-103; scoring is exact string match, counting the distinct canaries leaked out
   of 50 per seed (:func:`leaked`): ``operator_7@acmetest-internal.canar`` or
   ``xoperator_7@acmetest-internal.canary`` are not ``operator_7@acmetest-internal.canary``;
-* the canary must lie outside every defense's vocabulary (:func:`check_outside_vocabulary`), so that
+* the canary must lie outside every defense's vocabulary (:func:`ragmi.canary.check_outside_vocabulary`), so that
   no defense can "win" it by knowing the string; canaries are never scored by NELstrict.
 
 Where the canary goes (ragmi's choice; the paper does not say): as a sentence of its own
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..attacks.prompt_pools import SHARED_POOL, TARGETED_TEMPLATES, topic_from_words, topic_words
-from ..canary import DOMAIN, DOMAIN_LABEL, PREFIX, TLD, check_outside_vocabulary, mentions_canary  # noqa: F401
+from ..canary import DOMAIN, PREFIX, TLD, mentions_canary
 from ..errors import DataError
 
 N_DOCS = 50

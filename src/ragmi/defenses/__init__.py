@@ -42,21 +42,15 @@ def build_defense(name: str, spec: dict, validated: bool = False):
     parameters; ``validated``: the entry comes from a validated configuration (defaults filled,
     checked: ``ragmi.config``) and is used as given."""
     spec = dict(spec)
-    if validated:
-        kind, hooks = spec.pop("kind"), spec.pop("hooks", None)
-        defense = defense_class(kind)(name, spec)
-        if hooks is not None:
-            defense.hooks = tuple(h for h in defense.hooks if h in hooks)
-        return defense
     kind = spec.pop("kind", None)
     if kind is None:
         raise ConfigError(f"config key defenses.{name}.kind: required")
     cls = defense_class(kind)
     hooks = spec.pop("hooks", None)
-    defense = cls(name, plugin_params("defenses", kind, spec, where=f"defenses.{name}"))
+    params = spec if validated else plugin_params("defenses", kind, spec, where=f"defenses.{name}")
+    defense = cls(name, params)
     if hooks is not None:
-        wrong = [h for h in hooks if h not in cls.hooks]
-        if wrong or not hooks:
+        if not validated and (not hooks or any(h not in cls.hooks for h in hooks)):
             raise ConfigError(
                 f"config key defenses.{name}.hooks: {kind} acts on {', '.join(cls.hooks)} only "
                 f"(got {', '.join(map(str, hooks)) or 'none'})"

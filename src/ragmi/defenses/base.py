@@ -220,7 +220,10 @@ class Defense:
     def see_attack_queries(self, queries: Mapping) -> None:
         """``queries``: {how to name them: the query frame (``doc_id`` per query) of an attack this
         target answers}: one attack's in a generate job, every attack's for the audit's probes.  Only
-        a defense with ``reads_attack_queries`` is handed them; the others ignore them."""
+        a defense with ``reads_attack_queries`` is handed them, and it implements this."""
+        raise NotImplementedError(
+            f"defense {self.name} ({self.kind}) declares reads_attack_queries without see_attack_queries"
+        )
 
     def pool_size(self, k: int) -> int:
         """How many retrieval candidates this defense needs (backfill, sampling); ``k`` by default."""
