@@ -13,7 +13,7 @@ from ragmi.plan import control_base, dataset_contexts, is_plain, min_reference, 
 from ragmi.errors import ConfigError
 from ragmi.gate.cli import built_tables
 from ragmi.gate.writers import GATE_FILES
-from ragmi.report.registry import TABLES, input_files, table_config
+from ragmi.report.registry import TABLES, analyses, analysis_input_files, input_files, table_config
 from ragmi.report.registry import outputs as table_outputs
 from ragmi.rag.factory import needs_model_dir
 from ragmi.targets import own_pipeline, target_kind

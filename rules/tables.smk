@@ -2,6 +2,28 @@
 # from them are declared in ragmi.report.registry (TABLES); these rules only wire them up.
 
 
+# A table that computes (Table.analysis: tests, trials, resampling) runs its analysis here first
+# (ragmi.analysis); rule table and its figure rules then read only this parquet.
+rule analysis:
+    input:
+        unpack(lambda wc: analysis_input_files(wc.table, config)),
+    output:
+        parquet="results/analysis/{table}.parquet",
+    params:
+        table=lambda wc: wc.table,
+        config=lambda wc: table_config(wc.table, config),
+    wildcard_constraints:
+        table="|".join(map(re.escape, analyses())),
+    log:
+        "logs/analysis/{table}.log",
+    benchmark:
+        "results/benchmarks/analysis/{table}.tsv"
+    conda:
+        "../envs/light.yaml"
+    script:
+        "../workflow_scripts/analysis.py"
+
+
 rule table:
     input:
         unpack(lambda wc: input_files(wc.table, config)),

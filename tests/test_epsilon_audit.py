@@ -306,12 +306,12 @@ def _frame(defenses, real_retriever, k=2):
     import pandas as pd
 
     from ragmi import epsilon_sensitivity as es
-    from ragmi.report import inference_tables as it
+    from ragmi.analysis import epsilon as eps
 
     retriever, queries, outside = real_retriever
     rows = es.measure_target(retriever, queries, outside, defenses, k, False, 50, 20, turns=es.attack_turns([queries]))
     sens = pd.DataFrame(rows).assign(dataset="d", target="t")
-    return sens, it.epsilon_frame(defenses, [], {}, 0.95, trials=1000, seed=1, sensitivity=sens)
+    return sens, eps.epsilon_frame(defenses, [], {}, 0.95, trials=1000, seed=1, sensitivity=sens)
 
 
 def test_a_declared_delta_below_the_retrievers_is_caught(real_retriever):
@@ -385,15 +385,15 @@ def test_a_correct_mechanism_gives_the_documented_range():
 # CA-DP: its claim per candidate, and reading it never sets T
 # --------------------------------------------------------------------------------------------
 def test_the_audit_leaves_ca_dp_t_unset():
-    from ragmi.report import inference_tables as it
+    from ragmi.analysis import epsilon as eps
 
     ca = CaDp("ca", {"epsilon": 1.0, "sensitivity": 1.0, "pool": 3, "turns": "attack"})
     ea.declared_epsilon(ca)
-    it.epsilon_frame({"ca": ca}, [], {}, 0.95, trials=300, seed=0)
+    eps.epsilon_frame({"ca": ca}, [], {}, 0.95, trials=300, seed=0)
     assert ca._turns is None and ca.turns_source is None
     ca.set_turns(4, "an attack")  # still takes effect after the audit
     assert ca.turns == 4 and ca.per_turn_epsilon == 0.25
-    df = it.epsilon_frame({"ca": CaDp("ca", dict(ca.params))}, [], {}, 0.95, trials=300, seed=0)
+    df = eps.epsilon_frame({"ca": CaDp("ca", dict(ca.params))}, [], {}, 0.95, trials=300, seed=0)
     assert df["verdict"].tolist() == [ea.NOT_COMPARABLE] and "T unknown" in df["unit"].iloc[0]
 
 
@@ -418,9 +418,10 @@ def test_a_bm25_retriever_is_not_measured_and_says_so(tmp_path):
     import pandas as pd
 
     from ragmi import epsilon_sensitivity as es
+    from ragmi.analysis import epsilon as eps
     from ragmi.datasets.synthetic import generate
     from ragmi.rag.index import Retriever, RetrieverSpec, build_index
-    from ragmi.report import inference_tables as it
+    from ragmi.report.inference_tables import epsilon_markdown
 
     docs = generate(n_docs=12, seed=5)[["doc_id", "text"]]
     spec = RetrieverSpec.from_config("b", {"kind": "bm25"})
@@ -430,10 +431,10 @@ def test_a_bm25_retriever_is_not_measured_and_says_so(tmp_path):
     (row,) = es.measure_target(Retriever(tmp_path / "bm", spec), queries, docs.iloc[:0], {"dpr": dpr}, 2, False, 10, 0)
     assert row["note"] == es.NOT_MEASURED and "delta_measured" not in row and row["noised"] == 3
     sens = pd.DataFrame([row]).assign(dataset="d", target="t")
-    df = it.epsilon_frame({"dpr": dpr}, [], {}, 0.95, trials=300, seed=0, sensitivity=sens)
+    df = eps.epsilon_frame({"dpr": dpr}, [], {}, 0.95, trials=300, seed=0, sensitivity=sens)
     assert df["source"].tolist() == ["mechanism, declared Δ", "mechanism, not measured"]
     assert df["verdict"].tolist() == [ea.NOT_REFUTED, ea.NO_TRIAL]
-    assert "| dpr (dp_retrieval) | d/t | mechanism, not measured |" in it.epsilon_markdown(df, "T")
+    assert "| dpr (dp_retrieval) | d/t | mechanism, not measured |" in epsilon_markdown(df, "T")
 
 
 def test_a_toy_dp_defense_added_as_documented_is_in_the_epsilon_audit(monkeypatch):
@@ -442,9 +443,8 @@ def test_a_toy_dp_defense_added_as_documented_is_in_the_epsilon_audit(monkeypatc
     its hook and finds the violation built into it, with no other edit."""
     from plugin_tree import TOY_DP, register_in_process
 
+    from ragmi.analysis.epsilon import dp_defenses, epsilon_frame
     from ragmi.config import validate_config
-    from ragmi.report.inference_registry import dp_defenses
-    from ragmi.report.inference_tables import epsilon_frame
 
     register_in_process(monkeypatch, TOY_DP)
     cfg = validate_config(

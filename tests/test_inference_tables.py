@@ -1,4 +1,4 @@
-"""The inference tables on hand-made scores: dataset inference per target (a leaking target's members
+"""The inference analyses and tables on hand-made scores: dataset inference per target (a leaking target's members
 are found, its non-members and a control's members are not, a data owner's sets are checked against the
 candidates) and the ε audit (a mis-scaled DP retrieval is flagged, an attack's document-level bound never
 is), through the registry as the table rule builds them."""
@@ -10,13 +10,15 @@ import pandas as pd
 import pytest
 
 from ragmi import dataset_inference as di
+from ragmi.analysis import dataset_inference as dia
+from ragmi.analysis import epsilon as eps
 from ragmi.config import validate_config
 from ragmi.defenses import build_defense
 from ragmi.defenses.dp_retrieval import DpRetrieval
 from ragmi.errors import ConfigError
 from ragmi.metrics import clopper_pearson
 from ragmi.report import inference_tables as it
-from ragmi.report.registry import TABLES, built, input_files
+from ragmi.report.registry import TABLES, analysis_input_files, built, input_files
 
 
 def candidates(n_ref=20, n_eval=20) -> pd.DataFrame:
@@ -56,9 +58,9 @@ PARAMS = {
 
 def test_members_found_non_members_and_control_not(scores):
     cand, sc = scores
-    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky"), ("d", "leaky--null-db")], PARAMS, seed=3)
-    assert list(df.columns) == it.DI_COLUMNS
-    raw = df[df["design"] == it.RAW]
+    df = dia.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky"), ("d", "leaky--null-db")], PARAMS, seed=3)
+    assert list(df.columns) == dia.DI_COLUMNS
+    raw = df[df["design"] == dia.RAW]
     v = raw.set_index(["target", "suspect_set", "f"])["verdict"]
     assert v[("leaky", "members", 1.0)] == "in the database"
     assert v[("leaky", "non-members", 0.0)] == "no evidence"
@@ -68,7 +70,7 @@ def test_members_found_non_members_and_control_not(scores):
     assert leaky["p_value"] < 1e-6 and 2 <= leaky["min_suspect_size"] < 20
     assert leaky["n_suspect"] == 20 and leaky["n_outside"] == 10 and leaky["test"] == "exact Mann-Whitney (one-sided)"
     # the leaky target has a null-db control: its rows again, as differences against it; the control has none
-    diff = df[df["design"] == it.DIFFERENCE]
+    diff = df[df["design"] == dia.DIFFERENCE]
     assert set(diff["target"]) == {"leaky"} and "members" in set(diff["suspect_set"])
     # calibration: 20 reference non-members, disjoint 5+5 splits at α = 0.01: 2 independent tests
     assert df.groupby("target")["calibration_splits"].first().eq(2).all()
@@ -82,16 +84,16 @@ def test_members_found_non_members_and_control_not(scores):
 def test_calibration_is_disjoint_from_every_tested_set(scores):
     """The calibration pool is the reference non-members, out of fold; no suspect or outside document is in it."""
     cand, sc = scores
-    frames = it._group_scores(sc, "d", "leaky")
+    frames = dia._group_scores(sc, "d", "leaky")
     comb, feats, _ = di.fit_on_reference(frames, cand)
     tested = set(cand.loc[cand["role"] == "eval", "doc_id"])
-    cal = it.calibration(feats, cand, 0.01, 5, 3, tested)
+    cal = dia.calibration(feats, cand, 0.01, 5, 3, tested)
     ref_non = cand.loc[(cand["role"] == "reference") & (cand["label"] == 0), "doc_id"]
     assert cal["calibration_pool"] == len(ref_non) == 20 and cal["calibration_splits"] == 2
     assert set(cal["calibration_ids"]) == set(ref_non) and not set(cal["calibration_ids"]) & tested
     assert (cal["calibration_lo"], cal["calibration_hi"]) == clopper_pearson(cal["calibration_rejections"], 2)
     with pytest.raises(ValueError, match="shares"):
-        it.calibration(feats, cand, 0.01, 5, 3, tested | {ref_non.iloc[0]})
+        dia.calibration(feats, cand, 0.01, 5, 3, tested | {ref_non.iloc[0]})
 
 
 def test_p_at_its_floor_prints_as_at_most_the_floor():
@@ -106,7 +108,7 @@ def test_holm_over_the_table_is_one_family_and_stricter():
             "verdict": ["in the database", "in the database", "no evidence", "uninformative", "in the database"],
         }
     )
-    out = it.with_holm(df, 0.01)
+    out = dia.with_holm(df, 0.01)
     np.testing.assert_allclose(out["p_holm"].to_numpy()[[0, 1, 2, 4]], [0.012, 0.018, 0.03, 0.0004])
     assert np.isnan(out["p_holm"].iloc[3])
     assert out["verdict_holm"].tolist() == [
@@ -146,12 +148,12 @@ def test_length_shift_rejects_raw_and_the_null_db_difference_fixes_it():
     for a in ("rag_mia", "s2mia"):  # the control reads the base target's answers for the reference candidates
         ref = cand["role"] == "reference"
         sc[("d", "leaky--null-db", a)].loc[ref, "score"] = sc[("d", "leaky", a)].loc[ref, "score"]
-    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3)
+    df = dia.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3)
     rows = df.set_index(["design", "suspect_set"])
     length = "length: longest third"
-    assert rows.loc[(it.RAW, length), "verdict"] == "in the database"  # the failure, kept in view
-    assert rows.loc[(it.DIFFERENCE, length), "verdict"] == "no evidence"
-    assert rows.loc[(it.DIFFERENCE, "members"), "verdict"] == "in the database"
+    assert rows.loc[(dia.RAW, length), "verdict"] == "in the database"  # the failure, kept in view
+    assert rows.loc[(dia.DIFFERENCE, length), "verdict"] == "no evidence"
+    assert rows.loc[(dia.DIFFERENCE, "members"), "verdict"] == "in the database"
     assert set(df.loc[df["shift"] != "none", "shift"]) == {"length", "topic"}
     md = it.dataset_inference_markdown(df, "T")
     assert "Distribution shift" in md and "- null-db difference: 0 of 3 shifted non-member sets rejected" in md
@@ -161,22 +163,22 @@ def test_data_owner_sets_must_be_evaluation_candidates(scores):
     cand, sc = scores
     suspect = [f"e1-{i:02d}" for i in range(12)]
     outside = [f"e0-{i:02d}" for i in range(12)]
-    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(suspect, outside))
+    df = dia.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(suspect, outside))
     user = df[df["suspect_set"] == "user"]
-    assert user["design"].tolist() == [it.RAW, it.DIFFERENCE]  # leaky has a null-db control
+    assert user["design"].tolist() == [dia.RAW, dia.DIFFERENCE]  # leaky has a null-db control
     assert user["verdict"].iloc[0] == "in the database" and user["n_outside"].iloc[0] == 12
     with pytest.raises(ConfigError, match=r"dataset_inference.suspect: 1 of its doc_ids are not evaluation"):
-        it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(["r1-00"], outside))
+        dia.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], PARAMS, seed=3, user=(["r1-00"], outside))
 
 
 def test_read_ids(tmp_path):
     (tmp_path / "a.txt").write_text("x\n\ny\n")
     pd.DataFrame({"doc_id": ["p", "q"]}).to_csv(tmp_path / "b.csv", index=False)
     pd.DataFrame({"id": ["p"]}).to_csv(tmp_path / "c.csv", index=False)
-    assert it.read_ids(tmp_path / "a.txt") == ["x", "y"]
-    assert it.read_ids(tmp_path / "b.csv") == ["p", "q"]
+    assert dia.read_ids(tmp_path / "a.txt") == ["x", "y"]
+    assert dia.read_ids(tmp_path / "b.csv") == ["p", "q"]
     with pytest.raises(ConfigError, match="no doc_id column"):
-        it.read_ids(tmp_path / "c.csv")
+        dia.read_ids(tmp_path / "c.csv")
 
 
 class Broken(DpRetrieval):
@@ -192,13 +194,13 @@ def test_epsilon_frame_flags_a_mis_scaled_mechanism_and_never_an_attack(scores):
     bad = Broken("bad", dict(good.params))
     bad.kind = "dp_retrieval"
     other = build_defense("exp", {"kind": "exp_mechanism", "epsilon": 0.1})
-    df = it.epsilon_frame(
+    df = eps.epsilon_frame(
         {"dp-r": good, "bad": bad, "exp": other}, [("d", "leaky", ["dp-r"])], sc, 0.95, trials=2000, seed=1
     )
     mech = df[df["source"].str.startswith("mechanism")].set_index("defense")
     assert mech.loc["dp-r", "verdict"] == "not refuted" and mech.loc["dp-r", "eps_lb"] <= 1.0
     assert mech.loc["bad", "verdict"] == "exceeds its claim" and mech.loc["bad", "eps_lb"] > 1.0
-    assert mech.loc["exp", "verdict"] == it.NO_TRIAL and np.isnan(mech.loc["exp", "eps_lb"])
+    assert mech.loc["exp", "verdict"] == eps.NO_TRIAL and np.isnan(mech.loc["exp", "eps_lb"])
     # no retriever measured: the declared Δ's pair, one query against ε, with what the audit could show
     assert mech.loc["dp-r", "source"] == "mechanism, declared Δ" and mech.loc["dp-r", "unit"] == "per query: 1 query"
     assert mech.loc["dp-r", "eps_certifiable"] > 5 and mech.loc["dp-r", "correct_q95"] <= 1.05
@@ -226,10 +228,13 @@ def test_tables_declared_and_built_by_the_default_shape():
         }
     )
     assert built(TABLES["dataset_inference"], cfg) and built(TABLES["epsilon_audit"], cfg)
-    files = input_files("epsilon_audit", cfg)
+    # each computes in rule analysis (its parquet the table's only input)
+    assert input_files("epsilon_audit", cfg) == {"analysis": ["results/analysis/epsilon_audit.parquet"]}
+    files = analysis_input_files("epsilon_audit", cfg)
     assert files["scores"] == ["results/scores/d/dp/rag_mia.parquet"]
     assert files["sensitivity"] == ["results/epsilon/d/dp.parquet"]  # Δ measured on its retriever
-    di = input_files("dataset_inference", cfg)
+    assert input_files("dataset_inference", cfg) == {"analysis": ["results/analysis/dataset_inference.parquet"]}
+    di = analysis_input_files("dataset_inference", cfg)
     assert "results/scores/d/t/rag_mia.parquet" in di["scores"] and di["candidates"] == [
         "results/split/d/candidates.parquet"
     ]
@@ -263,7 +268,7 @@ def test_too_few_candidates_or_constant_scores_are_uninformative_not_errors(tmp_
     cand = candidates(3, 3)
     flat = scores_of(cand, 0.0, 1, "rag_mia/x").assign(score=0.0)
     sc = {("d", "t", "rag_mia"): scores_of(cand, 2.0, 1, "rag_mia/x"), ("d", "u", "rag_mia"): flat}
-    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "t"), ("d", "u")], PARAMS, seed=1)
+    df = dia.dataset_inference_frame(sc, {"d": cand}, [("d", "t"), ("d", "u")], PARAMS, seed=1)
     assert set(df["verdict"]) == {"uninformative"}
     assert df.loc[df["target"] == "u", "reason"].str.contains("constant on the reference").all()
     assert df.loc[df["target"] == "t", "reason"].str.contains("fewer than 2 known-outside").all()
@@ -281,12 +286,12 @@ def test_text_only_evidence_and_headline_variants_only(scores):
     sc = dict(sc)
     sc[("d", "leaky", "dcmi")] = scores_of(cand, 5.0, 99, "dcmi/gamma=0.5")  # an ablation variant
     params = {**PARAMS, "evidence": ["all", "text"]}
-    df = it.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], params, seed=3)
+    df = dia.dataset_inference_frame(sc, {"d": cand}, [("d", "leaky")], params, seed=3)
     assert set(df["evidence"]) == {"all attacks", "answer text only"}
     variants = df.groupby("evidence")["variants"].first()
     assert variants["all attacks"] == "rag_mia/x,s2mia/x" and variants["answer text only"] == "rag_mia/x"
     only_text = {k: v for k, v in sc.items() if k[2] == "rag_mia"}
-    df2 = it.dataset_inference_frame(only_text, {"d": cand}, [("d", "leaky")], params, seed=3)
+    df2 = dia.dataset_inference_frame(only_text, {"d": cand}, [("d", "leaky")], params, seed=3)
     assert set(df2["evidence"]) == {"all attacks"}
     md = it.dataset_inference_markdown(df, "T")
     assert "| leaky | answer text only | raw | members |" in md and "- d/leaky (answer text only): " in md
@@ -314,7 +319,7 @@ def test_another_datasets_non_members_are_a_shift_row():
         for j, a in enumerate(("rag_mia", "s2mia")):
             s = scores_of(c.drop(columns="text"), 1.0, j + len(d), f"{a}/x")
             sc[(d, "t", a)] = s.assign(score=s["score"] + offset)
-    df = it.dataset_inference_frame(sc, {"a": c1, "b": c2}, [("a", "t"), ("b", "t")], PARAMS, seed=3)
+    df = dia.dataset_inference_frame(sc, {"a": c1, "b": c2}, [("a", "t"), ("b", "t")], PARAMS, seed=3)
     rows = df[df["shift"] == "dataset"].set_index("suspect_set")
     assert set(rows.index) == {"dataset: b vs a", "dataset: a vs b"}
     assert rows.loc["dataset: b vs a", "n_suspect"] == 40 and rows.loc["dataset: b vs a", "n_outside"] == 40

@@ -26,6 +26,7 @@ from ragmi.report.registry import (
     draw_figure,
     input_files,
     outputs,
+    run_analysis,
     table_config,
     write_table,
 )
@@ -191,8 +192,8 @@ def test_defense_effect_reads_the_scores_of_the_defended_targets_and_their_basel
 
 
 def test_read_scores_drops_skipped_rows_and_takes_labels_from_the_candidates(tmp_path):
+    from ragmi.analysis.readers import read_scores
     from ragmi.attacks.base import with_skipped
-    from ragmi.report.declare import read_scores
 
     scores = pd.DataFrame({"doc_id": ["x", "y"], "variant": "v/a", "score": [0.2, 0.9], "decision": pd.NA})
     path = tmp_path / "results/scores/ds/pad/att.parquet"
@@ -549,7 +550,7 @@ def test_an_attack_parameter_reruns_only_the_tables_over_that_attack(tmp_path):
 
 
 def test_dataset_inference_table_built_as_the_rule_builds_it(tmp_path):
-    """The table rule hands build only the declared keys (seed, dataset_inference): the targets come from
+    """Rule analysis hands the analysis only the declared keys (seed, dataset_inference): the targets come from
     the input files, and a null-database control read for its base's difference design gets rows only
     where dataset_inference.targets leaves it in (every attacked target, by default)."""
     from ragmi.config import validate_config
@@ -589,8 +590,12 @@ def test_dataset_inference_table_built_as_the_rule_builds_it(tmp_path):
             }
         )["dataset_inference"],
     }
-    df = write_table(TABLES["dataset_inference"], files, cfg, tmp_path / "di.csv", tmp_path / "di.md")
+    table = TABLES["dataset_inference"]
+    out = {"analysis": [str(tmp_path / "di.parquet")]}  # rule analysis computes; rule table reads only that
+    run_analysis(table, files, cfg, out["analysis"][0])
+    df = write_table(table, out, cfg, tmp_path / "di.csv", tmp_path / "di.md")
     assert set(df["target"]) == {"t", "t--null-db"}
     named = {**cfg, "dataset_inference": {**cfg["dataset_inference"], "targets": ["t"]}}
-    df = write_table(TABLES["dataset_inference"], files, named, tmp_path / "di.csv", tmp_path / "di.md")
+    run_analysis(table, files, named, out["analysis"][0])
+    df = write_table(table, out, named, tmp_path / "di.csv", tmp_path / "di.md")
     assert set(df["target"]) == {"t"}

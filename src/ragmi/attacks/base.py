@@ -226,6 +226,12 @@ def with_skipped(scores: pd.DataFrame, skipped: list[str], note: str = NO_LOGPRO
     return out
 
 
+def is_main_variant(variant: str) -> bool:
+    """Whether a variant is an attack's headline one: a sweep's variants are named with ``=``
+    (``dcmi/theta=0.06``) and are the same attack again."""
+    return "=" not in variant
+
+
 def split_skipped(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the scored rows, the skipped-variant rows) of a scores frame."""
     if SKIPPED_COLUMN not in scores.columns:

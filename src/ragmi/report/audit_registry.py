@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..analysis.readers import read_scores
 from ..attacks import attack_channels
 from ..audit import detection as audit_detection
 from ..audit import plan as audit_plan
@@ -35,7 +36,7 @@ from .comparison import (
     target_defenses,
     target_frameworks,
 )
-from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows, read_scores
+from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows
 
 
 def _defense_statuses(hooks: pd.DataFrame) -> dict:

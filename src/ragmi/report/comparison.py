@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..attacks import attack_class
+from ..attacks.base import is_main_variant
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from ..io import read_project_yaml
 from ..plan import is_plain
@@ -75,10 +76,6 @@ def _ours(row, m: str) -> str:
         ours += f" (at rule FPR {format_ci(g('bb_fpr'), g('bb_fpr_lo'), g('bb_fpr_hi'))}"
         ours += ")" if is_missing(g("n_nonmembers")) else f", n = {int(g('n_nonmembers'))})"
     return ours
-
-
-def is_main_variant(variant: str) -> bool:
-    return "=" not in variant
 
 
 def load_published(path: str | Path) -> list[dict]:

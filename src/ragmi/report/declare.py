@@ -48,6 +48,10 @@ class Table:
     ``config_keys``: the parts of the config ``build`` reads, top-level keys or dotted paths
     (``"audit.n_boot"``); ``build`` receives only those (``ragmi.report.registry.table_config``), and so does
     the rule, whose params they are, so a table reruns when one of them changes and not when another key does.
+    ``analysis``: for a table that computes (tests, trials, resampling), the function of :mod:`ragmi.analysis`
+    that computes its frame from ``inputs`` (``(files, config) -> DataFrame``, the same ``config_keys``); rule
+    ``analysis`` runs it into ``results/analysis/<name>.parquet``, which is then the table's and its figures'
+    only input (``build`` :func:`read_analysis`), so formatting never repeats the computation.
     """
 
     name: str
@@ -60,6 +64,7 @@ class Table:
     figures: tuple[Figure, ...] = ()
     markdown: Callable[..., str] = markdown_table
     config_keys: tuple[str, ...] = ()
+    analysis: Callable[[Files, Mapping], pd.DataFrame] | None = None
 
     def figure(self, name: str) -> Figure:
         for f in self.figures:
@@ -117,26 +122,6 @@ def read_json_rows(paths: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame([json.loads(Path(f).read_text()) for f in paths])
 
 
-def read_scores(score_paths: Sequence[str], candidate_paths: Sequence[str]) -> dict:
-    """{(dataset, target, attack): scores frame with doc_id, variant, score, label, role} from
-    ``results/scores/{dataset}/{target}/{attack}.parquet`` and ``results/split/{dataset}/candidates.parquet``
-    (the path's last parts name them).  The skipped-variant rows (score NaN) are dropped; labels and
-    roles come from the candidates when the scores frame lacks them."""
-    from ..attacks.base import split_skipped
-
-    candidates = {Path(p).parent.name: p for p in candidate_paths}
-    cache: dict = {}
-    out = {}
-    for p in score_paths:
-        parts = Path(p).parts
-        dataset, target, attack = parts[-3], parts[-2], Path(p).stem
-        df, _ = split_skipped(pd.read_parquet(p))
-        df = df[df["score"].notna()]
-        if not {"label", "role"} <= set(df.columns):
-            if dataset not in cache:
-                cache[dataset] = pd.read_parquet(candidates[dataset], columns=["doc_id", "label", "role"])
-            df = df.drop(columns=[c for c in ("label", "role") if c in df]).merge(
-                cache[dataset], on="doc_id", how="inner", validate="many_to_one"
-            )
-        out[(dataset, target, attack)] = df
-    return out
+def read_analysis(files: Files, config: Mapping | None = None) -> pd.DataFrame:
+    """The frame of a table with an analysis: rule ``analysis``'s parquet (``files["analysis"]``)."""
+    return pd.read_parquet(files["analysis"][0])

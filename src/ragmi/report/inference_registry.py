@@ -7,19 +7,21 @@ Declared here, in the order the registry lists them (:data:`TABLES`), each with 
   suspect set), with the test's own calibration, and its figure;
 * ``epsilon_audit``: the empirical lower bound on ε of every DP defense, beside the ε it claims.
 
-The frames come from :mod:`ragmi.report.inference_tables`.
+Their rows are computed by :mod:`ragmi.analysis.dataset_inference` and :mod:`ragmi.analysis.epsilon`
+(rule ``analysis``); :mod:`ragmi.report.inference_tables` prints them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import pandas as pd
-
-from ..plan import runs, target_attacks, target_datasets
+from ..analysis import dataset_inference as di_analysis
+from ..analysis import epsilon as eps_analysis
+from ..analysis.dataset_inference import NULL_DB
+from ..analysis.epsilon import attacked_dp, dp_names
+from ..plan import runs, target_attacks
 from . import inference_tables
-from .declare import Figure, Files, Table, lazy_plot, read_scores
-from .inference_tables import NULL_DB
+from .declare import Figure, Table, lazy_plot, read_analysis
 
 
 def di_targets(config: Mapping) -> list[str]:
@@ -59,84 +61,6 @@ def _di_inputs(config: Mapping) -> dict[str, list[str]]:
     return files
 
 
-def _candidates(paths) -> dict[str, pd.DataFrame]:
-    """{dataset: its candidates' doc_id, label, role and, where the split has it, text}."""
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-
-    out = {}
-    for p in paths:
-        have = set(pq.read_schema(p).names)
-        cols = ["doc_id", "label", "role"] + (["text"] if "text" in have else [])
-        out[Path(p).parent.name] = pd.read_parquet(p, columns=cols)
-    return out
-
-
-def _pairs(score_paths) -> list[tuple[str, str]]:
-    """(dataset, target) of ``results/scores/{dataset}/{target}/{attack}.parquet`` paths, sorted."""
-    from pathlib import Path
-
-    return sorted({(Path(p).parts[-3], Path(p).parts[-2]) for p in score_paths})
-
-
-def _dataset_inference(files: Files, config: Mapping) -> pd.DataFrame:
-    user = None
-    if "user_sets" in files:
-        user = tuple(inference_tables.read_ids(p) for p in files["user_sets"])
-    # The rule is handed only the declared keys (seed, dataset_inference), not the targets: the chosen
-    # targets are those of the inputs (_di_inputs), less a null-database control read only for its base's
-    # difference design when dataset_inference.targets names the targets (no rows of its own)
-    named = config["dataset_inference"].get("targets")
-    pairs = [(d, t) for d, t in _pairs(files["scores"]) if named is None or t in named]
-    return inference_tables.dataset_inference_frame(
-        read_scores(files["scores"], files["candidates"]),
-        _candidates(files["candidates"]),
-        pairs,
-        config["dataset_inference"],
-        int(config["seed"]),
-        user=user,
-    )
-
-
-def dp_names(config: Mapping) -> list[str]:
-    """The configured defenses whose kind declares an ε claim (its class defines ``epsilon_claim``):
-    asked of the classes, nothing built (Snakemake asks this while it builds the DAG)."""
-    from ..defenses import defense_class
-    from ..defenses.base import Defense
-
-    return sorted(
-        name
-        for name, spec in (config.get("defenses") or {}).items()
-        if defense_class(spec["kind"]).epsilon_claim is not Defense.epsilon_claim
-    )
-
-
-def dp_defenses(config: Mapping) -> dict:
-    """{name: built defense} of every configured defense that declares an ε (the table's rule builds them
-    from the validated entries)."""
-    from ..defenses import build_defense
-    from ..epsilon_audit import declared_epsilon
-
-    out = {}
-    for name in dp_names(config):
-        d = build_defense(name, config["defenses"][name], validated=True)
-        if declared_epsilon(d) is not None:
-            out[name] = d
-    return out
-
-
-def attacked_dp(config: Mapping, dp) -> list[tuple[str, str, list[str]]]:
-    """(dataset, target, its DP defenses) of every attacked target with a defense of ``dp`` (names:
-    :func:`dp_names`)."""
-    out = []
-    for t, c in sorted(config["targets"].items()):
-        names = [n for n in c.get("defenses") or [] if n in dp]
-        if names and target_attacks(config, t):
-            out += [(d, t, names) for d in target_datasets(config, t)]
-    return out
-
-
 def sensitivity_path(dataset: str, target: str) -> str:
     """The rule epsilon_sensitivity's output (rules/epsilon.smk): Δ measured on the target's retriever."""
     return f"results/epsilon/{dataset}/{target}.parquet"
@@ -152,24 +76,6 @@ def _eps_inputs(config: Mapping) -> dict[str, list[str]]:
     files = _score_inputs(config, [(d, t) for d, t, _n in attacked])
     files["sensitivity"] = [sensitivity_path(d, t) for d, t, _n in attacked]
     return files
-
-
-def _epsilon_audit(files: Files, config: Mapping) -> pd.DataFrame:
-    scores = read_scores(files["scores"], files["candidates"]) if "scores" in files else {}
-    dp = dp_defenses(config)
-    attacked = [
-        (d, t, [n for n in config["targets"][t]["defenses"] if n in dp]) for d, t in _pairs(files.get("scores", []))
-    ]
-    sens = [pd.read_parquet(p) for p in files.get("sensitivity", [])]
-    return inference_tables.epsilon_frame(
-        dp,
-        attacked,
-        scores,
-        confidence=float(config["audit"]["epsilon_confidence"]),
-        trials=int(config["audit"]["epsilon_trials"]),
-        seed=int(config["seed"]),
-        sensitivity=pd.concat(sens, ignore_index=True) if sens else None,
-    )
 
 
 TABLES = (
@@ -221,7 +127,8 @@ TABLES = (
             "scores), not a shifted suspect set (the shift rows do that).",
         ),
         inputs=_di_inputs,
-        build=_dataset_inference,
+        analysis=di_analysis.run,
+        build=read_analysis,
         markdown=inference_tables.dataset_inference_markdown,
         figures=(
             Figure(
@@ -276,7 +183,8 @@ TABLES = (
             "listed with the ε they state, but the audit has no neighbouring-input trial for them.",
         ),
         inputs=_eps_inputs,
-        build=_epsilon_audit,
+        analysis=eps_analysis.run,
+        build=read_analysis,
         markdown=inference_tables.epsilon_markdown,
         config_keys=(
             "targets",

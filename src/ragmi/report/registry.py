@@ -21,7 +21,10 @@ name to its list of paths) in its family's module, append a :class:`Table` to th
 with the ``config_keys`` the builder reads (it is given those only, and the table reruns when one of them
 changes), and say what it shows in ``report/tables.rst`` and ``docs/tables.md`` if needed.  ``inputs`` may
 return any named lists of files, e.g. ``{"audit": [...], "metrics": [...]}``; the table is built when
-every list is non-empty.  For tables over attack metrics, :class:`MetricsOf` gives the metrics CSVs of
+every list is non-empty.  A table that computes (tests, trials, resampling) declares the function of
+:mod:`ragmi.analysis` that does it (``analysis=``): rule ``analysis`` runs it on those inputs into
+``results/analysis/<name>.parquet`` (:func:`analysis_path`), and the table and its figures read that file
+alone (``build=read_analysis``).  For tables over attack metrics, :class:`MetricsOf` gives the metrics CSVs of
 the configured attacks the table reads; a table whose frame has no metric columns sets ``markdown`` to
 its own renderer.
 """
@@ -34,7 +37,7 @@ import pandas as pd
 
 from ..costs import COST_COLUMNS
 from ..errors import ConfigError
-from ..io import atomic_write_text
+from ..io import atomic_write_parquet, atomic_write_text
 from ..schema import SCHEMA_PATH
 from . import attack_registry, audit_registry, inference_registry, utility_registry
 from .comparison import CONTROL_COLUMNS
@@ -47,10 +50,14 @@ __all__ = [
     "Files",
     "MetricsOf",
     "Table",
+    "analyses",
+    "analysis_input_files",
+    "analysis_path",
     "built",
     "draw_figure",
     "input_files",
     "outputs",
+    "run_analysis",
     "table_config",
     "write_table",
 ]
@@ -71,16 +78,42 @@ def built(table: Table, config: Mapping) -> bool:
     return all(table.inputs(config).values())
 
 
+def analysis_path(name: str) -> str:
+    """Rule ``analysis``'s output for table ``name`` (a table that declares an ``analysis``)."""
+    return f"results/analysis/{name}.parquet"
+
+
+def analyses() -> list[str]:
+    """The tables that declare an analysis (rule ``analysis``'s ``{table}`` values)."""
+    return [t.name for t in TABLES.values() if t.analysis is not None]
+
+
+def analysis_input_files(name: str, config: Mapping) -> dict[str, list[str]]:
+    """The named input files of table ``name``'s analysis under ``config``."""
+    return _declared_inputs(TABLES[name], config)
+
+
 def input_files(name: str, config: Mapping) -> dict[str, list[str]]:
-    """The named input files of table ``name`` under ``config`` (with ``published`` if it compares)."""
+    """The named input files of table ``name`` under ``config`` (with ``published`` if it compares): its
+    analysis's parquet alone for a table that declares an ``analysis``."""
     table = TABLES[name]
+    if table.analysis is not None:
+        _declared_inputs(table, config)  # the same one message where the analysis has nothing to read
+        files = {"analysis": [analysis_path(name)]}
+    else:
+        files = _declared_inputs(table, config)
+    if table.published:
+        files["published"] = [PUBLISHED]
+    return files
+
+
+def _declared_inputs(table: Table, config: Mapping) -> dict[str, list[str]]:
+    name = table.name
     files = dict(table.inputs(config))
     empty = sorted(k for k, v in files.items() if not v)
     if empty:
         what = table.inputs if isinstance(table.inputs, MetricsOf) else f"{', '.join(empty)} files"
         raise ConfigError(f"table {name!r} reads {what}; this configuration has none")
-    if table.published:
-        files["published"] = [PUBLISHED]
     return files
 
 
@@ -114,6 +147,14 @@ def outputs(config: Mapping) -> list[str]:
             out.append(f"results/tables/{t.name}.md")
             out += [f.path for f in t.figures]
     return out
+
+
+def run_analysis(table: Table, files: Files, config: Mapping, out_parquet: str) -> pd.DataFrame:
+    """Rule ``analysis``: ``table``'s analysis over ``files`` (its ``config_keys`` of ``config`` only),
+    written atomically as parquet."""
+    df = table.analysis(files, _declared(table, config))
+    atomic_write_parquet(df, out_parquet)
+    return df
 
 
 def write_table(table: Table, files: Files, config: Mapping, out_csv: str, out_md: str) -> pd.DataFrame:

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.readers import read_scores
 from ..audit import plan as audit_plan
 from ..plan import baseline_targets
 from ..targets import target_kind
 from ..utility import plan as utility_plan
 from . import utility_tables
-from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows, read_scores
+from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows
 
 
 def _utility_inputs(config: Mapping) -> dict[str, list[str]]:
