@@ -538,18 +538,7 @@ def trial_rows(
     if claim.per_candidate:
         t = turns if turns is not None else defense.declared_turns
         if t is None:
-            empty = {k: float("nan") for k in ("eps_lb", "confidence", "threshold", "tpr", "fpr", "tpr_lo", "fpr_hi")}
-            row = audit_row(
-                defense.name,
-                eps,
-                claim.accounting,
-                claim.relation,
-                {**empty, "n_members": 0, "n_nonmembers": 0},
-                bound_relation=RELATION_DOCUMENT,  # no trial: nothing to compare
-                unit="per candidate: T unknown (no attack queries this target)",
-                queries=0,
-            )
-            return [{**row, **extra}]
+            return [{**_no_turns_row(defense.name, eps, claim), **extra}]
         units = [(f"per candidate: {t} queries (ε in total)", int(t), eps)]
         claim = declared_epsilon(trial_copy(defense, t))  # the accounting with the T the trial uses
     else:
@@ -559,20 +548,7 @@ def trial_rows(
     rows, done = [], {}
     for unit, t, claim_u in units:
         if t not in done:
-            bound = vector_trial(defense, v1, v0, turns=t, trials=trials, confidence=confidence, seed=seed)
-            correct = correct_mechanism_bounds(
-                v1,
-                v0,
-                claim_u / t,
-                delta,
-                t,
-                bound["scale"],
-                bound["statistic_threshold"],
-                trials=trials,
-                confidence=confidence,
-                seed=seed,
-            )
-            done[t] = (bound, correct)
+            done[t] = _trial_and_reference(defense, v1, v0, t, claim_u, delta, trials, confidence, seed)
         bound, correct = done[t]
         row = audit_row(
             defense.name,
@@ -588,3 +564,37 @@ def trial_rows(
         row.update(extra, correct_median=correct["median"], correct_q05=correct["q05"], correct_q95=correct["q95"])
         rows.append(row)
     return rows
+
+
+def _no_turns_row(name: str, eps: float, claim) -> dict:
+    """The one row of a per-candidate claim whose T is unknown (no attack queries the target): no trial."""
+    empty = {k: float("nan") for k in ("eps_lb", "confidence", "threshold", "tpr", "fpr", "tpr_lo", "fpr_hi")}
+    return audit_row(
+        name,
+        eps,
+        claim.accounting,
+        claim.relation,
+        {**empty, "n_members": 0, "n_nonmembers": 0},
+        bound_relation=RELATION_DOCUMENT,  # no trial: nothing to compare
+        unit="per candidate: T unknown (no attack queries this target)",
+        queries=0,
+    )
+
+
+def _trial_and_reference(defense, v1, v0, t: int, claim_u: float, delta: float, trials, confidence, seed):
+    """A T-query trial of the defense's hook between ``v1`` and ``v0``, and the same procedure's bounds over
+    a Laplace mechanism exactly at the claim (:func:`correct_mechanism_bounds`)."""
+    bound = vector_trial(defense, v1, v0, turns=t, trials=trials, confidence=confidence, seed=seed)
+    correct = correct_mechanism_bounds(
+        v1,
+        v0,
+        claim_u / t,
+        delta,
+        t,
+        bound["scale"],
+        bound["statistic_threshold"],
+        trials=trials,
+        confidence=confidence,
+        seed=seed,
+    )
+    return bound, correct

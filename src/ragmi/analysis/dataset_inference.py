@@ -165,6 +165,16 @@ def _target_rows(
             s2 = scored[f"data:{d2}"]
             raw_scores = pd.concat([raw_scores, s2.set_axis([f"data:{d2}::{i}" for i in s2.index])])
             shifted += _dataset_shift_sets(cand, d2, candidates[d2], dataset)
+    designs = _designs(raw_scores, combined, scored, sets, shifted)
+    tested = {i for s in sets + shifted for k in ("suspect_ids", "outside_ids") for i in s[k]}
+    cal = calibration(feats, cand, alpha, int(params["calibration_folds"]), seed, tested)
+    kw = dict(alpha=alpha, draws=int(params["draws"]), seed=int(seed))
+    return _design_rows(designs, head, comb.columns, cal, kw)
+
+
+def _designs(raw_scores, combined, scored: Mapping, sets: list, shifted: list) -> list[tuple]:
+    """(design, scores, its sets) for the raw design and, where the target's null-database control has
+    scores, the difference design; (design, None, why) when the control lacks an evaluation candidate."""
     designs = [(RAW, raw_scores, sets + shifted)]
     if "null" in scored:
         diff = di.difference_scores(combined, scored["null"])
@@ -179,10 +189,13 @@ def _target_rows(
             )
         else:
             designs.append((DIFFERENCE, diff, sets + [s for s in shifted if s["shift"] != "dataset"]))
-    tested = {i for s in sets + shifted for k in ("suspect_ids", "outside_ids") for i in s[k]}
-    cal = calibration(feats, cand, alpha, int(params["calibration_folds"]), seed, tested)
+    return designs
+
+
+def _design_rows(designs: list[tuple], head: dict, columns, cal: dict, kw: dict) -> list[dict]:
+    """The rows of every design's sets (one uninformative row for a design without scores), the calibration
+    columns on each."""
     rows = []
-    kw = dict(alpha=alpha, draws=int(params["draws"]), seed=int(seed))
     for design, sc, design_sets in designs:
         if sc is None:
             rows.append(
@@ -197,7 +210,7 @@ def _target_rows(
                 }
             )
             continue
-        part = di.dataset_inference_rows(design_sets, sc, comb.columns, **kw)
+        part = di.dataset_inference_rows(design_sets, sc, columns, **kw)
         for st, r in zip(design_sets, part.to_dict("records"), strict=True):
             rows.append({**head, "shift": st["shift"], "design": design, **r, **cal})
     return rows
