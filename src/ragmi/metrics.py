@@ -832,8 +832,6 @@ def evaluate_variant(
     m = ev_m["score"].to_numpy(float)
     n = ev_n["score"].to_numpy(float)
     labels = np.r_[np.ones(m.size, int), np.zeros(n.size, int)]
-    n_eval = m.size + n.size
-    nan = float("nan")
 
     row: dict = {
         "variant": variant,
@@ -843,9 +841,23 @@ def evaluate_variant(
         "n_nonmembers": int(n.size),
         "n_boot": int(n_boot),
     }
+    _add_answer_flags(row, df, ev_m, ev_n, m, n)
 
+    row["auc"] = roc_auc(labels, np.r_[m, n])
+    row["auc_lo"], row["auc_hi"] = auc_ci(row["auc"], m.size, n.size)
+    row["auc_p"], row["auc_p_greater"] = auc_pvalues(m, n)
+
+    _add_threshold_accuracy(row, ref_m, ref_n, m, n)
+    for f in fprs:
+        _add_fpr_level(row, f, ref_n, m, n)
+    _add_decision_rule(row, variant, ev_m, ev_n, m, n)
+    return row
+
+
+def _add_answer_flags(row: dict, df: pd.DataFrame, ev_m, ev_n, m: np.ndarray, n: np.ndarray) -> None:
+    """``n_no_answer``, ``informative`` and ``uninformative_reason`` of the variant's eval rows."""
     no_answer = None
-    row["n_no_answer"] = nan
+    row["n_no_answer"] = float("nan")
     if "no_answer" in df.columns:
         flags = pd.concat([ev_m["no_answer"], ev_n["no_answer"]])
         if flags.notna().any():  # all NA: the attack did not say (e.g. a frame concatenated with others)
@@ -861,10 +873,12 @@ def evaluate_variant(
             unread = np.where(gray.notna().to_numpy(), gray.fillna(False).to_numpy(dtype=bool), text)
     row["informative"], row["uninformative_reason"] = informative_flags(np.r_[m, n], unread)
 
-    row["auc"] = roc_auc(labels, np.r_[m, n])
-    row["auc_lo"], row["auc_hi"] = auc_ci(row["auc"], m.size, n.size)
-    row["auc_p"], row["auc_p_greater"] = auc_pvalues(m, n)
 
+def _add_threshold_accuracy(row: dict, ref_m, ref_n, m: np.ndarray, n: np.ndarray) -> None:
+    """The reference set's max-accuracy threshold and its eval accuracy (``accuracy*`` set to NaN: the
+    decision rule's, filled by :func:`_add_decision_rule`)."""
+    n_eval = m.size + n.size
+    nan = float("nan")
     t_acc = threshold_max_accuracy(np.r_[np.ones(ref_m.size, int), np.zeros(ref_n.size, int)], np.r_[ref_m, ref_n])
     correct = int((m >= t_acc).sum() + (n < t_acc).sum())
     row["accuracy"] = row["accuracy_lo"] = row["accuracy_hi"] = nan  # filled when there is a rule
@@ -872,28 +886,35 @@ def evaluate_variant(
     row["threshold_accuracy"] = correct / n_eval
     row["threshold_accuracy_lo"], row["threshold_accuracy_hi"] = clopper_pearson(correct, n_eval)
 
-    for f in fprs:
-        k = fpr_key(f)
-        if fpr_estimable(f, ref_n.size):
-            t = threshold_at_fpr(ref_n, f)
-            tp, fp = int((m >= t).sum()), int((n >= t).sum())
-            row[f"threshold_fpr_{k}"] = t
-            row[f"tpr_at_fpr_{k}"] = tp / m.size
-            row[f"tpr_at_fpr_{k}_lo"], row[f"tpr_at_fpr_{k}_hi"] = clopper_pearson(tp, m.size)
-            row[f"fpr_realized_{k}"] = fp / n.size
-            row[f"fpr_realized_{k}_lo"], row[f"fpr_realized_{k}_hi"] = clopper_pearson(fp, n.size)
-        else:  # 1/f reference non-members needed: not estimable
-            for col in ("threshold_fpr", "tpr_at_fpr", "fpr_realized"):
-                row[f"{col}_{k}"] = nan
-            for col in ("tpr_at_fpr", "fpr_realized"):
-                row[f"{col}_{k}_lo"] = row[f"{col}_{k}_hi"] = nan
-        if roc_estimable(f, n.size):
-            tp = _roc_true_positives(m, n, f)
-            row[f"tpr_roc_{k}"] = tp / m.size
-            row[f"tpr_roc_{k}_lo"], row[f"tpr_roc_{k}_hi"] = clopper_pearson(tp, m.size)
-        else:
-            row[f"tpr_roc_{k}"] = row[f"tpr_roc_{k}_lo"] = row[f"tpr_roc_{k}_hi"] = nan
 
+def _add_fpr_level(row: dict, f: float, ref_n, m: np.ndarray, n: np.ndarray) -> None:
+    """The columns of FPR level ``f``: the reference threshold's TPR and realised FPR, the eval ROC's TPR."""
+    k = fpr_key(f)
+    nan = float("nan")
+    if fpr_estimable(f, ref_n.size):
+        t = threshold_at_fpr(ref_n, f)
+        tp, fp = int((m >= t).sum()), int((n >= t).sum())
+        row[f"threshold_fpr_{k}"] = t
+        row[f"tpr_at_fpr_{k}"] = tp / m.size
+        row[f"tpr_at_fpr_{k}_lo"], row[f"tpr_at_fpr_{k}_hi"] = clopper_pearson(tp, m.size)
+        row[f"fpr_realized_{k}"] = fp / n.size
+        row[f"fpr_realized_{k}_lo"], row[f"fpr_realized_{k}_hi"] = clopper_pearson(fp, n.size)
+    else:  # 1/f reference non-members needed: not estimable
+        for col in ("threshold_fpr", "tpr_at_fpr", "fpr_realized"):
+            row[f"{col}_{k}"] = nan
+        for col in ("tpr_at_fpr", "fpr_realized"):
+            row[f"{col}_{k}_lo"] = row[f"{col}_{k}_hi"] = nan
+    if roc_estimable(f, n.size):
+        tp = _roc_true_positives(m, n, f)
+        row[f"tpr_roc_{k}"] = tp / m.size
+        row[f"tpr_roc_{k}_lo"], row[f"tpr_roc_{k}_hi"] = clopper_pearson(tp, m.size)
+    else:
+        row[f"tpr_roc_{k}"] = row[f"tpr_roc_{k}_lo"] = row[f"tpr_roc_{k}_hi"] = nan
+
+
+def _add_decision_rule(row: dict, variant: str, ev_m, ev_n, m: np.ndarray, n: np.ndarray) -> None:
+    """The variant's own decision rule on the eval set, where it has one: ``accuracy*`` and ``bb_*``."""
+    n_eval = m.size + n.size
     dec_m = ev_m["decision"].to_numpy(float)
     dec_n = ev_n["decision"].to_numpy(float)
     has = np.r_[~np.isnan(dec_m), ~np.isnan(dec_n)]
@@ -908,7 +929,6 @@ def evaluate_variant(
         row["bb_tpr_lo"], row["bb_tpr_hi"] = clopper_pearson(k_tp, m.size)
         row["bb_fpr"] = k_fp / n.size
         row["bb_fpr_lo"], row["bb_fpr_hi"] = clopper_pearson(k_fp, n.size)
-    return row
 
 
 def evaluate(

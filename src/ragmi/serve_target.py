@@ -101,91 +101,116 @@ def make_server(target, name: str, host: str = "127.0.0.1", port: int = 0, token
             f"serve-target: binding {host} (not 127.0.0.1) needs a bearer token: set --token-env to the name of an "
             "environment variable holding it (the target answers from a private database)"
         )
-    lock = threading.Lock()
-    counter = {"n": 0}
+    return _Server((host, port), target, name, token, log)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "ragmi-serve-target"
 
-        def log_message(self, fmt, *args):  # the request line only, never headers
-            pass
+class _Server(http.server.ThreadingHTTPServer):
+    """The server of :func:`make_server`: the served target and what its handler needs."""
 
-        def _send(self, status: int, doc: dict) -> None:
-            body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    daemon_threads = True
+    request_queue_size = 128
 
-        def _error(self, status: int, message: str) -> None:
-            self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": status}})
+    def __init__(self, address: tuple[str, int], target, name: str, token: str | None, log: Callable):
+        self.target = target
+        self.target_name = name
+        self.token = token
+        self.log = log
+        self.lock = threading.Lock()  # held while the target answers (do_POST)
+        self.n_requests = 0
+        super().__init__(address, _Handler)
 
-        def _authorised(self) -> bool:
-            if not token:
-                return True
-            got = self.headers.get("Authorization", "")
-            if hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-                return True
-            self._error(401, "missing or wrong bearer token")
-            return False
 
-        def do_GET(self):
-            if not self._authorised():
-                return
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "ragmi"}]})
-            elif self.path.rstrip("/") == "/health":
-                self._send(200, {"status": "ok", "target": name})
-            else:
-                self._error(404, f"no such path {self.path}")
+def _parse_request(path: str, doc: dict) -> tuple[str, int, bool, int] | None:
+    """``(query, max_tokens, logprobs wanted, top_logprobs)`` of a POST body to ``path``; None for a
+    path that is not an endpoint."""
+    if path in ("/v1/chat/completions", "/chat/completions"):
+        query = query_text(doc.get("messages"))
+        max_tokens = doc.get("max_tokens") or doc.get("max_completion_tokens") or DEFAULT_MAX_TOKENS
+        want_lp = bool(doc.get("logprobs"))
+        top = int(doc.get("top_logprobs") or 0) if want_lp else 0
+        return query, max_tokens, want_lp, top
+    if path == "/query":
+        query = str(doc.get("query", ""))
+        max_tokens = doc.get("max_tokens") or DEFAULT_MAX_TOKENS
+        return query, max_tokens, True, int(doc.get("top_logprobs") or 0)
+    return None
 
-        def do_POST(self):
-            if not self._authorised():
-                return
-            path = self.path.rstrip("/")
-            try:
-                doc = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                if not isinstance(doc, dict):
-                    raise ValueError("the body must be a JSON object")
-            except ValueError as e:
-                self._error(400, f"bad JSON body: {e}")
-                return
-            if path in ("/v1/chat/completions", "/chat/completions"):
-                query = query_text(doc.get("messages"))
-                max_tokens = doc.get("max_tokens") or doc.get("max_completion_tokens") or DEFAULT_MAX_TOKENS
-                want_lp = bool(doc.get("logprobs"))
-                top = int(doc.get("top_logprobs") or 0) if want_lp else 0
-            elif path == "/query":
-                query = str(doc.get("query", ""))
-                max_tokens = doc.get("max_tokens") or DEFAULT_MAX_TOKENS
-                want_lp, top = True, int(doc.get("top_logprobs") or 0)
-            else:
-                self._error(404, f"no such path {self.path}")
-                return
-            if not query:
-                self._error(400, "no query: the request has no user message (or an empty query)")
-                return
-            # the query's id seeds a randomized defense's noise (DefenseContext.rng): the client's ragmi id
-            # when it sends one (remote.send_query_id), else one derived from the query text
-            qid = self.headers.get(QUERY_ID_HEADER) or "q-" + hashlib.sha256(query.encode()).hexdigest()[:16]
-            try:
-                with lock:  # one generation at a time, as the in-process target batches one shard
-                    counter["n"] += 1
-                    resp = target.answer([query], [int(max_tokens)], [top], [qid])[0]
-            except RagmiError as e:
-                log(f"request failed: {e}")
-                self._error(502, str(e))
-                return
-            out = json_response(resp) if path == "/query" else openai_response(resp, name, want_lp)
-            self._send(200, out)
 
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 128
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """The endpoints of the module docstring, answering with the server's target."""
 
-    return Server((host, port), Handler)
+    protocol_version = "HTTP/1.1"
+    server_version = "ragmi-serve-target"
+    server: _Server
+
+    def log_message(self, fmt, *args):  # the request line only, never headers
+        pass
+
+    def _send(self, status: int, doc: dict) -> None:
+        body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"error": {"message": message, "type": "invalid_request_error", "code": status}})
+
+    def _authorised(self) -> bool:
+        token = self.server.token
+        if not token:
+            return True
+        got = self.headers.get("Authorization", "")
+        if hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+            return True
+        self._error(401, "missing or wrong bearer token")
+        return False
+
+    def do_GET(self):
+        if not self._authorised():
+            return
+        name = self.server.target_name
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "ragmi"}]})
+        elif self.path.rstrip("/") == "/health":
+            self._send(200, {"status": "ok", "target": name})
+        else:
+            self._error(404, f"no such path {self.path}")
+
+    def do_POST(self):
+        if not self._authorised():
+            return
+        path = self.path.rstrip("/")
+        try:
+            doc = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            if not isinstance(doc, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as e:
+            self._error(400, f"bad JSON body: {e}")
+            return
+        parsed = _parse_request(path, doc)
+        if parsed is None:
+            self._error(404, f"no such path {self.path}")
+            return
+        query, max_tokens, want_lp, top = parsed
+        if not query:
+            self._error(400, "no query: the request has no user message (or an empty query)")
+            return
+        # the query's id seeds a randomized defense's noise (DefenseContext.rng): the client's ragmi id
+        # when it sends one (remote.send_query_id), else one derived from the query text
+        qid = self.headers.get(QUERY_ID_HEADER) or "q-" + hashlib.sha256(query.encode()).hexdigest()[:16]
+        srv = self.server
+        try:
+            with srv.lock:  # one generation at a time, as the in-process target batches one shard
+                srv.n_requests += 1
+                resp = srv.target.answer([query], [int(max_tokens)], [top], [qid])[0]
+        except RagmiError as e:
+            srv.log(f"request failed: {e}")
+            self._error(502, str(e))
+            return
+        out = json_response(resp) if path == "/query" else openai_response(resp, srv.target_name, want_lp)
+        self._send(200, out)
 
 
 def target_files(cfg: dict, target: str, dataset: str) -> tuple[str, str]:

@@ -41,6 +41,7 @@ Provenance: docs/provenance.md#dcmi.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -100,6 +101,34 @@ def _variant_frame(docs, variant, score, decision, theta, threshold, no_answer, 
             "selection": pd.NA if fold is None else SELECTION_IN_FOLD,
         }
     )
+
+
+@dataclass
+class _GrayReads:
+    """What DCMI's gray-box variants read from the top-K log-probabilities: P(Yes) of the original queries'
+    answers (``p_o``), the calibrated scores (θ -> ``cal``) and where each answer's Yes/No was read."""
+
+    p_o: np.ndarray
+    cal: dict
+    pos_o: np.ndarray  # the original answers' Yes/No positions (< 0: none)
+    missing_o: np.ndarray
+    read_p: dict  # θ -> the perturbed answers' (P(Yes), P(No), position)
+
+    @classmethod
+    def of(cls, tops_o: list, tops_p: dict) -> _GrayReads:
+        """The reads of the original answers' top-K lists ``tops_o`` and the perturbed ones' (θ -> lists)."""
+        read_o = [yes_no_at_first_generated(x) for x in tops_o]
+        read_p = {th: [yes_no_at_first_generated(x) for x in tops_p[th]] for th in tops_p}
+        p_o = np.array([r[0] for r in read_o])
+        cal = {th: p_o - np.array([r[0] for r in read_p[th]]) for th in tops_p}
+        pos_o = np.array([r[2] for r in read_o], dtype=int)
+        return cls(p_o, cal, pos_o, pos_o < 0, read_p)
+
+    def read(self, th=None) -> tuple[np.ndarray, np.ndarray]:
+        """(yes_no_position, no_yes_no) of a variant reading the original query (and θ's)."""
+        if th is None:
+            return self.pos_o, self.missing_o
+        return self.pos_o, self.missing_o | (np.array([r[2] for r in self.read_p[th]], dtype=int) < 0)
 
 
 class DCMI(Attack):
@@ -334,21 +363,15 @@ class DCMI(Attack):
             return None
         if not all(have):
             raise ValueError("gray-box DCMI needs top-K log-probabilities in every response")
+        reads = _GrayReads.of(tops_o, tops_p)
+        fit = self.fitted_choices(docs, reads.cal, reference_labels)
+        return pd.concat(self._gray_box_frames(docs, reads, fit, na_o, no_answer), ignore_index=True)
 
-        read_o = [yes_no_at_first_generated(x) for x in tops_o]
-        read_p = {th: [yes_no_at_first_generated(x) for x in tops_p[th]] for th in tops_p}
-        p_o = np.array([r[0] for r in read_o])
-        cal = {th: p_o - np.array([r[0] for r in read_p[th]]) for th in tops_p}
-        pos_o = np.array([r[2] for r in read_o], dtype=int)
-        missing_o = pos_o < 0
-
-        def read(th=None):
-            """(yes_no_position, no_yes_no) of a variant reading the original query (and θ's)."""
-            if th is None:
-                return pos_o, missing_o
-            return pos_o, missing_o | (np.array([r[2] for r in read_p[th]], dtype=int) < 0)
-
-        fit = self.fitted_choices(docs, cal, reference_labels)
+    def _gray_box_frames(
+        self, docs: list, reads: _GrayReads, fit: dict, na_o: np.ndarray, no_answer: dict
+    ) -> list[pd.DataFrame]:
+        """The gray-box variants' rows: the two adversaries, no calibration, each θ and each γ."""
+        cal, p_o, read = reads.cal, reads.p_o, reads.read
         fold = fit["fold"]
         t2 = self.theta_adv2
         out = []
@@ -358,7 +381,9 @@ class DCMI(Attack):
         s1 = np.stack([cal[th] for th in self.thetas])[pick]
         na1 = np.stack([no_answer[th] for th in self.thetas])[pick]
         miss1 = np.stack([read(th)[1] for th in self.thetas])[pick]
-        out.append(_variant_frame(docs, "dcmi/adv1", s1, (s1 > g1).astype(int), th1, g1, na1, (pos_o, miss1), fold))
+        out.append(
+            _variant_frame(docs, "dcmi/adv1", s1, (s1 > g1).astype(int), th1, g1, na1, (reads.pos_o, miss1), fold)
+        )
 
         # Adversary 2: τ = Q3 of the calibrated scores of the other folds' reference non-members
         tau = fit["adv2_tau"]
@@ -395,7 +420,7 @@ class DCMI(Attack):
                     docs, f"dcmi/gamma={g:.1f}", cal[t2], (cal[t2] > g).astype(int), t2, g, no_answer[t2], read(t2)
                 )
             )
-        return pd.concat(out, ignore_index=True)
+        return out
 
     def fitted_choices(self, docs: list, cal: dict, reference_labels: Mapping[str, int]) -> dict:
         """The gray-box variants' choices, cross-fitted (ragmi.attacks.folds): the rows of fold k (its

@@ -136,6 +136,40 @@ def ensemble_scores(x_train, y_train, x_test, size: int, seed: int) -> np.ndarra
     return np.mean(preds, axis=0)
 
 
+def _black_box_frame(g: pd.DataFrame, t, parsed: list, no_answer: list[bool]) -> pd.DataFrame:
+    """The black-box variant of template ``t``'s rows ``g``: the parsed Yes (1) or not (0) as score and decision."""
+    decision = [1 if v == 1 else 0 for v in parsed]
+    return pd.DataFrame(
+        {
+            "doc_id": g["doc_id"],
+            "variant": f"rag_mia/black/t{t}",
+            "score": np.array(decision, float),
+            "decision": decision,
+            "no_answer": no_answer,
+            "yes_no_position": pd.NA,
+            "no_yes_no": pd.NA,
+        }
+    )
+
+
+def _first_topk_frame(g: pd.DataFrame, t, no_answer: list[bool]) -> pd.DataFrame:
+    """The earlier reading, kept as a named (non-headline) variant: P(Yes) at the first position whose top-K
+    holds a Yes/No token, whichever token was generated there."""
+    topk = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
+    pyes_topk = np.array([gray_features(a, b)[2] for a, b, _ in topk], dtype=float)
+    return pd.DataFrame(
+        {
+            "doc_id": g["doc_id"],
+            "variant": f"rag_mia/gray-pyes/t{t}/reading=first-topk",
+            "score": np.exp(pyes_topk) / (1.0 + np.exp(pyes_topk)),
+            "decision": pd.NA,
+            "no_answer": no_answer,
+            "yes_no_position": np.array([pos for _, _, pos in topk], dtype=int),
+            "no_yes_no": np.array([pos < 0 for _, _, pos in topk]),
+        }
+    )
+
+
 class RagMIA(Attack):
     name = "rag_mia"
     out_of_fold = True  # the gray-box ensemble's reference scores (cv_folds)
@@ -194,21 +228,8 @@ class RagMIA(Attack):
         for t, g in df.groupby("template", sort=True):
             g = g.reset_index(drop=True)
             parsed = [parse_yes_no(x) for x in g["response_text"]]
-            decision = [1 if v == 1 else 0 for v in parsed]
             no_answer = [v is None for v in parsed]
-            out.append(
-                pd.DataFrame(
-                    {
-                        "doc_id": g["doc_id"],
-                        "variant": f"rag_mia/black/t{t}",
-                        "score": np.array(decision, float),
-                        "decision": decision,
-                        "no_answer": no_answer,
-                        "yes_no_position": pd.NA,
-                        "no_yes_no": pd.NA,
-                    }
-                )
-            )
+            out.append(_black_box_frame(g, t, parsed, no_answer))
             if not self.logprobs:  # a target without log-probabilities: the black box only
                 self.skipped_variants += [
                     f"rag_mia/gray-pyes/t{t}",
@@ -216,58 +237,48 @@ class RagMIA(Attack):
                     f"rag_mia/gray/t{t}",
                 ]
                 continue
-            reads = [yes_no_at_first_generated(x) for x in g["token_top_logprobs"]]
-            feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
-            if not np.isfinite(feats).all():
-                raise ValueError("gray-box RAG-MIA needs top-K log-probabilities in every response")
-            position = np.array([pos for _, _, pos in reads], dtype=int)
-            read = {"yes_no_position": position, "no_yes_no": position < 0}
-            py = np.exp(feats[:, 2])
-            out.append(
-                pd.DataFrame(
-                    {
-                        "doc_id": g["doc_id"],
-                        "variant": f"rag_mia/gray-pyes/t{t}",
-                        "score": py / (1.0 + py),
-                        "decision": pd.NA,
-                        "no_answer": no_answer,
-                        **read,
-                    }
-                )
-            )
-            # the earlier reading, kept as a named (non-headline) variant: P(Yes) at the first position
-            # whose top-K holds a Yes/No token, whichever token was generated there
-            topk = [yes_no_at_first_position(x) for x in g["token_top_logprobs"]]
-            pyes_topk = np.array([gray_features(a, b)[2] for a, b, _ in topk], dtype=float)
-            out.append(
-                pd.DataFrame(
-                    {
-                        "doc_id": g["doc_id"],
-                        "variant": f"rag_mia/gray-pyes/t{t}/reading=first-topk",
-                        "score": np.exp(pyes_topk) / (1.0 + np.exp(pyes_topk)),
-                        "decision": pd.NA,
-                        "no_answer": no_answer,
-                        "yes_no_position": np.array([pos for _, _, pos in topk], dtype=int),
-                        "no_yes_no": np.array([pos < 0 for _, _, pos in topk]),
-                    }
-                )
-            )
-            ens, fold = self._crossfit(g["doc_id"].tolist(), feats, reference_labels, int(t))
-            out.append(
-                pd.DataFrame(
-                    {
-                        "doc_id": g["doc_id"],
-                        "variant": f"rag_mia/gray/t{t}",
-                        "score": ens,
-                        "decision": (ens > 0.5).astype(int),
-                        "no_answer": no_answer,
-                        **read,
-                        "fold": fold,
-                        "selection": SELECTION_IN_FOLD,
-                    }
-                )
-            )
+            out += self._gray_box_frames(g, t, no_answer, reference_labels)
         return pd.concat(out, ignore_index=True)
+
+    def _gray_box_frames(self, g: pd.DataFrame, t, no_answer: list[bool], reference_labels) -> list[pd.DataFrame]:
+        """The gray-box variants of template ``t``'s rows ``g``: P(Yes) at the first generated Yes/No, the
+        earlier first-top-K reading, and the cross-fitted ensemble on the log-probability features."""
+        reads = [yes_no_at_first_generated(x) for x in g["token_top_logprobs"]]
+        feats = np.array([gray_features(py, pn) for py, pn, _ in reads], dtype=float)
+        if not np.isfinite(feats).all():
+            raise ValueError("gray-box RAG-MIA needs top-K log-probabilities in every response")
+        position = np.array([pos for _, _, pos in reads], dtype=int)
+        read = {"yes_no_position": position, "no_yes_no": position < 0}
+        py = np.exp(feats[:, 2])
+        out = [
+            pd.DataFrame(
+                {
+                    "doc_id": g["doc_id"],
+                    "variant": f"rag_mia/gray-pyes/t{t}",
+                    "score": py / (1.0 + py),
+                    "decision": pd.NA,
+                    "no_answer": no_answer,
+                    **read,
+                }
+            ),
+            _first_topk_frame(g, t, no_answer),
+        ]
+        ens, fold = self._crossfit(g["doc_id"].tolist(), feats, reference_labels, int(t))
+        out.append(
+            pd.DataFrame(
+                {
+                    "doc_id": g["doc_id"],
+                    "variant": f"rag_mia/gray/t{t}",
+                    "score": ens,
+                    "decision": (ens > 0.5).astype(int),
+                    "no_answer": no_answer,
+                    **read,
+                    "fold": fold,
+                    "selection": SELECTION_IN_FOLD,
+                }
+            )
+        )
+        return out
 
     def _crossfit(self, doc_ids, feats, reference_labels, template: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, fold) of the rows ``doc_ids`` with features ``feats``: cross-fitted ensemble scores

@@ -145,46 +145,8 @@ def summary_lines(
     cached_unaccounted: int,
     doc_notes: list[str],
 ) -> list[str]:
-    local = [w for w in works if w.local]
-    sent = sum(w.requests for w in local)
-    asked = sum(w.asked for w in works)
-    prompt = sum(w.prompt_tokens for w in local)
-    answer = sum(w.requests * w.answer_tokens for w in local)
-    jobs = sum(w.jobs for w in local if not w.done)
-    pairs = {tuple(sorted((w.target, w.reused_from))) for w in works if w.reused_from and w.reused_from != "done"}
-    reused = [f"{a} and {b} send the same requests" for a, b in sorted(pairs)]
-    done = sum(w.asked for w in works if w.done or w.reused_from == "done")
-    out = []
-    parts = "" if est is None else f"model jobs {minutes(est.generation_s)}, the rest {minutes(est.fixed_s)}"
-    if est is None or speed is None:
-        out.append(
-            f"ragmi: no time estimate for this machine ({machine}): no measurement here, and its CPU has no AVX2."
-        )
-    elif not sent and not any(w.requests for w in works):
-        out.append(f"ragmi: no model answer left to generate: this run takes {about(est.seconds)} here.")
-    elif speed.range_only:
-        out.append(
-            f"ragmi: this run takes {span(est.low, est.high)} here: {AVX2_RANGE[0]:g} to {AVX2_RANGE[1]:g} times "
-            f"its {minutes(est.seconds)} on {REFERENCE_MACHINE} ({parts} there), see the speed line."
-        )
-    elif speed.rng is None:
-        out.append(
-            f"ragmi: this run takes {about(est.seconds)} on {REFERENCE_MACHINE} ({parts}); "
-            "how long here is unknown until a first run on this CPU measures it."
-        )
-    else:
-        out.append(f"ragmi: this run takes {about(est.seconds)} here ({span(est.low, est.high)}; {parts}).")
-    same = f"; {', '.join(reused)} (an output-only defense), answered once" if reused else ""
-    if sent or any(w.requests for w in works):
-        out.append(
-            f"ragmi:   work: {sent:,.0f} model requests to send ({prompt / 1000:,.0f}k prompt tokens, about "
-            f"{answer / 1000:,.1f}k answer tokens) in {jobs} model jobs, of {asked:,.0f} asked"
-            + (f"; {done:,.0f} answered already" if done else "")
-            + same
-            + "."
-        )
-    else:
-        out.append(f"ragmi:   work: the {asked:,.0f} model requests of this config are answered already{same}.")
+    sent = sum(w.requests for w in works if w.local)
+    out = [_time_line(works, speed, est, machine, sent), _work_line(works, sent)]
     if cached:
         out.append(
             f"ragmi:   {cached:,} responses in the cache"
@@ -218,6 +180,48 @@ def summary_lines(
         "and M grows once the queries exist. Each model job prints its answers as they come."
     )
     return out
+
+
+def _time_line(works: list[Work], speed: Speed | None, est: Estimate | None, machine: str, sent: float) -> str:
+    """The summary's first line: how long the run takes here (or why that is not known)."""
+    parts = "" if est is None else f"model jobs {minutes(est.generation_s)}, the rest {minutes(est.fixed_s)}"
+    if est is None or speed is None:
+        return f"ragmi: no time estimate for this machine ({machine}): no measurement here, and its CPU has no AVX2."
+    if not sent and not any(w.requests for w in works):
+        return f"ragmi: no model answer left to generate: this run takes {about(est.seconds)} here."
+    if speed.range_only:
+        return (
+            f"ragmi: this run takes {span(est.low, est.high)} here: {AVX2_RANGE[0]:g} to {AVX2_RANGE[1]:g} times "
+            f"its {minutes(est.seconds)} on {REFERENCE_MACHINE} ({parts} there), see the speed line."
+        )
+    if speed.rng is None:
+        return (
+            f"ragmi: this run takes {about(est.seconds)} on {REFERENCE_MACHINE} ({parts}); "
+            "how long here is unknown until a first run on this CPU measures it."
+        )
+    return f"ragmi: this run takes {about(est.seconds)} here ({span(est.low, est.high)}; {parts})."
+
+
+def _work_line(works: list[Work], sent: float) -> str:
+    """The work line: the model requests to send, their tokens and jobs, and what is answered already."""
+    local = [w for w in works if w.local]
+    asked = sum(w.asked for w in works)
+    prompt = sum(w.prompt_tokens for w in local)
+    answer = sum(w.requests * w.answer_tokens for w in local)
+    jobs = sum(w.jobs for w in local if not w.done)
+    pairs = {tuple(sorted((w.target, w.reused_from))) for w in works if w.reused_from and w.reused_from != "done"}
+    reused = [f"{a} and {b} send the same requests" for a, b in sorted(pairs)]
+    done = sum(w.asked for w in works if w.done or w.reused_from == "done")
+    same = f"; {', '.join(reused)} (an output-only defense), answered once" if reused else ""
+    if sent or any(w.requests for w in works):
+        return (
+            f"ragmi:   work: {sent:,.0f} model requests to send ({prompt / 1000:,.0f}k prompt tokens, about "
+            f"{answer / 1000:,.1f}k answer tokens) in {jobs} model jobs, of {asked:,.0f} asked"
+            + (f"; {done:,.0f} answered already" if done else "")
+            + same
+            + "."
+        )
+    return f"ragmi:   work: the {asked:,.0f} model requests of this config are answered already{same}."
 
 
 RESULTS_LINE = (

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Tokens of a prompt: the chat template's own (role markers, the template's instructions), the query's
@@ -146,92 +146,130 @@ def _model(cfg: dict, gen_name: str) -> tuple[str, bool]:
 def plan(cfg: dict, root: Path) -> list[Work]:
     """Every model job kind of the run, with its requests and tokens (``tools/eta.py``'s docstring); ``root``: the
     run's folder (its results, logs and response cache count as done)."""
-    from ragmi.audit.plan import audited, canary_dataset, canary_seeds, canary_targets
-    from ragmi.plan import control_base, runs
-    from ragmi.targets import own_pipeline
-
     n_ref, n_eval = int(cfg["split"]["n_reference"]), int(cfg["split"]["n_eval"])
     n_candidates = 2 * n_ref + 2 * n_eval
     shard_size = int(cfg["generation"]["shard_size"])
     docs = {d: typical_doc(cfg, d, root) for d in cfg["datasets"]}
     attacker_model, attacker_local = _model(cfg, cfg["attacker"]["generator"])
-    works: list[Work] = []
-    seen: dict[tuple, str] = {}  # generation key -> the target that sends those requests
+    p = _Plan(cfg, root, shard_size, docs, attacker_model, attacker_local)
+    _attack_works(p, n_candidates, n_eval)
+    _prepare_works(p, n_candidates)
+    _canary_works(p)
+    _utility_works(p)
+    # what one target of a key has answered is in the response cache for the others
+    done_keys = {w.key for w in p.works if w.done and w.key is not None}
+    for w in p.works:
+        if not w.done and w.key in done_keys:
+            w.requests, w.prompt_tokens, w.reused_from = 0.0, 0.0, "done"
+    return p.works
+
+
+@dataclass
+class _Plan:
+    """The works of :func:`plan` as they are added, and what adding one reads."""
+
+    cfg: dict
+    root: Path
+    shard_size: int
+    docs: dict[str, Doc]
+    attacker_model: str
+    attacker_local: bool
+    works: list[Work] = field(default_factory=list)
+    seen: dict[tuple, str] = field(default_factory=dict)  # generation key -> the target that sends those requests
 
     def target_work(
-        kind, dataset, target, what, n_all, n_sent, query_chars, answer, unique=1.0, rough=False, done=False
-    ):
-        t = cfg["targets"][target]
-        model, local = _model(cfg, t["generator"])
-        key = _gen_key(cfg, dataset, target, what)
-        reused = seen.get(key) if key is not None else None
+        self, kind, dataset, target, what, n_all, n_sent, query_chars, answer, unique=1.0, rough=False, done=False
+    ) -> None:
+        """A job kind of a target (its requests counted once per generation key)."""
+        from ragmi.targets import own_pipeline
+
+        t = self.cfg["targets"][target]
+        model, local = _model(self.cfg, t["generator"])
+        key = _gen_key(self.cfg, dataset, target, what)
+        reused = self.seen.get(key) if key is not None else None
         if key is not None and reused is None:
-            seen[key] = target
+            self.seen[key] = target
         own = 0.0 if reused else n_sent * unique
         k = 0 if t.get("control") == "no_retrieval" else int(t.get("k") or 0)
-        per = prompt_tokens(query_chars, k, docs[dataset].chars)
-        jobs = max(1, math.ceil(n_all / shard_size))
+        per = prompt_tokens(query_chars, k, self.docs[dataset].chars)
+        jobs = max(1, math.ceil(n_all / self.shard_size))
         sent = 0.0 if done else own
         more = dict(reused_from=reused, done=done, local=local and not own_pipeline(t), rough=rough, own=own, key=key)
-        works.append(Work(kind, dataset, target, what, model, jobs, sent, n_sent, sent * per, answer, **more))
+        self.works.append(Work(kind, dataset, target, what, model, jobs, sent, n_sent, sent * per, answer, **more))
 
-    def attacker_work(kind, dataset, what, n, per_prompt, answer, done, rough=False):
+    def attacker_work(self, kind, dataset, what, n, per_prompt, answer, done, rough=False) -> None:
+        """A job kind of the attacker LLM."""
         sent = 0.0 if done else n
-        more = dict(done=done, local=attacker_local, rough=rough, own=n)
-        works.append(
-            Work(kind, dataset, "attacker LLM", what, attacker_model, 1, sent, n, sent * per_prompt, answer, **more)
+        more = dict(done=done, local=self.attacker_local, rough=rough, own=n)
+        self.works.append(
+            Work(
+                kind, dataset, "attacker LLM", what, self.attacker_model, 1, sent, n, sent * per_prompt, answer, **more
+            )
         )
 
+
+def _attack_works(p: _Plan, n_candidates: int, n_eval: int) -> None:
+    """Every attack's requests on every target (a negative control: the evaluation candidates only)."""
+    from ragmi.plan import control_base, runs
+
+    cfg = p.cfg
     for d, t, a in runs(cfg):
-        w = attack_work(a, cfg["attacks"][a], docs[d])
+        w = attack_work(a, cfg["attacks"][a], p.docs[d])
         n_all = n_candidates * w.queries
         n_sent = 2 * n_eval * w.queries if control_base(cfg, t) else n_all
-        done = _shards_done(root, d, t, a)
-        target_work("attack", d, t, a, n_all, n_sent, w.query_chars, w.answer_tokens, w.unique, w.rough, done)
+        done = _shards_done(p.root, d, t, a)
+        p.target_work("attack", d, t, a, n_all, n_sent, w.query_chars, w.answer_tokens, w.unique, w.rough, done)
 
-    # the attacker LLM's preparation (DCMI's LLM perturber, IA's and MEntA's questions and summaries)
+
+def _prepare_works(p: _Plan, n_candidates: int) -> None:
+    """The attacker LLM's preparation (DCMI's LLM perturber, IA's and MEntA's questions and summaries)."""
+    from ragmi.plan import runs
+
+    cfg = p.cfg
     for d, a in sorted({(d, a) for d, _, a in runs(cfg)}):
-        w = attack_work(a, cfg["attacks"][a], docs[d])
+        w = attack_work(a, cfg["attacks"][a], p.docs[d])
         if w.prepare:
             calls, chars, answer = w.prepare
-            done = (root / "results" / "materials" / d / f"{a}.parquet").is_file()
+            done = (p.root / "results" / "materials" / d / f"{a}.parquet").is_file()
             per = TEMPLATE_TOKENS + chars / QUERY_CHARS_PER_TOKEN
-            attacker_work("prepare", d, a, n_candidates * calls, per, answer, done, rough=True)
+            p.attacker_work("prepare", d, a, n_candidates * calls, per, answer, done, rough=True)
 
-    # canaries: a 50-query pool per seed and canary target, through the target
-    if audited(cfg):
-        try:
-            from ragmi.audit.canaries import N_DOCS as n_canaries
-        except ImportError:  # pragma: no cover - the module moved
-            n_canaries = 50
-        cd = canary_dataset(cfg)
-        answer = CANARY_ANSWER_SHARE * int(cfg["audit"]["canary_max_tokens"])
-        for t in canary_targets(cfg):
-            for s in canary_seeds(cfg, t):
-                done = (root / "results" / "audit" / "canaries" / t / f"{s}.json").is_file()
-                target_work(
-                    "canaries", cd, t, f"canaries/{s}", n_canaries, n_canaries, CANARY_QUERY_CHARS, answer, done=done
-                )
 
-    # utility: the attacker LLM writes the questions (OVERSAMPLE x as many documents asked), the targets answer
+def _canary_works(p: _Plan) -> None:
+    """The canaries: a 50-query pool per seed and canary target, through the target."""
+    from ragmi.audit.plan import audited, canary_dataset, canary_seeds, canary_targets
+
+    cfg = p.cfg
+    if not audited(cfg):
+        return
+    try:
+        from ragmi.audit.canaries import N_DOCS as n_canaries
+    except ImportError:  # pragma: no cover - the module moved
+        n_canaries = 50
+    cd = canary_dataset(cfg)
+    answer = CANARY_ANSWER_SHARE * int(cfg["audit"]["canary_max_tokens"])
+    for t in canary_targets(cfg):
+        for s in canary_seeds(cfg, t):
+            done = (p.root / "results" / "audit" / "canaries" / t / f"{s}.json").is_file()
+            p.target_work(
+                "canaries", cd, t, f"canaries/{s}", n_canaries, n_canaries, CANARY_QUERY_CHARS, answer, done=done
+            )
+
+
+def _utility_works(p: _Plan) -> None:
+    """Utility: the attacker LLM writes the questions (OVERSAMPLE x as many documents asked), the targets answer."""
     from ragmi.attacks.work import DOC_CHARS_PER_TOKEN
     from ragmi.utility.plan import utility_runs
 
+    cfg, root = p.cfg, p.root
     u_runs = utility_runs(cfg)
     n_q = int(cfg["utility"]["n_questions"]) if u_runs else 0
     for d in sorted({d for d, _ in u_runs}):
         done = (root / "results" / "utility" / d / "questions.parquet").is_file()
-        per = TEMPLATE_TOKENS + UTILITY_WRITER_CHARS / QUERY_CHARS_PER_TOKEN + docs[d].chars / DOC_CHARS_PER_TOKEN
+        per = TEMPLATE_TOKENS + UTILITY_WRITER_CHARS / QUERY_CHARS_PER_TOKEN + p.docs[d].chars / DOC_CHARS_PER_TOKEN
         answer = WRITER_ANSWER_SHARE * int(cfg["utility"]["question_max_tokens"])
-        attacker_work("utility questions", d, "utility", math.ceil(UTILITY_OVERSAMPLE * n_q), per, answer, done)
+        p.attacker_work("utility questions", d, "utility", math.ceil(UTILITY_OVERSAMPLE * n_q), per, answer, done)
     for d, t in u_runs:
         answer = UTILITY_ANSWER_SHARE * int(cfg["utility"]["max_tokens"])
         done = _shards_done(root, d, t, "utility")
-        target_work("utility answers", d, t, "utility", n_q, n_q, UTILITY_QUESTION_CHARS, answer, done=done)
-
-    # what one target of a key has answered is in the response cache for the others
-    done_keys = {w.key for w in works if w.done and w.key is not None}
-    for w in works:
-        if not w.done and w.key in done_keys:
-            w.requests, w.prompt_tokens, w.reused_from = 0.0, 0.0, "done"
-    return works
+        p.target_work("utility answers", d, t, "utility", n_q, n_q, UTILITY_QUESTION_CHARS, answer, done=done)

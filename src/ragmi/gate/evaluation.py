@@ -125,6 +125,122 @@ def _cell_name(metric: Metric, r: Mapping, limit: Mapping | None = None) -> dict
     return out
 
 
+@dataclass
+class _LimitSpec:
+    """A limit as its cells read it (:func:`_limit_cells`)."""
+
+    metric: Metric
+    metric_name: str  # the limit's ``metric`` key
+    lid: str
+    op: str  # "max" or "min"
+    bound: float
+    both: bool  # two-sided: the flipped score is held to the limit too
+    min_n: int | None
+    source: str
+    rule: str
+    path: Path
+
+    def crosses(self, value: float) -> bool:
+        """Whether ``value`` lies beyond the bound."""
+        return value > self.bound if self.op == "max" else value < self.bound
+
+
+def _cell_message(spec: _LimitSpec, name: Mapping, status: str, value, n_text: str, detail: str, flipped: float) -> str:
+    """The cell's one-line finding, as gate.json and the console print it."""
+    metric, op, bound = spec.metric, spec.op, spec.bound
+    sign = ">" if op == "max" else "<"
+    fl = _fmt(flipped)
+    if status == BREACH and spec.crosses(value):
+        msg = f"{metric.what} {_fmt(value)} {sign} {op} {bound:g}"
+    elif status == BREACH:  # the flipped score's
+        msg = (
+            f"{metric.what} {_fmt(value)}, inverted: of the flipped score (1 - {metric.flipped}) {fl} "
+            f"{sign} {op} {bound:g}"
+        )
+    elif status == PASS:
+        msg = f"{metric.what} {_fmt(value)} within {op} {bound:g}" + (
+            f", of the flipped score (1 - {metric.flipped}) {fl} too" if spec.both else ""
+        )
+    else:
+        msg = f"no evidence for {metric.what} {op} {bound:g}"
+    where = ", ".join(f"{k} {v}" for k, v in name.items())
+    return f"{spec.lid}: {where}: {msg}" + (f" ({n_text})" if n_text else "") + (f"; {detail}" if detail else "")
+
+
+def _cell(
+    spec: _LimitSpec, name: Mapping, status: str, value, n_text: str, detail: str, line, flipped=float("nan")
+) -> dict:
+    """One cell's entry of gate.json."""
+    return {
+        "limit": spec.lid,
+        "metric": spec.metric_name,
+        "op": spec.op,
+        "limit_value": spec.bound,
+        **{k: name.get(k, "") for k in SELECTORS},
+        "utility_metric": name.get("utility_metric", ""),
+        "status": status,
+        "value": None if value is None or math.isnan(value) else value,
+        "flipped_value": None if math.isnan(flipped) else flipped,
+        "n": n_text,
+        "min_n": spec.min_n,
+        "detail": detail,
+        "table": str(spec.path),
+        "line": line,
+        "message": _cell_message(spec, name, status, value, n_text, detail, flipped),
+    }
+
+
+def _no_evidence_detail(spec: _LimitSpec, r: Mapping, n: float, value: float, flipped: float, detail: str):
+    """The detail of a matched row's cell that gives no evidence (in the rules' order); None when the row
+    decides the limit."""
+    metric, min_n, rule = spec.metric, spec.min_n, spec.rule
+    if math.isnan(n) or n < 1:
+        return "no data at this n; " + detail
+    if min_n is None:
+        return f"no evidence at any n: {rule}; " + detail
+    if n < min_n and spec.source == "config":
+        return f"below min_n {min_n}; " + detail
+    if n < min_n:
+        note = f"no evidence at this n: below the default min_n {min_n} ({rule})"
+        return f"{note}; " + detail
+    if metric.table == "summary" and r.get("verdict") == "control failed":
+        note = r.get("verdict_detail") or ""
+        return f"a negative control failed ({note}): not membership"
+    if "informative" in r and _is_false(r["informative"]):
+        why = (r.get("uninformative_reason") or "").strip() or "no reason given"
+        return f"the row is not informative ({why}); " + detail
+    if math.isnan(value):
+        why = r.get("tpr_note") or r.get("verdict_detail") or "no number in the table"
+        return f"{why}; " + detail
+    if spec.both and math.isnan(flipped):
+        why = f"no {metric.flipped} to check the flipped score against the limit"
+        return f"{why}; " + detail
+    if metric.table == "summary" and metric.kind == "rate" and spec.op == "max" and number(r.get("auc_hi")) < 0.5:
+        why = (
+            "the AUC interval lies below 0.5 (inverted: the score ranks non-members higher); the flipped "
+            "score's TPR at low FPR is not in the table, so a TPR limit is not decided here (an AUC limit is)"
+        )
+        return f"{why}; " + detail
+    return None
+
+
+def _row_cell(spec: _LimitSpec, row: Row) -> dict:
+    """The cell of a row the limit matches: ``pass``, ``breach`` or ``no evidence``."""
+    metric = spec.metric
+    r = row.values
+    name = _cell_name(metric, r)
+    n, n_text = _cell_n(metric, r)
+    value = number(r.get(metric.column))
+    flipped = flipped_value(spec.metric_name, r) if spec.both else float("nan")
+    detail = _detail(metric, r)
+    why = _no_evidence_detail(spec, r, n, value, flipped, detail)
+    if why is not None:
+        return _cell(spec, name, NO_EVIDENCE, value, n_text, why, row.line)
+    bad = spec.crosses(value)
+    bad = bad or (spec.both and flipped > spec.bound)
+    return _cell(spec, name, BREACH if bad else PASS, value, n_text, detail, row.line, flipped)
+
+
 def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict, list[dict]]:
     """The limit as described in gate.json, and one entry per cell it matches in ``rows`` (None: the
     table's CSV does not exist)."""
@@ -133,6 +249,7 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
     op, bound = limit_bound(lim)
     both = two_sided(lim["metric"], op)
     min_n, source, rule = limit_min_n(lim, bound)
+    spec = _LimitSpec(metric, lim["metric"], lid, op, bound, both, min_n, source, rule, path)
     described = {
         "id": lid,
         "metric": lim["metric"],
@@ -146,94 +263,23 @@ def _limit_cells(lim: Mapping, rows: list[Row] | None, path: Path) -> tuple[dict
         "table": str(path),
         "description": lim.get("description", ""),
     }
-    cells: list[dict] = []
-    sign = ">" if op == "max" else "<"
-
-    def cell(name, status, value, n_text, detail, line, flipped=float("nan")):
-        fl = _fmt(flipped)
-        if status == BREACH and (value > bound if op == "max" else value < bound):
-            msg = f"{metric.what} {_fmt(value)} {sign} {op} {bound:g}"
-        elif status == BREACH:  # the flipped score's
-            msg = (
-                f"{metric.what} {_fmt(value)}, inverted: of the flipped score (1 - {metric.flipped}) {fl} "
-                f"{sign} {op} {bound:g}"
-            )
-        elif status == PASS:
-            msg = f"{metric.what} {_fmt(value)} within {op} {bound:g}" + (
-                f", of the flipped score (1 - {metric.flipped}) {fl} too" if both else ""
-            )
-        else:
-            msg = f"no evidence for {metric.what} {op} {bound:g}"
-        where = ", ".join(f"{k} {v}" for k, v in name.items())
-        msg = f"{lid}: {where}: {msg}" + (f" ({n_text})" if n_text else "") + (f"; {detail}" if detail else "")
-        cells.append(
-            {
-                "limit": lid,
-                "metric": lim["metric"],
-                "op": op,
-                "limit_value": bound,
-                **{k: name.get(k, "") for k in SELECTORS},
-                "utility_metric": name.get("utility_metric", ""),
-                "status": status,
-                "value": None if value is None or math.isnan(value) else value,
-                "flipped_value": None if math.isnan(flipped) else flipped,
-                "n": n_text,
-                "min_n": min_n,
-                "detail": detail,
-                "table": str(path),
-                "line": line,
-                "message": msg,
-            }
-        )
-
     if rows is None:
         why = f"{path} was not built by this configuration" if path.is_file() else f"{path} does not exist"
-        cell(_cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"{why}: the table was not built", None)
-        return described, cells
+        return described, [
+            _cell(spec, _cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"{why}: the table was not built", None)
+        ]
     if metric.table == "leakage_dashboard":
         rows = [r for r in rows if r.values.get("block") == "per target"]
     matched = [r for r in rows if matches(lim, metric, r.values)]
+    cells: list[dict] = []
     if not matched:
         sel = ", ".join(f"{k} {lim.get(k, ANY)}" for k in metric.keys)
-        cell(_cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"no row of {path.name} matches {sel}", None)
-    for row in matched:
-        r = row.values
-        name = _cell_name(metric, r)
-        n, n_text = _cell_n(metric, r)
-        value = number(r.get(metric.column))
-        flipped = flipped_value(lim["metric"], r) if both else float("nan")
-        detail = _detail(metric, r)
-        if math.isnan(n) or n < 1:
-            cell(name, NO_EVIDENCE, value, n_text, "no data at this n; " + detail, row.line)
-        elif min_n is None:
-            cell(name, NO_EVIDENCE, value, n_text, f"no evidence at any n: {rule}; " + detail, row.line)
-        elif n < min_n and source == "config":
-            cell(name, NO_EVIDENCE, value, n_text, f"below min_n {min_n}; " + detail, row.line)
-        elif n < min_n:
-            note = f"no evidence at this n: below the default min_n {min_n} ({rule})"
-            cell(name, NO_EVIDENCE, value, n_text, f"{note}; " + detail, row.line)
-        elif metric.table == "summary" and r.get("verdict") == "control failed":
-            note = r.get("verdict_detail") or ""
-            cell(name, NO_EVIDENCE, value, n_text, f"a negative control failed ({note}): not membership", row.line)
-        elif "informative" in r and _is_false(r["informative"]):
-            why = (r.get("uninformative_reason") or "").strip() or "no reason given"
-            cell(name, NO_EVIDENCE, value, n_text, f"the row is not informative ({why}); " + detail, row.line)
-        elif math.isnan(value):
-            why = r.get("tpr_note") or r.get("verdict_detail") or "no number in the table"
-            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
-        elif both and math.isnan(flipped):
-            why = f"no {metric.flipped} to check the flipped score against the limit"
-            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
-        elif metric.table == "summary" and metric.kind == "rate" and op == "max" and number(r.get("auc_hi")) < 0.5:
-            why = (
-                "the AUC interval lies below 0.5 (inverted: the score ranks non-members higher); the flipped "
-                "score's TPR at low FPR is not in the table, so a TPR limit is not decided here (an AUC limit is)"
+        cells.append(
+            _cell(
+                spec, _cell_name(metric, {}, lim), NO_EVIDENCE, None, "", f"no row of {path.name} matches {sel}", None
             )
-            cell(name, NO_EVIDENCE, value, n_text, f"{why}; " + detail, row.line)
-        else:
-            bad = value > bound if op == "max" else value < bound
-            bad = bad or (both and flipped > bound)
-            cell(name, BREACH if bad else PASS, value, n_text, detail, row.line, flipped)
+        )
+    cells += [_row_cell(spec, row) for row in matched]
     return described, cells
 
 

@@ -491,6 +491,20 @@ def _tpr_level(columns) -> str | None:
     return next((k for k in fpr_keys(columns) if float(k) > 0), None)
 
 
+_EFFECT_COLUMNS = (
+    "defenses",
+    "channels",
+    "delta_auc",
+    "delta_auc_lo",
+    "delta_auc_hi",
+    "n_paired_members",
+    "n_paired_nonmembers",
+    "delta_tpr",
+    "effect",
+    "verdict",
+)
+
+
 def defense_effect_frame(
     metrics: pd.DataFrame,
     target_defenses: dict,
@@ -520,81 +534,85 @@ def defense_effect_frame(
     scores = scores or {}
     df = metrics[metrics["variant"].map(is_main_variant)].copy()
     tpr_key = _tpr_level(df.columns)
-    tpr_col = f"tpr_at_fpr_{tpr_key}" if tpr_key else None
-    out: dict[str, list] = {
-        k: []
-        for k in (
-            "defenses",
-            "channels",
-            "delta_auc",
-            "delta_auc_lo",
-            "delta_auc_hi",
-            "n_paired_members",
-            "n_paired_nonmembers",
-            "delta_tpr",
-            "effect",
-            "verdict",
-        )
-    }
-
-    def add(**kw):
-        for k in out:
-            out[k].append(kw.get(k, float("nan")))
-
+    out: dict[str, list] = {k: [] for k in _EFFECT_COLUMNS}
     for _, r in df.iterrows():
-        t = r["target"]
-        defs = list(target_defenses.get(t, []))
-        names = ", ".join(defs) if defs else UNDEFENDED
-        if not defs:
-            add(defenses=names, channels=DASH, effect="baseline", verdict="baseline")
-            continue
-        reads = set(attack_channels(r["attack"], r["variant"]))
-        changes = set().union(*[defense_channels.get((t, d), set()) for d in defs])
-        chans = ", ".join(sorted(reads & changes))
-        indirect = not interpretable(changes, reads)
-        base = baselines.get(t)
-        pair = None
-        if base is not None and base != t:
-            a, b = scores.get((r["dataset"], t, r["attack"])), scores.get((r["dataset"], base, r["attack"]))
-            if a is not None and b is not None:
-                pair = paired_eval_scores(a, b, str(r["variant"]))
-        if pair is None:
-            why = "no undefended target" if base is None else "no scores of both targets on the same candidates"
-            effect = "indirect (no shared channel)" if indirect else f"{DASH} ({why})"
-            add(defenses=names, channels=chans, effect=effect, verdict="indirect" if indirect else "not compared")
-            continue
-        labels, sa, sb = pair
-        delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
-        cell = format_delta(delta, lo, hi)
-        d_tpr = float("nan")
-        if tpr_col and tpr_col in df.columns:
-            bm = metrics[
-                (metrics["dataset"] == r["dataset"])
-                & (metrics["target"] == base)
-                & (metrics["variant"] == r["variant"])
-            ]
-            if len(bm):
-                b_row = bm.iloc[0]
-                ok = all(tpr_estimable(x, tpr_key) for x in (r, b_row))
-                if ok and not (pd.isna(r[tpr_col]) or pd.isna(b_row[tpr_col])):
-                    d_tpr = float(r[tpr_col] - b_row[tpr_col])
-                    cell += f", ΔTPR at ref. threshold for {tpr_key}% FPR {signed(d_tpr)}"
-        if indirect:
-            verdict, cell = "indirect", f"indirect (no shared channel); for information: {cell}"
-        else:
-            verdict = effect_verdict(lo, hi)
-        add(
-            defenses=names,
-            channels=chans,
-            delta_auc=delta,
-            delta_auc_lo=lo,
-            delta_auc_hi=hi,
-            n_paired_members=int((labels == 1).sum()),
-            n_paired_nonmembers=int((labels == 0).sum()),
-            delta_tpr=d_tpr,
-            effect=cell,
-            verdict=verdict,
+        cells = _effect_cells(
+            r, metrics, target_defenses, defense_channels, attack_channels, baselines, scores, tpr_key
         )
+        for k in out:
+            out[k].append(cells.get(k, float("nan")))
     for k, v in out.items():
         df[k] = v
     return df.reset_index(drop=True)
+
+
+def _effect_cells(
+    r: pd.Series,
+    metrics: pd.DataFrame,
+    target_defenses: dict,
+    defense_channels: dict,
+    attack_channels,
+    baselines: dict,
+    scores: dict,
+    tpr_key: str | None,
+) -> dict:
+    """The defense-effect columns of one metrics row (:func:`defense_effect_frame`; absent ones are NaN)."""
+    t = r["target"]
+    defs = list(target_defenses.get(t, []))
+    names = ", ".join(defs) if defs else UNDEFENDED
+    if not defs:
+        return {"defenses": names, "channels": DASH, "effect": "baseline", "verdict": "baseline"}
+    reads = set(attack_channels(r["attack"], r["variant"]))
+    changes = set().union(*[defense_channels.get((t, d), set()) for d in defs])
+    chans = ", ".join(sorted(reads & changes))
+    indirect = not interpretable(changes, reads)
+    base = baselines.get(t)
+    pair = None
+    if base is not None and base != t:
+        a, b = scores.get((r["dataset"], t, r["attack"])), scores.get((r["dataset"], base, r["attack"]))
+        if a is not None and b is not None:
+            pair = paired_eval_scores(a, b, str(r["variant"]))
+    if pair is None:
+        why = "no undefended target" if base is None else "no scores of both targets on the same candidates"
+        effect = "indirect (no shared channel)" if indirect else f"{DASH} ({why})"
+        verdict = "indirect" if indirect else "not compared"
+        return {"defenses": names, "channels": chans, "effect": effect, "verdict": verdict}
+    labels, sa, sb = pair
+    delta, lo, hi = metrics_mod.paired_auc_difference(labels, sa, sb)
+    d_tpr, tpr_text = _delta_tpr(r, metrics, base, tpr_key)
+    cell = format_delta(delta, lo, hi) + tpr_text
+    if indirect:
+        verdict, cell = "indirect", f"indirect (no shared channel); for information: {cell}"
+    else:
+        verdict = effect_verdict(lo, hi)
+    return {
+        "defenses": names,
+        "channels": chans,
+        "delta_auc": delta,
+        "delta_auc_lo": lo,
+        "delta_auc_hi": hi,
+        "n_paired_members": int((labels == 1).sum()),
+        "n_paired_nonmembers": int((labels == 0).sum()),
+        "delta_tpr": d_tpr,
+        "effect": cell,
+        "verdict": verdict,
+    }
+
+
+def _delta_tpr(r: pd.Series, metrics: pd.DataFrame, base: str, tpr_key: str | None) -> tuple[float, str]:
+    """``(ΔTPR, its text for the effect cell)`` of row ``r`` against its undefended target ``base`` at
+    FPR level ``tpr_key``; ``(NaN, "")`` where either reference set cannot resolve it."""
+    tpr_col = f"tpr_at_fpr_{tpr_key}" if tpr_key else None
+    if not (tpr_col and tpr_col in metrics.columns):
+        return float("nan"), ""
+    bm = metrics[
+        (metrics["dataset"] == r["dataset"]) & (metrics["target"] == base) & (metrics["variant"] == r["variant"])
+    ]
+    if not len(bm):
+        return float("nan"), ""
+    b_row = bm.iloc[0]
+    ok = all(tpr_estimable(x, tpr_key) for x in (r, b_row))
+    if ok and not (pd.isna(r[tpr_col]) or pd.isna(b_row[tpr_col])):
+        d_tpr = float(r[tpr_col] - b_row[tpr_col])
+        return d_tpr, f", ΔTPR at ref. threshold for {tpr_key}% FPR {signed(d_tpr)}"
+    return float("nan"), ""

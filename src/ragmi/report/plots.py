@@ -301,66 +301,7 @@ def plot_defense_effect(df: pd.DataFrame, out_png: str | os.PathLike, title: str
     axes = np.atleast_1d(fig.subplots(math.ceil(len(panels) / 3), min(len(panels), 3), squeeze=False)).ravel()
     seen: dict = {}
     for ax, ((dataset, target), g) in zip(axes, panels):
-        order = {"reduces": 0, "increases": 0, "no detectable change": 0, "indirect": 1}
-        g = g.assign(_o=g["verdict"].map(order).fillna(2)).sort_values(["_o", "variant"], kind="stable")
-        drawn = g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].reset_index(drop=True)
-        missing = g[~g.index.isin(g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].index)]
-        ys = np.arange(len(drawn))[::-1]
-        for y, (_, r) in zip(ys, drawn.iterrows()):
-            marker, filled, color, label = VERDICT_STYLE[r["verdict"]]
-            x, lo, hi = r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]
-            xerr = None if math.isnan(lo) or math.isnan(hi) else [[x - lo], [hi - x]]
-            h = ax.errorbar(
-                [x],
-                [y],
-                xerr=xerr,
-                fmt=marker,
-                ms=7,
-                color=color,
-                mfc=color if filled else "white",
-                mec=color,
-                ecolor=color,
-                capsize=3,
-                lw=1.4,
-            )
-            seen.setdefault(r["verdict"], (h, label))
-            ax.annotate(
-                f"{x:+.2f}".replace("-", "−"),
-                (x, y),
-                textcoords="offset points",
-                xytext=(0, 8),
-                ha="center",
-                fontsize=7,
-                color=color,
-            )
-        ax.set_yticks(ys)
-        ax.set_yticklabels(
-            [f"{v}" + (" (indirect)" if vd == "indirect" else "") for v, vd in zip(drawn["variant"], drawn["verdict"])],
-            fontsize=8,
-        )
-        ax.axvline(0, color="black", lw=0.8)
-        span = max(
-            0.25,
-            float(np.nanmax(np.abs(drawn[["delta_auc_lo", "delta_auc_hi", "delta_auc"]].to_numpy(float))))
-            if len(drawn)
-            else 0.25,
-        )
-        ax.set_xlim(-min(1.05, span * 1.15), min(1.05, span * 1.15))
-        ax.set_ylim(-0.8, len(drawn) - 0.2)
-        defenses = str(g["defenses"].iloc[0]) if "defenses" in g else ""
-        ax.set_title(f"{dataset} / {target} ({defenses}) against its undefended target", fontsize=9)
-        ax.set_xlabel("ΔAUC = AUC(defended) − AUC(undefended), 95% CI\n← less leakage    more leakage →", fontsize=8)
-        ax.grid(True, axis="x", lw=0.4, alpha=0.5)
-        if len(missing):
-            ax.text(
-                0.0,
-                -0.02,
-                "not compared: " + ", ".join(missing["variant"].astype(str)),
-                transform=ax.transAxes,
-                fontsize=6,
-                va="top",
-                color="0.4",
-            )
+        _defense_effect_panel(ax, dataset, target, g, seen)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     if seen:
@@ -370,6 +311,76 @@ def plot_defense_effect(df: pd.DataFrame, out_png: str | os.PathLike, title: str
         )
     _suptitle(fig, title, fig.get_figwidth())
     save_atomic(fig, out_png)
+
+
+def _defense_effect_panel(ax, dataset: str, target: str, g: pd.DataFrame, seen: dict) -> None:
+    """One (dataset, defended target) panel of :func:`plot_defense_effect`; ``seen``: {verdict: (handle,
+    legend text)} of the verdicts drawn so far, added to."""
+    order = {"reduces": 0, "increases": 0, "no detectable change": 0, "indirect": 1}
+    g = g.assign(_o=g["verdict"].map(order).fillna(2)).sort_values(["_o", "variant"], kind="stable")
+    drawn = g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].reset_index(drop=True)
+    missing = g[~g.index.isin(g[g["delta_auc"].notna() & g["verdict"].isin(list(VERDICT_STYLE))].index)]
+    ys = np.arange(len(drawn))[::-1]
+    for y, (_, r) in zip(ys, drawn.iterrows()):
+        _defense_effect_point(ax, y, r, seen)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(
+        [f"{v}" + (" (indirect)" if vd == "indirect" else "") for v, vd in zip(drawn["variant"], drawn["verdict"])],
+        fontsize=8,
+    )
+    ax.axvline(0, color="black", lw=0.8)
+    span = max(
+        0.25,
+        float(np.nanmax(np.abs(drawn[["delta_auc_lo", "delta_auc_hi", "delta_auc"]].to_numpy(float))))
+        if len(drawn)
+        else 0.25,
+    )
+    ax.set_xlim(-min(1.05, span * 1.15), min(1.05, span * 1.15))
+    ax.set_ylim(-0.8, len(drawn) - 0.2)
+    defenses = str(g["defenses"].iloc[0]) if "defenses" in g else ""
+    ax.set_title(f"{dataset} / {target} ({defenses}) against its undefended target", fontsize=9)
+    ax.set_xlabel("ΔAUC = AUC(defended) − AUC(undefended), 95% CI\n← less leakage    more leakage →", fontsize=8)
+    ax.grid(True, axis="x", lw=0.4, alpha=0.5)
+    if len(missing):
+        ax.text(
+            0.0,
+            -0.02,
+            "not compared: " + ", ".join(missing["variant"].astype(str)),
+            transform=ax.transAxes,
+            fontsize=6,
+            va="top",
+            color="0.4",
+        )
+
+
+def _defense_effect_point(ax, y: float, r: pd.Series, seen: dict) -> None:
+    """A variant's ΔAUC with its interval, marked by its verdict, and its value above it."""
+    marker, filled, color, label = VERDICT_STYLE[r["verdict"]]
+    x, lo, hi = r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]
+    xerr = None if math.isnan(lo) or math.isnan(hi) else [[x - lo], [hi - x]]
+    h = ax.errorbar(
+        [x],
+        [y],
+        xerr=xerr,
+        fmt=marker,
+        ms=7,
+        color=color,
+        mfc=color if filled else "white",
+        mec=color,
+        ecolor=color,
+        capsize=3,
+        lw=1.4,
+    )
+    seen.setdefault(r["verdict"], (h, label))
+    ax.annotate(
+        f"{x:+.2f}".replace("-", "−"),
+        (x, y),
+        textcoords="offset points",
+        xytext=(0, 8),
+        ha="center",
+        fontsize=7,
+        color=color,
+    )
 
 
 _SWEEP_VALUE = re.compile(r"^dcmi/(?P<param>theta|gamma)=(?P<value>[0-9.]+)$")
@@ -574,17 +585,7 @@ def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
     d["_base_canaries"] = [
         base_can.get((r.dataset, r.base_target), (float("nan"), float("nan"))) for r in d.itertuples()
     ]
-    defended = d[d["target"] != d["base_target"]]
-    panels = []
-    for key, ylabel, y_of, ci_of, label_of in _privacy_utility_panels(d):
-        ys = []
-        for _, r in defended.iterrows():
-            try:
-                ys.append(y_of(r))
-            except (TypeError, ValueError, KeyError):
-                ys.append(float("nan"))
-        if any(not math.isnan(y) for y in ys):
-            panels.append((key, ylabel, y_of, ci_of, label_of))
+    panels = _privacy_utility_measured(d)
     if not panels:
         raise ValueError("no leakage measure of a defended target to plot")
     ncols = min(2, len(panels))  # per group, the panels two by two
@@ -598,50 +599,8 @@ def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
         for ax in row_axes[len(panels) :]:
             ax.set_visible(False)
         g = d[(d["dataset"] == dataset) & (d["base_target"] == base)].reset_index(drop=True)
-        for ax, (key, ylabel, y_of, ci_of, label_of) in zip(row_axes, panels):
-            h = ax.plot([0], [0], marker="*", ms=14, color="black", ls="none", zorder=3)[0]
-            handles.setdefault(f"undefended ({base}): the origin", h)
-            for i, r in g.iterrows():
-                if r["target"] == base:
-                    continue
-                x = float(r["delta_utility"])
-                try:
-                    y = y_of(r)
-                except (TypeError, ValueError, KeyError):
-                    continue
-                if math.isnan(x) or math.isnan(y):
-                    continue
-                xerr = [[x - float(r["delta_utility_lo"])], [float(r["delta_utility_hi"]) - x]]
-                yerr = None
-                if ci_of is not None:
-                    lo, hi = ci_of(r)
-                    if not (math.isnan(lo) or math.isnan(hi)):
-                        yerr = [[y - lo], [hi - y]]
-                color = _color(i, len(g))
-                h = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", ms=8, color=color, capsize=3, lw=1.3)
-                handles.setdefault(f"{r['target']} ({r['defenses']})", h)
-                ax.annotate(label_of(r), (x, y), textcoords="offset points", xytext=(7, 5), fontsize=7, color=color)
-            ax.axhline(0, color="grey", lw=0.8, ls=":")
-            ax.axvline(0, color="grey", lw=0.8, ls=":")
-            if key.endswith("delta_auc"):
-                ax.set_ylim(-1.05, 1.05)
-            else:
-                lim = max([1.0] + [abs(y_of(r)) for _, r in g.iterrows() if r["target"] != base and not _nan(y_of, r)])
-                ax.set_ylim(-lim * 1.25, lim * 1.25)
-            xlim = max(
-                [0.05]
-                + [
-                    abs(float(r[c]))
-                    for _, r in g.iterrows()
-                    for c in ("delta_utility_lo", "delta_utility_hi")
-                    if not pd.isna(r[c])
-                ]
-            )
-            ax.set_xlim(-xlim * 1.3, xlim * 1.3)
-            ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.set_title(f"{dataset} / against {base}", fontsize=9)
-            ax.grid(True, lw=0.4, alpha=0.4)
+        for ax, panel in zip(row_axes, panels):
+            _privacy_utility_panel(ax, panel, g, dataset, base, metric, handles)
     fig.legend(
         list(handles.values()),
         list(handles),
@@ -652,6 +611,73 @@ def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
     )
     fig.suptitle(textwrap.fill(title, 70 * ncols), fontsize=10)
     save_atomic(fig, out_png)
+
+
+def _privacy_utility_measured(d: pd.DataFrame) -> list[tuple]:
+    """The panels of :func:`_privacy_utility_panels` that some defended row of ``d`` has a number for."""
+    defended = d[d["target"] != d["base_target"]]
+    panels = []
+    for key, ylabel, y_of, ci_of, label_of in _privacy_utility_panels(d):
+        ys = []
+        for _, r in defended.iterrows():
+            try:
+                ys.append(y_of(r))
+            except (TypeError, ValueError, KeyError):
+                ys.append(float("nan"))
+        if any(not math.isnan(y) for y in ys):
+            panels.append((key, ylabel, y_of, ci_of, label_of))
+    return panels
+
+
+def _privacy_utility_panel(
+    ax, panel: tuple, g: pd.DataFrame, dataset: str, base: str, metric: str, handles: dict
+) -> None:
+    """One leakage measure's panel of the (dataset, undefended target ``base``) rows ``g``; ``handles``:
+    the legend's entries so far, added to."""
+    key, ylabel, y_of, ci_of, label_of = panel
+    h = ax.plot([0], [0], marker="*", ms=14, color="black", ls="none", zorder=3)[0]
+    handles.setdefault(f"undefended ({base}): the origin", h)
+    for i, r in g.iterrows():
+        if r["target"] == base:
+            continue
+        x = float(r["delta_utility"])
+        try:
+            y = y_of(r)
+        except (TypeError, ValueError, KeyError):
+            continue
+        if math.isnan(x) or math.isnan(y):
+            continue
+        xerr = [[x - float(r["delta_utility_lo"])], [float(r["delta_utility_hi"]) - x]]
+        yerr = None
+        if ci_of is not None:
+            lo, hi = ci_of(r)
+            if not (math.isnan(lo) or math.isnan(hi)):
+                yerr = [[y - lo], [hi - y]]
+        color = _color(i, len(g))
+        h = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", ms=8, color=color, capsize=3, lw=1.3)
+        handles.setdefault(f"{r['target']} ({r['defenses']})", h)
+        ax.annotate(label_of(r), (x, y), textcoords="offset points", xytext=(7, 5), fontsize=7, color=color)
+    ax.axhline(0, color="grey", lw=0.8, ls=":")
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    if key.endswith("delta_auc"):
+        ax.set_ylim(-1.05, 1.05)
+    else:
+        lim = max([1.0] + [abs(y_of(r)) for _, r in g.iterrows() if r["target"] != base and not _nan(y_of, r)])
+        ax.set_ylim(-lim * 1.25, lim * 1.25)
+    xlim = max(
+        [0.05]
+        + [
+            abs(float(r[c]))
+            for _, r in g.iterrows()
+            for c in ("delta_utility_lo", "delta_utility_hi")
+            if not pd.isna(r[c])
+        ]
+    )
+    ax.set_xlim(-xlim * 1.3, xlim * 1.3)
+    ax.set_xlabel(f"Δ {metric} (defended − undefended, 95% CI)", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_title(f"{dataset} / against {base}", fontsize=9)
+    ax.grid(True, lw=0.4, alpha=0.4)
 
 
 def _nan(y_of, r) -> bool:

@@ -498,53 +498,37 @@ def figure(path: str | os.PathLike, alt: str, caption: str) -> str:
 # provenance
 
 
-def provenance_html(prov: Mapping) -> str:
-    if not prov:
-        return '<p class="sub">No provenance recorded.</p>'
-    rows = []
+def _kv_row(key: str, value_html: str) -> str:
+    return f"<tr><th>{esc(key)}</th><td>{value_html}</td></tr>"
 
-    def row(key: str, value_html: str) -> None:
-        rows.append(f"<tr><th>{esc(key)}</th><td>{value_html}</td></tr>")
 
-    row(
-        "config digest",
-        f'<code class="hash">sha256:{esc(prov.get("config_sha256", ""))}</code>'
-        '<span class="detail">SHA-256 of the validated config as canonical JSON (keys sorted, no spaces, UTF-8)</span>',
-    )
-    rg = prov.get("ragmi") or {}
-    version = esc(rg.get("version", "?")) + (f" (git <code>{esc(rg['git'])}</code>)" if rg.get("git") else "")
-    row("ragmi", version)
+def _software_html(prov: Mapping) -> str:
+    """Python's version and the listed packages' versions."""
     packages = prov.get("packages") or {}
     py = f"Python {esc(prov.get('python', '?'))}"
     if packages:
         py += "; " + ", ".join(f"{esc(k)} {esc(v)}" for k, v in packages.items())
-    row("software", py)
-    cpu = prov.get("cpu") or {}
-    if cpu:
-        flags = ", ".join(cpu.get("flags") or []) or "none of the listed vector extensions"
-        row(
-            "CPU",
-            f"{esc(cpu.get('model') or '?')}, {esc(cpu.get('logical_cpus') or '?')} logical CPUs "
-            f"({esc(cpu.get('machine') or '')}); flags: {esc(flags)}",
-        )
-    precision = prov.get("precision") or []
-    if precision:
-        row(
-            "precision",
-            "; ".join(
-                f"<code>generators.{esc(p.get('generator'))}</code>: {esc(p.get('dtype'))}"
-                f'<span class="detail">{esc(p.get("reason"))}</span>'
-                for p in precision
-            ),
-        )
-    gpus = prov.get("gpus") or []
-    row(
-        "GPU",
-        "; ".join(f"{esc(g.get('name'))} ({esc(g.get('memory'))}, driver {esc(g.get('driver'))})" for g in gpus)
-        or "none (no nvidia-smi, or it lists no GPU)",
+    return py
+
+
+def _cpu_html(cpu: Mapping) -> str:
+    flags = ", ".join(cpu.get("flags") or []) or "none of the listed vector extensions"
+    return (
+        f"{esc(cpu.get('model') or '?')}, {esc(cpu.get('logical_cpus') or '?')} logical CPUs "
+        f"({esc(cpu.get('machine') or '')}); flags: {esc(flags)}"
     )
-    row("date", esc(prov.get("date", "?")) + '<span class="detail">when this page was written (UTC)</span>')
-    wt = prov.get("wall_time") or {}
+
+
+def _precision_html(precision: Sequence[Mapping]) -> str:
+    return "; ".join(
+        f"<code>generators.{esc(p.get('generator'))}</code>: {esc(p.get('dtype'))}"
+        f'<span class="detail">{esc(p.get("reason"))}</span>'
+        for p in precision
+    )
+
+
+def _wall_time_html(wt: Mapping) -> str | None:
+    """The wall-time row's cell; None when no wall time was recorded."""
     if wt.get("jobs"):
         text = (
             f"{esc(format_seconds(wt.get('span_seconds')))} from the first job's start ({esc(wt.get('first_job_start'))}) "
@@ -553,33 +537,70 @@ def provenance_html(prov: Mapping) -> str:
         )
         if wt.get("invocation_start"):
             text += f"; this snakemake invocation started {esc(wt['invocation_start'])}"
-        row("wall time", text + f'<span class="detail">{esc(wt.get("what", ""))}</span>')
-    elif wt:
-        row("wall time", "unknown (no Snakemake benchmark files)")
+        return text + f'<span class="detail">{esc(wt.get("what", ""))}</span>'
+    if wt:
+        return "unknown (no Snakemake benchmark files)"
+    return None
+
+
+def _model_row(m: Mapping) -> str:
+    """A model's row of the models table: role, name, kind (and package), SHA-256 (and its source)."""
+    sha = m.get("sha256")
+    files = m.get("files") or []
+    if not sha and any(f.get("sha256") for f in files):
+        sha_html = "<br>".join(
+            f'{esc(f["file"])}: <code class="hash">{esc(f["sha256"])}</code>' for f in files if f.get("sha256")
+        )
+    else:
+        sha_html = f'<code class="hash">{esc(sha)}</code>' if sha else "–"
+    return (
+        "<tr>"
+        + _td(esc(m.get("role", "")))
+        + _td(f"<code>{esc(m.get('name', ''))}</code>")
+        + _td(esc(m.get("kind", "")) + (f'<span class="detail">{esc(m["package"])}</span>' if m.get("package") else ""))
+        + _td(sha_html + f'<span class="detail">{esc(m.get("sha256_source", ""))}</span>')
+        + "</tr>"
+    )
+
+
+def provenance_html(prov: Mapping) -> str:
+    if not prov:
+        return '<p class="sub">No provenance recorded.</p>'
+    rows = [
+        _kv_row(
+            "config digest",
+            f'<code class="hash">sha256:{esc(prov.get("config_sha256", ""))}</code>'
+            '<span class="detail">SHA-256 of the validated config as canonical JSON (keys sorted, no spaces, UTF-8)</span>',
+        )
+    ]
+    rg = prov.get("ragmi") or {}
+    version = esc(rg.get("version", "?")) + (f" (git <code>{esc(rg['git'])}</code>)" if rg.get("git") else "")
+    rows.append(_kv_row("ragmi", version))
+    rows.append(_kv_row("software", _software_html(prov)))
+    cpu = prov.get("cpu") or {}
+    if cpu:
+        rows.append(_kv_row("CPU", _cpu_html(cpu)))
+    precision = prov.get("precision") or []
+    if precision:
+        rows.append(_kv_row("precision", _precision_html(precision)))
+    gpus = prov.get("gpus") or []
+    rows.append(
+        _kv_row(
+            "GPU",
+            "; ".join(f"{esc(g.get('name'))} ({esc(g.get('memory'))}, driver {esc(g.get('driver'))})" for g in gpus)
+            or "none (no nvidia-smi, or it lists no GPU)",
+        )
+    )
+    rows.append(
+        _kv_row("date", esc(prov.get("date", "?")) + '<span class="detail">when this page was written (UTC)</span>')
+    )
+    wall_time = _wall_time_html(prov.get("wall_time") or {})
+    if wall_time is not None:
+        rows.append(_kv_row("wall time", wall_time))
     out = f'<div class="wrap"><table class="kv"><tbody>{"".join(rows)}</tbody></table></div>'
     models = prov.get("models") or []
     if models:
-        body = []
-        for m in models:
-            sha = m.get("sha256")
-            files = m.get("files") or []
-            if not sha and any(f.get("sha256") for f in files):
-                sha_html = "<br>".join(
-                    f'{esc(f["file"])}: <code class="hash">{esc(f["sha256"])}</code>' for f in files if f.get("sha256")
-                )
-            else:
-                sha_html = f'<code class="hash">{esc(sha)}</code>' if sha else "–"
-            body.append(
-                "<tr>"
-                + _td(esc(m.get("role", "")))
-                + _td(f"<code>{esc(m.get('name', ''))}</code>")
-                + _td(
-                    esc(m.get("kind", ""))
-                    + (f'<span class="detail">{esc(m["package"])}</span>' if m.get("package") else "")
-                )
-                + _td(sha_html + f'<span class="detail">{esc(m.get("sha256_source", ""))}</span>')
-                + "</tr>"
-            )
+        body = [_model_row(m) for m in models]
         out += "<h3>Models</h3>" + _table(["role", "model", "kind", "SHA-256"], body, "models-table", sortable=False)
     return out
 
@@ -645,69 +666,67 @@ def _find_figures(results_dir: Path) -> list[str]:
     )
 
 
-def build_page(
-    results_dir: str | os.PathLike = "results",
-    tables: Mapping[str, str] | None = None,
-    figures: Sequence[str] | None = None,
-    provenance: Mapping | None = None,
-    gate_json: str | os.PathLike | None = "auto",
-    page: str | os.PathLike | None = None,
-) -> str:
-    """The page's HTML.  ``tables``: {table name: CSV path} of the tables the configuration builds
-    (None: every CSV under ``<results_dir>/tables``); ``figures``: the PNGs it draws (None: every PNG
-    under ``<results_dir>/figures``); ``gate_json``: the gate's verdict file (``"auto"``: when
-    ``<results_dir>/gate/gate.json`` exists; None: no gate); ``page``: where the page is written (links
-    are relative to it; default ``<results_dir>/results.html``)."""
-    results_dir = Path(results_dir)
-    page_dir = Path(page).parent if page is not None else results_dir
-    registry = _registry_tables()
+class _DrawnFigures:
+    """The figures the run draws, looked up by their path under ``<results_dir>/figures``."""
+
+    def __init__(self, results_dir: Path, figures: Sequence[str]):
+        self.results_dir = results_dir
+        self.by_path = {Path(f).resolve().as_posix(): f for f in figures if Path(f).is_file()}
+
+    def __call__(self, rel: str) -> str | None:
+        """The figure ``<results_dir>/figures/<rel>`` when the run draws it."""
+        return self.by_path.get((self.results_dir / "figures" / rel).resolve().as_posix())
+
+
+def _ordered_tables(results_dir: Path, tables: Mapping[str, str] | None, registry: Mapping) -> dict[str, str]:
+    """{table name: CSV path} in registry order (unknown names last, by name); None: every CSV found."""
     if tables is None:
         tables = {p.stem: str(p) for p in sorted((results_dir / "tables").glob("*.csv"))}
     order = {n: i for i, n in enumerate(registry)}
-    tables = dict(sorted(tables.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-    figures = _find_figures(results_dir) if figures is None else list(figures)
-    fig_set = {Path(f).resolve().as_posix(): f for f in figures if Path(f).is_file()}
+    return dict(sorted(tables.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
-    def fig(rel: str) -> str | None:
-        """The figure ``<results_dir>/figures/<rel>`` when the run draws it."""
-        return fig_set.get((results_dir / "figures" / rel).resolve().as_posix())
 
-    data = {n: read_csv(p) for n, p in tables.items() if Path(p).is_file()}
-    links = {n: Linker(tables[n], page_dir) for n in data}
-    prov = provenance or {}
-
-    summary_cols, summary_rows = data.get("summary", ([], []))
-    counts = verdict_counts(summary_rows)
-    targets: list[tuple[str, str, str]] = []  # (dataset, target, defenses) in the summary's order
+def _summary_targets(summary_rows: Sequence[Mapping]) -> list[tuple[str, str, str]]:
+    """(dataset, target, defenses) of the summary's rows, in the summary's order."""
+    targets: list[tuple[str, str, str]] = []
     for r in summary_rows:
         key = (r.get("dataset", ""), r.get("target", ""), r.get("defenses", ""))
         if key not in targets:
             targets.append(key)
+    return targets
 
-    parts = []
-    # header
-    gate_html = ""
+
+def _gate_html(gate_json: str | os.PathLike | None, results_dir: Path, page_dir: Path) -> str:
+    """The header's line on the release gate's verdict (empty without a gate file)."""
     gate_path = results_dir / "gate" / "gate.json" if gate_json == "auto" else gate_json
-    if gate_path is not None and Path(gate_path).is_file():
-        try:
-            g = json.loads(Path(gate_path).read_text())
-            k = g.get("counts", {})
-            cls = {"pass": "e-good", "fail": "v-leaks", "undecided": "v-orange"}.get(g.get("verdict"), "v-none")
-            href = Path(os.path.relpath(gate_path, page_dir)).as_posix()
-            gate_html = (
-                f'<p class="lede">Release gate: <span class="pill {cls}">{esc(str(g.get("verdict", "?")).upper())}</span> '
-                f"{esc(k.get('breach', 0))} breached, {esc(k.get('no evidence', 0))} without evidence, "
-                f'{esc(k.get("pass", 0))} passed (<a href="{esc(href)}">{esc(gate_path)}</a>)</p>'
-            )
-        except (OSError, ValueError, AttributeError):
-            gate_html = f'<p class="lede">Release gate: unreadable ({esc(gate_path)})</p>'
+    if gate_path is None or not Path(gate_path).is_file():
+        return ""
+    try:
+        g = json.loads(Path(gate_path).read_text())
+        k = g.get("counts", {})
+        cls = {"pass": "e-good", "fail": "v-leaks", "undecided": "v-orange"}.get(g.get("verdict"), "v-none")
+        href = Path(os.path.relpath(gate_path, page_dir)).as_posix()
+        return (
+            f'<p class="lede">Release gate: <span class="pill {cls}">{esc(str(g.get("verdict", "?")).upper())}</span> '
+            f"{esc(k.get('breach', 0))} breached, {esc(k.get('no evidence', 0))} without evidence, "
+            f'{esc(k.get("pass", 0))} passed (<a href="{esc(href)}">{esc(gate_path)}</a>)</p>'
+        )
+    except (OSError, ValueError, AttributeError):
+        return f'<p class="lede">Release gate: unreadable ({esc(gate_path)})</p>'
+
+
+def _lede(summary_rows: Sequence[Mapping], targets: Sequence[tuple[str, str, str]]) -> str:
     n_targets = len({(d, t) for d, t, _ in targets})
-    lede = (
+    return (
         f"{len(summary_rows)} cells (target × attack headline variant) over {n_targets} target"
         f"{'s' if n_targets != 1 else ''}"
         if summary_rows
         else "This configuration builds no summary table (no attack ran on a target that is not a control)."
     )
+
+
+def _header(lede: str, counts: Mapping[str, int], data: Mapping, prov: Mapping, gate_html: str) -> str:
+    """The page's header: title, lede, verdict counts, gate verdict and table of contents."""
     pills = "".join(pill(v, n) for v, n in counts.items() if n)
     toc = [("summary", "Summary"), ("targets", "Per target")]
     if any(t in data for t in AUDIT_TABLES):
@@ -715,15 +734,16 @@ def build_page(
     if "privacy_utility" in data or "utility" in data:
         toc.append(("privacy-utility", "Privacy vs utility"))
     toc += [("provenance", "Provenance"), ("tables", "All tables")]
-    parts.append(
+    return (
         "<header><h1>ragmi results: membership-inference leakage</h1>"
         f'<p class="lede">{esc(lede.rstrip("."))}.{_stamp(prov)}</p>'
         f'<p class="counts">{pills}</p>{gate_html}'
         '<nav class="toc">' + "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in toc) + "</nav></header>"
     )
 
-    # 1. summary
-    parts.append('<section id="summary"><h2>Summary: does each attack leak membership on each target?</h2>')
+
+def _summary_section(summary_rows: Sequence[Mapping], links: Mapping, registry: Mapping, lede: str) -> list[str]:
+    parts = ['<section id="summary"><h2>Summary: does each attack leak membership on each target?</h2>']
     if summary_rows:
         parts.append(summary_table(summary_rows, links["summary"]))
         legend = "".join(f"<li>{badge_legend(v)}: {esc(m)}</li>" for v, m in VERDICT_MEANING.items())
@@ -732,74 +752,91 @@ def build_page(
     else:
         parts.append(f'<p class="sub">{esc(lede)}</p>')
     parts.append("</section>")
+    return parts
 
-    # 2. per target
-    parts.append('<section id="targets"><h2>Per target</h2>')
-    effect = data.get("defense_effect")
-    for dataset, target, defenses in targets:
-        ident = f"target-{slug(dataset)}-{slug(target)}"
-        title = esc(target) + (
-            f' <span class="sub">defenses: {esc(defenses)}</span>'
-            if defenses
-            else ' <span class="sub">undefended</span>'
+
+def _target_title(dataset: str, target: str, defenses: str, several_datasets: bool) -> str:
+    title = esc(target) + (
+        f' <span class="sub">defenses: {esc(defenses)}</span>' if defenses else ' <span class="sub">undefended</span>'
+    )
+    if several_datasets:
+        title += f' <span class="sub">· dataset {esc(dataset)}</span>'
+    return title
+
+
+def _per_attack_figures(mine: Sequence[Mapping], dataset: str, target: str, fig: _DrawnFigures) -> list[str]:
+    """The folded per-attack ROC and score figures of a target (nothing when it has none)."""
+    per_attack = []
+    for r in mine:
+        for kind in ("roc", "scores"):
+            p = fig(f"{r.get('attack')}/{dataset}__{target}_{kind}.png")
+            if p and p not in per_attack:
+                per_attack.append(p)
+    if not per_attack:
+        return []
+    figs = "".join(
+        figure(
+            p,
+            Path(p).stem,
+            esc(f"{Path(p).parent.name}: {'ROC' if p.endswith('_roc.png') else 'score distributions'}."),
         )
-        if len({d for d, _, _ in targets}) > 1:
-            title += f' <span class="sub">· dataset {esc(dataset)}</span>'
-        parts.append(f'<div class="target" id="{esc(ident)}"><h3>{title}</h3>')
-        mine = [r for r in summary_rows if r.get("dataset") == dataset and r.get("target") == target]
-        c = verdict_counts(mine)
-        parts.append('<p class="counts">' + "".join(pill(v, n) for v, n in c.items() if n) + "</p>")
-        roc = fig(f"roc/{dataset}__{target}.png")
-        if roc:
-            parts.append(
-                figure(
-                    roc,
-                    f"ROC curves of every attack on {target}",
-                    f"ROC curves of every attack on {esc(target)} (linear and low-FPR panels).",
-                )
+        for p in per_attack
+    )
+    return [
+        f'<details><summary>Per-attack figures ({len(per_attack)})</summary><div class="grid">{figs}</div></details>'
+    ]
+
+
+def _target_defense_effect(effect, dataset: str, target: str, defenses: str, link: Linker) -> list[str]:
+    """A target's rows of defense_effect (or, undefended, the line saying it is the baseline)."""
+    cols, rows = effect
+    keep = [
+        i
+        for i, r in enumerate(rows)
+        if r.get("dataset") == dataset and r.get("target") == target and r.get("verdict") != "baseline"
+    ]
+    if keep:
+        return [
+            "<h4>Defense effect (against the undefended target)</h4>",
+            csv_table("defense_effect", cols, rows, link, keep, drop=("dataset", "target", "defenses")),
+        ]
+    if not defenses:
+        return ['<p class="sub">Undefended: the baseline the defended targets are compared with (defense effect).</p>']
+    return []
+
+
+def _target_block(
+    key: tuple[str, str, str], targets, summary_rows, effect, links: Mapping, fig: _DrawnFigures
+) -> list[str]:
+    """One target's block of the per-target section."""
+    dataset, target, defenses = key
+    ident = f"target-{slug(dataset)}-{slug(target)}"
+    title = _target_title(dataset, target, defenses, len({d for d, _, _ in targets}) > 1)
+    parts = [f'<div class="target" id="{esc(ident)}"><h3>{title}</h3>']
+    mine = [r for r in summary_rows if r.get("dataset") == dataset and r.get("target") == target]
+    c = verdict_counts(mine)
+    parts.append('<p class="counts">' + "".join(pill(v, n) for v, n in c.items() if n) + "</p>")
+    roc = fig(f"roc/{dataset}__{target}.png")
+    if roc:
+        parts.append(
+            figure(
+                roc,
+                f"ROC curves of every attack on {target}",
+                f"ROC curves of every attack on {esc(target)} (linear and low-FPR panels).",
             )
-        per_attack = []
-        for r in mine:
-            for kind in ("roc", "scores"):
-                p = fig(f"{r.get('attack')}/{dataset}__{target}_{kind}.png")
-                if p and p not in per_attack:
-                    per_attack.append(p)
-        if per_attack:
-            figs = "".join(
-                figure(
-                    p,
-                    Path(p).stem,
-                    esc(f"{Path(p).parent.name}: {'ROC' if p.endswith('_roc.png') else 'score distributions'}."),
-                )
-                for p in per_attack
-            )
-            parts.append(
-                f'<details><summary>Per-attack figures ({len(per_attack)})</summary><div class="grid">{figs}</div></details>'
-            )
-        if effect is not None:
-            cols, rows = effect
-            keep = [
-                i
-                for i, r in enumerate(rows)
-                if r.get("dataset") == dataset and r.get("target") == target and r.get("verdict") != "baseline"
-            ]
-            if keep:
-                parts.append("<h4>Defense effect (against the undefended target)</h4>")
-                parts.append(
-                    csv_table(
-                        "defense_effect",
-                        cols,
-                        rows,
-                        links["defense_effect"],
-                        keep,
-                        drop=("dataset", "target", "defenses"),
-                    )
-                )
-            elif not defenses:
-                parts.append(
-                    '<p class="sub">Undefended: the baseline the defended targets are compared with (defense effect).</p>'
-                )
-        parts.append("</div>")
+        )
+    parts += _per_attack_figures(mine, dataset, target, fig)
+    if effect is not None:
+        parts += _target_defense_effect(effect, dataset, target, defenses, links["defense_effect"])
+    parts.append("</div>")
+    return parts
+
+
+def _targets_section(targets, summary_rows, data: Mapping, links: Mapping, registry: Mapping, fig) -> list[str]:
+    parts = ['<section id="targets"><h2>Per target</h2>']
+    effect = data.get("defense_effect")
+    for key in targets:
+        parts += _target_block(key, targets, summary_rows, effect, links, fig)
     if not targets:
         parts.append('<p class="sub">No target was attacked.</p>')
     if effect is not None:
@@ -808,42 +845,50 @@ def build_page(
             parts.append(f"<h3>Defense effect, every defended target</h3>{drawn}")
         parts.append(_notes("defense_effect", registry))
     parts.append("</section>")
+    return parts
 
-    # 3. audit
-    if any(t in data for t in AUDIT_TABLES):
-        parts.append('<section id="audit"><h2>Audit</h2>')
-        for name in AUDIT_TABLES:
-            if name in data:
-                cols, rows = data[name]
-                parts.append(f'<h3 id="{name}">{esc(_title(name, registry))}</h3>')
-                parts.append(csv_table(name, cols, rows, links[name], table_id=f"{name}-table"))
-                parts.append(_table_figures(name, registry, fig))
-                parts.append(_notes(name, registry))
-        parts.append("</section>")
 
-    # 4. privacy against utility
-    if "privacy_utility" in data or "utility" in data:
-        parts.append('<section id="privacy-utility"><h2>Privacy against utility</h2>')
-        name = "privacy_utility" if "privacy_utility" in data else "utility"
-        parts.append(_table_figures(name, registry, fig))
-        cols, rows = data[name]
-        keep = None
-        if "headline_metric" in cols and any(r.get("headline_metric") == "True" for r in rows):
-            keep = [i for i, r in enumerate(rows) if r.get("headline_metric") == "True"]
-            measure = rows[keep[0]].get("utility_metric", "")
-            parts.append(
-                f'<p class="sub">Rows of the headline utility measure ({esc(measure)}); every measure is in '
-                f'<a href="{esc(links[name].href)}">{esc(tables[name])}</a>.</p>'
-            )
-        parts.append(f"<h3>{esc(_title(name, registry))}</h3>")
-        parts.append(csv_table(name, cols, rows, links[name], keep, table_id=f"{name}-table"))
-        parts.append(_notes(name, registry))
-        parts.append("</section>")
+def _audit_section(data: Mapping, links: Mapping, registry: Mapping, fig) -> list[str]:
+    if not any(t in data for t in AUDIT_TABLES):
+        return []
+    parts = ['<section id="audit"><h2>Audit</h2>']
+    for name in AUDIT_TABLES:
+        if name in data:
+            cols, rows = data[name]
+            parts.append(f'<h3 id="{name}">{esc(_title(name, registry))}</h3>')
+            parts.append(csv_table(name, cols, rows, links[name], table_id=f"{name}-table"))
+            parts.append(_table_figures(name, registry, fig))
+            parts.append(_notes(name, registry))
+    parts.append("</section>")
+    return parts
 
-    # 5. provenance
-    parts.append('<section id="provenance"><h2>Provenance</h2>' + provenance_html(prov) + "</section>")
 
-    # 6. every table
+def _privacy_utility_section(data: Mapping, links: Mapping, tables: Mapping, registry: Mapping, fig) -> list[str]:
+    if "privacy_utility" not in data and "utility" not in data:
+        return []
+    parts = ['<section id="privacy-utility"><h2>Privacy against utility</h2>']
+    name = "privacy_utility" if "privacy_utility" in data else "utility"
+    parts.append(_table_figures(name, registry, fig))
+    cols, rows = data[name]
+    keep = None
+    if "headline_metric" in cols and any(r.get("headline_metric") == "True" for r in rows):
+        keep = [i for i, r in enumerate(rows) if r.get("headline_metric") == "True"]
+        measure = rows[keep[0]].get("utility_metric", "")
+        parts.append(
+            f'<p class="sub">Rows of the headline utility measure ({esc(measure)}); every measure is in '
+            f'<a href="{esc(links[name].href)}">{esc(tables[name])}</a>.</p>'
+        )
+    parts.append(f"<h3>{esc(_title(name, registry))}</h3>")
+    parts.append(csv_table(name, cols, rows, links[name], keep, table_id=f"{name}-table"))
+    parts.append(_notes(name, registry))
+    parts.append("</section>")
+    return parts
+
+
+def _all_tables_section(
+    tables: Mapping[str, str], data: Mapping, links: Mapping, page_dir: Path, registry: Mapping, fig
+) -> str:
+    """Every table the run wrote, with links to its Markdown and CSV."""
     items = []
     for name, path in tables.items():
         if name not in data:
@@ -860,7 +905,43 @@ def build_page(
             f'<a href="{esc(md_href)}">Markdown</a> · <a href="{esc(csv_href)}">CSV</a> ({len(data[name][1])} rows)'
             f"{drawn}</li>"
         )
-    parts.append(f'<section id="tables"><h2>All tables</h2><ul>{"".join(items)}</ul></section>')
+    return f'<section id="tables"><h2>All tables</h2><ul>{"".join(items)}</ul></section>'
+
+
+def build_page(
+    results_dir: str | os.PathLike = "results",
+    tables: Mapping[str, str] | None = None,
+    figures: Sequence[str] | None = None,
+    provenance: Mapping | None = None,
+    gate_json: str | os.PathLike | None = "auto",
+    page: str | os.PathLike | None = None,
+) -> str:
+    """The page's HTML.  ``tables``: {table name: CSV path} of the tables the configuration builds
+    (None: every CSV under ``<results_dir>/tables``); ``figures``: the PNGs it draws (None: every PNG
+    under ``<results_dir>/figures``); ``gate_json``: the gate's verdict file (``"auto"``: when
+    ``<results_dir>/gate/gate.json`` exists; None: no gate); ``page``: where the page is written (links
+    are relative to it; default ``<results_dir>/results.html``)."""
+    results_dir = Path(results_dir)
+    page_dir = Path(page).parent if page is not None else results_dir
+    registry = _registry_tables()
+    tables = _ordered_tables(results_dir, tables, registry)
+    figures = _find_figures(results_dir) if figures is None else list(figures)
+    fig = _DrawnFigures(results_dir, figures)
+    data = {n: read_csv(p) for n, p in tables.items() if Path(p).is_file()}
+    links = {n: Linker(tables[n], page_dir) for n in data}
+    prov = provenance or {}
+
+    summary_cols, summary_rows = data.get("summary", ([], []))
+    targets = _summary_targets(summary_rows)
+    lede = _lede(summary_rows, targets)
+    gate_html = _gate_html(gate_json, results_dir, page_dir)
+    parts = [_header(lede, verdict_counts(summary_rows), data, prov, gate_html)]
+    parts += _summary_section(summary_rows, links, registry, lede)  # 1. summary
+    parts += _targets_section(targets, summary_rows, data, links, registry, fig)  # 2. per target
+    parts += _audit_section(data, links, registry, fig)  # 3. audit
+    parts += _privacy_utility_section(data, links, tables, registry, fig)  # 4. privacy against utility
+    parts.append('<section id="provenance"><h2>Provenance</h2>' + provenance_html(prov) + "</section>")  # 5.
+    parts.append(_all_tables_section(tables, data, links, page_dir, registry, fig))  # 6. every table
 
     body = "\n".join(parts)
     return (

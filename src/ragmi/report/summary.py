@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -126,145 +127,204 @@ COLUMNS = [
 def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
     """The summary rows (columns :data:`COLUMNS`) from the concatenated metrics CSVs of every run
     (controls included: their AUCs decide ``control failed``) and the validated ``targets`` section."""
-
-    def control(t):
-        return targets[t]["control"] if t in targets else "none"
-
     base_of = baseline_targets(targets)  # a defended target reads its undefended counterpart's controls
     m = metrics[metrics["variant"].astype(str).map(is_main_variant)]
     key = {(r["dataset"], r["target"], r["variant"]): r for _, r in m.iterrows()}
     keys = fpr_keys(metrics.columns)
-    # the family of the control rule: every informative control row of the run (headline variants)
-    # (each attached to a main row of its base target, as the loop below reads them)
-    family = [
+    family = _control_family(key, targets)
+    family_p = dict(zip(family, holm([row_pvalues(key[k])[0] for k in family])))
+    rows = [
+        _summary_row(r, keys, targets, base_of, key, family_p, len(family))
+        for _, r in m.iterrows()
+        if _control(targets, r["target"]) == "none"
+    ]
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    _add_holm_verdicts(out)
+    for c in _INTEGER_COLUMNS:
+        out[c] = out[c].astype("Int64")  # integers in the CSV (50, not 50.0); missing stays empty
+    # undefended targets first (the defended ones compare against them), then by target and attack
+    order = out["defenses"].astype(str).ne("")
+    out = out.assign(_d=order).sort_values(["dataset", "_d", "target"], kind="stable").drop(columns="_d")
+    return out.reset_index(drop=True)
+
+
+_INTEGER_COLUMNS = (
+    "n_members",
+    "n_nonmembers",
+    "n_ref_members",
+    "n_ref_nonmembers",
+    "n_retrieved_members",
+    "n_informative_controls",
+    "n_uninformative_controls",
+    "n_run_controls",
+    "controls_failed_per_test",
+    "controls_failed_holm",
+)
+
+
+def _control(targets: Mapping, t) -> str:
+    """Target ``t``'s control kind (``"none"`` for a target that is no negative control)."""
+    return targets[t]["control"] if t in targets else "none"
+
+
+def _control_family(key: Mapping, targets: Mapping) -> list[tuple]:
+    """The family of the control rule: every informative control row of the run (headline variants),
+    each attached to a main row of its base target (as :func:`_read_controls` reads them)."""
+    return [
         k
         for k, c in key.items()
-        if control(k[1]) in CONTROL_SUFFIX
-        and str(k[1]).endswith(CONTROL_SUFFIX[control(k[1])])
-        and (k[0], str(k[1])[: -len(CONTROL_SUFFIX[control(k[1])])], k[2]) in key
+        if _control(targets, k[1]) in CONTROL_SUFFIX
+        and str(k[1]).endswith(CONTROL_SUFFIX[_control(targets, k[1])])
+        and (k[0], str(k[1])[: -len(CONTROL_SUFFIX[_control(targets, k[1])])], k[2]) in key
         and is_informative(c)
     ]
-    family_p = dict(zip(family, holm([row_pvalues(key[k])[0] for k in family])))
-    n_family = len(family)
-    rows = []
-    for _, r in m.iterrows():
-        t = r["target"]
-        if control(t) != "none":
+
+
+@dataclass
+class _ControlReading:
+    """What a summary row's negative controls say."""
+
+    controls: list[str] = field(default_factory=list)  # one cell per control, e.g. "null-db AUC 0.52 [...]"
+    failed: list[str] = field(default_factory=list)  # controls that exclude 0.5 after Holm
+    per_test: list[str] = field(default_factory=list)  # controls that exclude 0.5 per test only
+    kinds: list[str] = field(default_factory=list)  # the informative controls' short names
+    control_p: dict = field(default_factory=lambda: dict.fromkeys(CONTROL_SUFFIX, float("nan")))
+    n_inf: int = 0
+    n_uninf: int = 0
+
+
+def _read_controls(r, t, base, key: Mapping, targets: Mapping, family_p: Mapping, n_family: int) -> _ControlReading:
+    """The negative controls of row ``r`` (target ``t``), those of ``base``, read against the run's family."""
+    out = _ControlReading()
+    for kind, suffix in CONTROL_SUFFIX.items():
+        if base is None:
+            break
+        ck = (r["dataset"], base + suffix, r["variant"])
+        c = key.get(ck)
+        if c is None or _control(targets, base + suffix) != kind:
             continue
-        level, tpr, tpr_lo, tpr_hi, tpr_note = lowest_tpr(r, keys)
-        fpr_r = [
-            to_float(r.get(f"fpr_realized_{_key(level)}{s}")) if level == level else float("nan")
-            for s in ("", "_lo", "_hi")
-        ]
-        roc_level, roc, roc_lo, roc_hi = roc_tpr(r, keys)
-        pt, ot = to_float(r.get(PROMPT_TOKENS)), to_float(r.get(OUTPUT_TOKENS))
-        tokens = float("nan") if math.isnan(pt) and math.isnan(ot) else float(np.nansum([pt, ot]))
-        auc, lo, hi = to_float(r.get("auc")), to_float(r.get("auc_lo")), to_float(r.get("auc_hi"))
-        nm, nn = to_float(r.get("n_members")), to_float(r.get("n_nonmembers"))
-        base = base_of.get(t, t)
-        controls, failed, per_test, kinds = [], [], [], []
-        control_p = dict.fromkeys(CONTROL_SUFFIX, float("nan"))
-        n_inf = n_uninf = 0
-        for kind, suffix in CONTROL_SUFFIX.items():
-            if base is None:
-                break
-            ck = (r["dataset"], base + suffix, r["variant"])
-            c = key.get(ck)
-            if c is None or control(base + suffix) != kind:
-                continue
-            if not is_informative(c):
-                n_uninf += 1
-                controls.append(f"{CONTROL_SHORT[kind]} uninformative")
-                continue
-            n_inf += 1
-            kinds.append(CONTROL_SHORT[kind])
-            cell = f"{CONTROL_SHORT[kind]} AUC {format_ci(c.get('auc'), c.get('auc_lo'), c.get('auc_hi'))}"
-            controls.append(cell)
-            p_raw = row_pvalues(c)[0]
-            control_p[kind] = p_raw
-            adjusted = family_p.get(ck, float("nan"))
-            if adjusted < FAMILY_ALPHA:
-                failed.append(
-                    f"{cell}{_inherited(base, t)} excludes 0.5 after Holm (p = {_p(p_raw)}, adjusted {_p(adjusted)})"
-                )
-            elif control_excludes_chance(c):
-                per_test.append(
-                    f"{cell}{_inherited(base, t)}: excludes 0.5 per test (p = {_p(p_raw)}), not after Holm over the "
-                    f"run's {n_family} controls (adjusted p = {_p(adjusted)})"
-                )
-        informative = is_informative(r)
-        reason = "" if informative else str(r.get("uninformative_reason") or "constant scores")
-        skipped = r.get("skipped")
-        if isinstance(skipped, str) and skipped or math.isnan(auc) or math.isnan(lo) or math.isnan(hi):
-            verdict = "not computed"
-            detail = skipped if isinstance(skipped, str) and skipped else "no AUC interval"
-        elif not informative:
-            verdict, detail = "uninformative", reason
-        elif failed:
-            verdict = "control failed"
-            detail = "; ".join(failed + per_test) + f" (own verdict: {auc_verdict(lo, hi)})"
-        else:
-            verdict, detail = auc_verdict(lo, hi), "; ".join(per_test)
-        p_two, p_greater = row_pvalues(r) if verdict != "not computed" else (float("nan"), float("nan"))
-        defs = targets[t]["defenses"] if t in targets else []
-        ok = nm >= 1 and nn >= 1
-        rows.append(
-            {
-                "dataset": r["dataset"],
-                "target": t,
-                "defenses": ", ".join(defs),
-                "attack": r["attack"],
-                "variant": r["variant"],
-                "n_members": nm,
-                "n_nonmembers": nn,
-                "n_ref_members": to_float(r.get("n_ref_members")),
-                "n_ref_nonmembers": to_float(r.get("n_ref_nonmembers")),
-                "auc": auc,
-                "auc_lo": lo,
-                "auc_hi": hi,
-                "roc_tpr_fpr": roc_level,
-                "roc_tpr": roc,
-                "roc_tpr_lo": roc_lo,
-                "roc_tpr_hi": roc_hi,
-                "tpr_fpr": level,
-                "tpr": tpr,
-                "tpr_lo": tpr_lo,
-                "tpr_hi": tpr_hi,
-                "fpr_realized": fpr_r[0],
-                "fpr_realized_lo": fpr_r[1],
-                "fpr_realized_hi": fpr_r[2],
-                "tpr_note": tpr_note,
-                # TPR | retrieved at the reference threshold (ragmi.metrics.retrieved_tpr): in the CSV only
-                **{c: to_float(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
-                "n_retrieved_members": to_float(r.get("n_retrieved_members")),
-                QUERIES: to_float(r.get(QUERIES)),
-                PROMPT_TOKENS: pt,
-                OUTPUT_TOKENS: ot,
-                TOKENS: tokens,
-                "controls": "; ".join(controls),
-                "controls_from": base if base is not None and controls else "",
-                "n_informative_controls": n_inf,
-                "n_uninformative_controls": n_uninf,
-                "informative": informative,
-                "uninformative_reason": reason,
-                "min_detectable_auc": min_detectable_auc(int(nm), int(nn)) if ok else float("nan"),
-                "min_detectable_auc_80": min_detectable_auc_power(int(nm), int(nn), 0.8) if ok else float("nan"),
-                "auc_p": p_two,
-                "auc_p_greater": p_greater,
-                "auc_p_greater_holm": float("nan"),  # filled below, over the run's cells
-                "informative_controls": ", ".join(kinds),
-                "control_p_null_database": control_p["null_database"],
-                "control_p_no_retrieval": control_p["no_retrieval"],
-                "n_run_controls": n_family,
-                "controls_failed_per_test": len(per_test) + len(failed),
-                "controls_failed_holm": len(failed),
-                "verdict": verdict,
-                "verdict_holm": "",
-                "verdict_detail": detail,
-            }
-        )
-    out = pd.DataFrame(rows, columns=COLUMNS)
-    # the family-wise reading of the cells: Holm over every informative computed cell's one-sided p
+        if not is_informative(c):
+            out.n_uninf += 1
+            out.controls.append(f"{CONTROL_SHORT[kind]} uninformative")
+            continue
+        out.n_inf += 1
+        out.kinds.append(CONTROL_SHORT[kind])
+        cell = f"{CONTROL_SHORT[kind]} AUC {format_ci(c.get('auc'), c.get('auc_lo'), c.get('auc_hi'))}"
+        out.controls.append(cell)
+        p_raw = row_pvalues(c)[0]
+        out.control_p[kind] = p_raw
+        adjusted = family_p.get(ck, float("nan"))
+        if adjusted < FAMILY_ALPHA:
+            out.failed.append(
+                f"{cell}{_inherited(base, t)} excludes 0.5 after Holm (p = {_p(p_raw)}, adjusted {_p(adjusted)})"
+            )
+        elif control_excludes_chance(c):
+            out.per_test.append(
+                f"{cell}{_inherited(base, t)}: excludes 0.5 per test (p = {_p(p_raw)}), not after Holm over the "
+                f"run's {n_family} controls (adjusted p = {_p(adjusted)})"
+            )
+    return out
+
+
+def _verdict(r, auc: float, lo: float, hi: float, informative: bool, reason: str, ctl: _ControlReading):
+    """(verdict, verdict_detail) of a summary row (module docstring)."""
+    skipped = r.get("skipped")
+    if isinstance(skipped, str) and skipped or math.isnan(auc) or math.isnan(lo) or math.isnan(hi):
+        return "not computed", skipped if isinstance(skipped, str) and skipped else "no AUC interval"
+    if not informative:
+        return "uninformative", reason
+    if ctl.failed:
+        return "control failed", "; ".join(ctl.failed + ctl.per_test) + f" (own verdict: {auc_verdict(lo, hi)})"
+    return auc_verdict(lo, hi), "; ".join(ctl.per_test)
+
+
+def _tpr_columns(r, keys) -> dict:
+    """The row's two TPR figures (module docstring): the evaluation ROC's and the operational one."""
+    level, tpr, tpr_lo, tpr_hi, tpr_note = lowest_tpr(r, keys)
+    fpr_r = [
+        to_float(r.get(f"fpr_realized_{_key(level)}{s}")) if level == level else float("nan")
+        for s in ("", "_lo", "_hi")
+    ]
+    roc_level, roc, roc_lo, roc_hi = roc_tpr(r, keys)
+    return {
+        "roc_tpr_fpr": roc_level,
+        "roc_tpr": roc,
+        "roc_tpr_lo": roc_lo,
+        "roc_tpr_hi": roc_hi,
+        "tpr_fpr": level,
+        "tpr": tpr,
+        "tpr_lo": tpr_lo,
+        "tpr_hi": tpr_hi,
+        "fpr_realized": fpr_r[0],
+        "fpr_realized_lo": fpr_r[1],
+        "fpr_realized_hi": fpr_r[2],
+        "tpr_note": tpr_note,
+    }
+
+
+def _summary_row(r, keys, targets: Mapping, base_of: Mapping, key: Mapping, family_p: Mapping, n_family: int) -> dict:
+    """The summary row of the main metrics row ``r`` of a target that is no negative control."""
+    t = r["target"]
+    tpr_columns = _tpr_columns(r, keys)
+    pt, ot = to_float(r.get(PROMPT_TOKENS)), to_float(r.get(OUTPUT_TOKENS))
+    tokens = float("nan") if math.isnan(pt) and math.isnan(ot) else float(np.nansum([pt, ot]))
+    auc, lo, hi = to_float(r.get("auc")), to_float(r.get("auc_lo")), to_float(r.get("auc_hi"))
+    nm, nn = to_float(r.get("n_members")), to_float(r.get("n_nonmembers"))
+    base = base_of.get(t, t)
+    ctl = _read_controls(r, t, base, key, targets, family_p, n_family)
+    informative = is_informative(r)
+    reason = "" if informative else str(r.get("uninformative_reason") or "constant scores")
+    verdict, detail = _verdict(r, auc, lo, hi, informative, reason, ctl)
+    p_two, p_greater = row_pvalues(r) if verdict != "not computed" else (float("nan"), float("nan"))
+    defs = targets[t]["defenses"] if t in targets else []
+    ok = nm >= 1 and nn >= 1
+    return {
+        "dataset": r["dataset"],
+        "target": t,
+        "defenses": ", ".join(defs),
+        "attack": r["attack"],
+        "variant": r["variant"],
+        "n_members": nm,
+        "n_nonmembers": nn,
+        "n_ref_members": to_float(r.get("n_ref_members")),
+        "n_ref_nonmembers": to_float(r.get("n_ref_nonmembers")),
+        "auc": auc,
+        "auc_lo": lo,
+        "auc_hi": hi,
+        **tpr_columns,
+        # TPR | retrieved at the reference threshold (ragmi.metrics.retrieved_tpr): in the CSV only
+        **{c: to_float(r.get(c)) for c in ("tpr_retrieved", "tpr_retrieved_lo", "tpr_retrieved_hi")},
+        "n_retrieved_members": to_float(r.get("n_retrieved_members")),
+        QUERIES: to_float(r.get(QUERIES)),
+        PROMPT_TOKENS: pt,
+        OUTPUT_TOKENS: ot,
+        TOKENS: tokens,
+        "controls": "; ".join(ctl.controls),
+        "controls_from": base if base is not None and ctl.controls else "",
+        "n_informative_controls": ctl.n_inf,
+        "n_uninformative_controls": ctl.n_uninf,
+        "informative": informative,
+        "uninformative_reason": reason,
+        "min_detectable_auc": min_detectable_auc(int(nm), int(nn)) if ok else float("nan"),
+        "min_detectable_auc_80": min_detectable_auc_power(int(nm), int(nn), 0.8) if ok else float("nan"),
+        "auc_p": p_two,
+        "auc_p_greater": p_greater,
+        "auc_p_greater_holm": float("nan"),  # filled by _add_holm_verdicts, over the run's cells
+        "informative_controls": ", ".join(ctl.kinds),
+        "control_p_null_database": ctl.control_p["null_database"],
+        "control_p_no_retrieval": ctl.control_p["no_retrieval"],
+        "n_run_controls": n_family,
+        "controls_failed_per_test": len(ctl.per_test) + len(ctl.failed),
+        "controls_failed_holm": len(ctl.failed),
+        "verdict": verdict,
+        "verdict_holm": "",
+        "verdict_detail": detail,
+    }
+
+
+def _add_holm_verdicts(out: pd.DataFrame) -> None:
+    """Fill ``auc_p_greater_holm`` and ``verdict_holm``: the family-wise reading of the cells, Holm over
+    every informative computed cell's one-sided p."""
     tested = out["verdict"].isin(["leaks", "inverted", "no evidence at this n", "control failed"]).to_numpy()
     adjusted = holm(np.where(tested, out["auc_p_greater"].to_numpy(float), np.nan))
     out["auc_p_greater_holm"] = adjusted
@@ -274,23 +334,6 @@ def summary_frame(metrics: pd.DataFrame, targets: Mapping) -> pd.DataFrame:
         else ("leaks" if a < FAMILY_ALPHA else "no evidence after Holm")
         for v, a in zip(out["verdict"], adjusted)
     ]
-    for c in (
-        "n_members",
-        "n_nonmembers",
-        "n_ref_members",
-        "n_ref_nonmembers",
-        "n_retrieved_members",
-        "n_informative_controls",
-        "n_uninformative_controls",
-        "n_run_controls",
-        "controls_failed_per_test",
-        "controls_failed_holm",
-    ):
-        out[c] = out[c].astype("Int64")  # integers in the CSV (50, not 50.0); missing stays empty
-    # undefended targets first (the defended ones compare against them), then by target and attack
-    order = out["defenses"].astype(str).ne("")
-    out = out.assign(_d=order).sort_values(["dataset", "_d", "target"], kind="stable").drop(columns="_d")
-    return out.reset_index(drop=True)
 
 
 def _inherited(base, target) -> str:

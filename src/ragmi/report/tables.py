@@ -330,9 +330,41 @@ def markdown_table(
     df = df.reset_index(drop=True)
     rows = [r for _, r in df.iterrows()]
 
-    def col(fn) -> list[str]:
-        return [fn(r) for r in rows]
+    cells = _name_cells(df, groups)
+    own_verdict = "verdict" in extra
+    cells["verdict"] = [escape(v) for v in df["verdict"]] if own_verdict else _col(rows, verdict_cell)
+    has_delta = "delta_auc" in df.columns
+    if has_delta:
+        cells["ΔAUC [95% CI]"] = _col(rows, _delta_cell)
+    cells["n eval (m/nm)"] = _col(rows, lambda r: format_n(r.get("n_members"), r.get("n_nonmembers")))
+    cells["AUC"] = _col(rows, lambda r: format_ci(r.get("auc"), r.get("auc_lo"), r.get("auc_hi")))
+    roc_head, roc_cells, ref_head, ref_cells = _headline_tprs(df, keys)
+    cells[roc_head], cells[ref_head] = roc_cells, ref_cells
+    cells["Accuracy (decision rule)"] = _col(
+        rows, lambda r: format_ci(r.get("accuracy"), r.get("accuracy_lo"), r.get("accuracy_hi"))
+    )
+    # a table of ΔAUC (defense_effect) reads the change: the decision rule's accuracy goes below
+    core = [c for c in cells if not (has_delta and c == "Accuracy (decision rule)")]
+    _add_appendix_cells(cells, rows, metrics_df, keys, has_bb, has_thr, has_retr)
+    folded = {"verdict"} | ({"defenses"} if "target" in groups else set())  # already in the core's cells
+    for c in extra:
+        if c not in folded:
+            cells[COST_LABELS.get(c, c)] = _col(
+                rows, lambda r, c=c: escape(format_extra(c, r[c]))
+            )  # others keep their names
 
+    footnotes = _footnotes(metrics_df, keys, own_verdict, has_delta, has_bb, has_retr)
+    key = [c for c in ("dataset", "target", "attack", "variant") if c in cells]
+    keep = ["verdict", "ΔAUC [95% CI]", "AUC"]
+    return split_markdown(title, cells, core, key, notes=[*footnotes, *(notes or [])], keep=keep)
+
+
+def _col(rows: Sequence, fn) -> list[str]:
+    return [fn(r) for r in rows]
+
+
+def _name_cells(df: pd.DataFrame, groups: Sequence[str]) -> dict[str, list[str]]:
+    """The cells naming each row (its ``groups`` columns); the attack only where a variant does not say it."""
     cells: dict[str, list[str]] = {}
     for c in groups:
         cells[c] = _target_cells(df) if c == "target" else [escape(x) for x in df[c]]
@@ -341,42 +373,38 @@ def markdown_table(
         implied = all(str(v) == str(a) or str(v).startswith(f"{a}/") for a, v in zip(df["attack"], df["variant"]))
         if implied:
             del cells["attack"]
-    own_verdict = "verdict" in extra
-    cells["verdict"] = [escape(v) for v in df["verdict"]] if own_verdict else col(verdict_cell)
-    has_delta = "delta_auc" in df.columns
-    if has_delta:
-        cells["ΔAUC [95% CI]"] = col(_delta_cell)
-    cells["n eval (m/nm)"] = col(lambda r: format_n(r.get("n_members"), r.get("n_nonmembers")))
-    cells["AUC"] = col(lambda r: format_ci(r.get("auc"), r.get("auc_lo"), r.get("auc_hi")))
-    roc_head, roc_cells, ref_head, ref_cells = _headline_tprs(df, keys)
-    cells[roc_head], cells[ref_head] = roc_cells, ref_cells
-    cells["Accuracy (decision rule)"] = col(
-        lambda r: format_ci(r.get("accuracy"), r.get("accuracy_lo"), r.get("accuracy_hi"))
-    )
-    # a table of ΔAUC (defense_effect) reads the change: the decision rule's accuracy goes below
-    core = [c for c in cells if not (has_delta and c == "Accuracy (decision rule)")]
-    cells["n ref (m/nm)"] = col(lambda r: format_n(r.get("n_ref_members"), r.get("n_ref_nonmembers")))
+    return cells
+
+
+def _add_appendix_cells(
+    cells: dict, rows: Sequence, metrics_df: pd.DataFrame, keys, has_bb: bool, has_thr: bool, has_retr: bool
+) -> None:
+    """Add the appendix's metric columns to ``cells``: n ref, the TPR at every FPR level, TPR | retrieved,
+    the rule's rates and the best-threshold accuracy."""
+    cells["n ref (m/nm)"] = _col(rows, lambda r: format_n(r.get("n_ref_members"), r.get("n_ref_nonmembers")))
     roc_keys = [k for k in keys if float(k) > 0 and f"tpr_roc_{k}" in metrics_df.columns]
     for k in roc_keys:
-        cells.setdefault(f"TPR@{k}%FPR (eval ROC)", col(lambda r, k=k: roc_tpr_cell(r, k)))
+        cells.setdefault(f"TPR@{k}%FPR (eval ROC)", _col(rows, lambda r, k=k: roc_tpr_cell(r, k)))
     for k in keys:
-        cells[f"TPR at ref. threshold for {k}% FPR"] = col(lambda r, k=k: tpr_cell(r, k))
+        cells[f"TPR at ref. threshold for {k}% FPR"] = _col(rows, lambda r, k=k: tpr_cell(r, k))
     if has_retr:
-        cells["TPR \\| retrieved"] = col(retrieved_cell)
+        cells["TPR \\| retrieved"] = _col(rows, retrieved_cell)
     if has_bb:
-        cells["Rule TPR"] = col(lambda r: format_ci(r.get("bb_tpr"), r.get("bb_tpr_lo"), r.get("bb_tpr_hi")))
-        cells["Rule FPR"] = col(lambda r: format_ci(r.get("bb_fpr"), r.get("bb_fpr_lo"), r.get("bb_fpr_hi")))
+        cells["Rule TPR"] = _col(rows, lambda r: format_ci(r.get("bb_tpr"), r.get("bb_tpr_lo"), r.get("bb_tpr_hi")))
+        cells["Rule FPR"] = _col(rows, lambda r: format_ci(r.get("bb_fpr"), r.get("bb_fpr_lo"), r.get("bb_fpr_hi")))
     if has_thr:
-        cells["Best-threshold acc. (ragmi)"] = col(
+        cells["Best-threshold acc. (ragmi)"] = _col(
+            rows,
             lambda r: format_ci(
                 r.get("threshold_accuracy"), r.get("threshold_accuracy_lo"), r.get("threshold_accuracy_hi")
-            )
+            ),
         )
-    folded = {"verdict"} | ({"defenses"} if "target" in groups else set())  # already in the core's cells
-    for c in extra:
-        if c not in folded:
-            cells[COST_LABELS.get(c, c)] = col(lambda r, c=c: escape(format_extra(c, r[c])))  # others keep their names
 
+
+def _footnotes(
+    metrics_df: pd.DataFrame, keys, own_verdict: bool, has_delta: bool, has_bb: bool, has_retr: bool
+) -> list[str]:
+    """The footnotes of :func:`markdown_table` (before the table's own ``notes``)."""
     footnotes = [
         "Core table: the row's name, its verdict"
         + (" and ΔAUC" if has_delta else "")
@@ -431,9 +459,7 @@ def markdown_table(
         )
     if has_retr:
         footnotes.append(escape(RETRIEVED_NOTE))
-    key = [c for c in ("dataset", "target", "attack", "variant") if c in cells]
-    keep = ["verdict", "ΔAUC [95% CI]", "AUC"]
-    return split_markdown(title, cells, core, key, notes=[*footnotes, *(notes or [])], keep=keep)
+    return footnotes
 
 
 def _delta_cell(r) -> str:

@@ -263,18 +263,7 @@ def _leakage_cells(
     cells = {c: nan for c in LEAKAGE_COLUMNS}
     cells.update(attack="", variant="", leakage_change="", n_paired_members=pd.NA, n_paired_nonmembers=pd.NA)
     cells["delta_tpr_note"] = ""
-    k, n = _canaries(canaries, target)
-    cells.update(canaries_recovered=k, canaries_planted=n)
-    if base and base != target:
-        kb, nb = _canaries(canaries, base)
-        if all(math.isfinite(x) for x in (k, n, kb, nb)) and n > 0 and nb > 0:
-            cells["canary_fisher_p"] = stats.fisher_one_sided(int(kb), int(nb), int(k), int(n))
-    nel, runs = _nel(leakage, dataset, target)
-    cells.update(nel_per_run=nel, nel_runs=runs)
-    if base and base != target:
-        nel_b, runs_b = _nel(leakage, dataset, base)
-        if runs and runs_b:
-            cells["delta_nel_per_run"] = nel - nel_b
+    _add_audit_cells(cells, dataset, target, base, canaries, leakage)
     if variant is None:
         cells["leakage_change"] = "no attack metrics"
         return cells
@@ -296,21 +285,7 @@ def _leakage_cells(
     if base == target:
         cells["leakage_change"] = "baseline"
         return cells
-    b = metrics[(metrics["dataset"] == dataset) & (metrics["target"] == base) & (metrics["variant"] == variant)]
-    if len(b):
-        b_level, b_tpr, _, _, _ = lowest_tpr(b.iloc[0], fpr_keys(metrics.columns))
-        cells.update(
-            zip(
-                ("base_tpr_fpr_realized", "base_tpr_fpr_realized_lo", "base_tpr_fpr_realized_hi"),
-                _realised(b.iloc[0], b_level),
-            )
-        )
-        cells["base_tpr_n_nonmembers"] = to_float(b.iloc[0].get("n_nonmembers"))
-        if b_level == level and not (math.isnan(tpr) or math.isnan(b_tpr)):
-            cells["delta_tpr_low_fpr"] = tpr - b_tpr
-        cells["delta_tpr_note"] = delta_tpr_note(
-            level, b_level, cells["tpr_fpr_realized"], cells["base_tpr_fpr_realized"]
-        )
+    _add_base_tpr_cells(cells, metrics, dataset, base, variant, level, tpr)
     a, bs = scores.get((dataset, target, attack)), scores.get((dataset, base, attack))
     pair = paired_eval_scores(a, bs, variant) if a is not None and bs is not None else None
     if pair is None:
@@ -329,6 +304,45 @@ def _leakage_cells(
     verdict = effect_verdict(lo, hi)
     cells["leakage_change"] = {"reduces": "lower", "increases": "higher"}.get(verdict, verdict)
     return cells
+
+
+def _add_audit_cells(
+    cells: dict, dataset: str, target: str, base: str | None, canaries: pd.DataFrame, leakage: pd.DataFrame
+) -> None:
+    """The canaries recovered and the NELstrict entities per run, each against the undefended ``base``."""
+    k, n = _canaries(canaries, target)
+    cells.update(canaries_recovered=k, canaries_planted=n)
+    if base and base != target:
+        kb, nb = _canaries(canaries, base)
+        if all(math.isfinite(x) for x in (k, n, kb, nb)) and n > 0 and nb > 0:
+            cells["canary_fisher_p"] = stats.fisher_one_sided(int(kb), int(nb), int(k), int(n))
+    nel, runs = _nel(leakage, dataset, target)
+    cells.update(nel_per_run=nel, nel_runs=runs)
+    if base and base != target:
+        nel_b, runs_b = _nel(leakage, dataset, base)
+        if runs and runs_b:
+            cells["delta_nel_per_run"] = nel - nel_b
+
+
+def _add_base_tpr_cells(
+    cells: dict, metrics: pd.DataFrame, dataset: str, base: str, variant: str, level: float, tpr: float
+) -> None:
+    """The undefended ``base``'s TPR at low FPR beside the target's (``level``, ``tpr``): its realised FPR,
+    the ΔTPR where both are at the same level, and whether that is like for like."""
+    b = metrics[(metrics["dataset"] == dataset) & (metrics["target"] == base) & (metrics["variant"] == variant)]
+    if not len(b):
+        return
+    b_level, b_tpr, _, _, _ = lowest_tpr(b.iloc[0], fpr_keys(metrics.columns))
+    cells.update(
+        zip(
+            ("base_tpr_fpr_realized", "base_tpr_fpr_realized_lo", "base_tpr_fpr_realized_hi"),
+            _realised(b.iloc[0], b_level),
+        )
+    )
+    cells["base_tpr_n_nonmembers"] = to_float(b.iloc[0].get("n_nonmembers"))
+    if b_level == level and not (math.isnan(tpr) or math.isnan(b_tpr)):
+        cells["delta_tpr_low_fpr"] = tpr - b_tpr
+    cells["delta_tpr_note"] = delta_tpr_note(level, b_level, cells["tpr_fpr_realized"], cells["base_tpr_fpr_realized"])
 
 
 def _realised(r, level) -> tuple[float, float, float]:
@@ -629,53 +643,9 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
         caption.append(f"Headline attack (AUC, ΔAUC, Pareto): {headline}.")
     defended = first[first["target"] != first["base_target"]]
     chan_names = {g: _one(defended[f"{g}_variant"]) for g in CHANNEL_GROUPS}
-
-    def target_cell(r) -> str:
-        return r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
-
     lead = ["dataset"] if several else []
-    head = [*lead, "target", "headline AUC [95% CI]" if headline else "headline attack: AUC [95% CI]", "headline ΔAUC"]
-    for g in CHANNEL_GROUPS:
-        name = chan_names[g]
-        head.append(f"ΔAUC, {CHANNEL_LABELS[g]}" + (f" ({name})" if name else ""))
-    head += ["canaries (p)", "NEL/run (Δ)"]
-    body = []
-    for _, r in first.iterrows():
-        auc = format_ci(r["auc"], r["auc_lo"], r["auc_hi"])
-        if not headline and r["variant"]:
-            auc = f"{r['variant']}: {auc}"
-        base = r["target"] == r["base_target"]
-        row = [
-            *([r["dataset"]] if several else []),
-            target_cell(r),
-            auc if not pd.isna(r["auc"]) else (r["leakage_change"] or DASH),
-        ]
-        row.append("baseline" if base else _ci_only(r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]))
-        for g in CHANNEL_GROUPS:
-            cell = "baseline" if base else _ci_only(r[f"{g}_delta_auc"], r[f"{g}_delta_auc_lo"], r[f"{g}_delta_auc_hi"])
-            if not base and not chan_names[g] and r[f"{g}_variant"]:
-                cell = f"{r[f'{g}_variant']}: {cell}"
-            row.append(cell)
-        row += [_canary_cell(r), _nel_short(r)]
-        body.append([escape(c) for c in row])
-
-    u_head = [*lead, "target", "measure", "utility [95% CI] (n)", "Δ utility [95% CI]", "Pareto"]
-    u_body = []
-    for _, r in df.iterrows():
-        pareto = DASH if pd.isna(r["pareto"]) else ("front" if r["pareto"] else f"dominated by {r['dominated_by']}")
-        u_body.append(
-            [
-                escape(c)
-                for c in [
-                    *([r["dataset"]] if several else []),
-                    r["target"],
-                    METRIC_LABELS[r["utility_metric"]],
-                    _cell_n(r["utility"], r["utility_lo"], r["utility_hi"], r["n"]) if r["n"] else (r["note"] or DASH),
-                    "baseline" if r["target"] == r["base_target"] else _delta_cell(r),
-                    pareto,
-                ]
-            ]
-        )
+    head, body = _leakage_table(first, several, headline, chan_names)
+    u_head, u_body = _utility_table(df, several)
     rest = {
         "headline attack: AUC [95% CI]; TPR": [escape(_leak_cell(r)) for _, r in first.iterrows()],
         "Δ leakage [95% CI]": [escape(_dleak_cell(r)) for _, r in first.iterrows()],
@@ -705,3 +675,62 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
         rows = [[escape(r[k]) for k in keys] + [rest[c][i] for c in rest] for i, (_, r) in enumerate(first.iterrows())]
         lines += ["", APPENDIX_HEADING, "", APPENDIX_LEAD, "", *grid([*keys, *rest], rows)]
     return "\n".join(lines) + "\n"
+
+
+def _target_cell(r) -> str:
+    return r["target"] if not r["defenses"] else f"{r['target']} ({r['defenses']})"
+
+
+def _leakage_table(
+    first: pd.DataFrame, several: bool, headline: str | None, chan_names: Mapping[str, str | None]
+) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the leakage core table, one row per target (``first``)."""
+    lead = ["dataset"] if several else []
+    head = [*lead, "target", "headline AUC [95% CI]" if headline else "headline attack: AUC [95% CI]", "headline ΔAUC"]
+    for g in CHANNEL_GROUPS:
+        name = chan_names[g]
+        head.append(f"ΔAUC, {CHANNEL_LABELS[g]}" + (f" ({name})" if name else ""))
+    head += ["canaries (p)", "NEL/run (Δ)"]
+    body = []
+    for _, r in first.iterrows():
+        auc = format_ci(r["auc"], r["auc_lo"], r["auc_hi"])
+        if not headline and r["variant"]:
+            auc = f"{r['variant']}: {auc}"
+        base = r["target"] == r["base_target"]
+        row = [
+            *([r["dataset"]] if several else []),
+            _target_cell(r),
+            auc if not pd.isna(r["auc"]) else (r["leakage_change"] or DASH),
+        ]
+        row.append("baseline" if base else _ci_only(r["delta_auc"], r["delta_auc_lo"], r["delta_auc_hi"]))
+        for g in CHANNEL_GROUPS:
+            cell = "baseline" if base else _ci_only(r[f"{g}_delta_auc"], r[f"{g}_delta_auc_lo"], r[f"{g}_delta_auc_hi"])
+            if not base and not chan_names[g] and r[f"{g}_variant"]:
+                cell = f"{r[f'{g}_variant']}: {cell}"
+            row.append(cell)
+        row += [_canary_cell(r), _nel_short(r)]
+        body.append([escape(c) for c in row])
+    return head, body
+
+
+def _utility_table(df: pd.DataFrame, several: bool) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the utility core table, one row per target and measure."""
+    lead = ["dataset"] if several else []
+    u_head = [*lead, "target", "measure", "utility [95% CI] (n)", "Δ utility [95% CI]", "Pareto"]
+    u_body = []
+    for _, r in df.iterrows():
+        pareto = DASH if pd.isna(r["pareto"]) else ("front" if r["pareto"] else f"dominated by {r['dominated_by']}")
+        u_body.append(
+            [
+                escape(c)
+                for c in [
+                    *([r["dataset"]] if several else []),
+                    r["target"],
+                    METRIC_LABELS[r["utility_metric"]],
+                    _cell_n(r["utility"], r["utility_lo"], r["utility_hi"], r["n"]) if r["n"] else (r["note"] or DASH),
+                    "baseline" if r["target"] == r["base_target"] else _delta_cell(r),
+                    pareto,
+                ]
+            ]
+        )
+    return u_head, u_body

@@ -144,19 +144,7 @@ def insert_members(
     member_ids = game_ids(spec["id_prefix"], key, doc_ids)
     canary_ids = game_ids(spec["id_prefix"], f"{key}-canary", canary_doc_ids)
     ids = member_ids + canary_ids
-    if path.exists():
-        old = json.loads(path.read_text())
-        if old["status"] != "cleaned":
-            raise DataError(
-                f"{path}: a membership game of target {target!r} is still in store {store.name!r} "
-                f"({old['status']}); remove it first with: python -m ragmi store-cleanup --results {path.parents[3]}"
-            )
-    clash = store.existing(ids)
-    if clash:
-        raise DataError(
-            f"store {store.name!r} ({store.where()}) already holds {len(clash)} of the ids the game would insert "
-            f"(e.g. {clash[0]!r}); nothing was inserted. If a crashed run left them: python -m ragmi store-cleanup"
-        )
+    _refuse_game_in_place(store, path, target, ids)
     before = state(store)
     manifest = {
         "version": MANIFEST_VERSION,
@@ -177,18 +165,8 @@ def insert_members(
     }
     _write(manifest, path)  # before the first write to the store
     texts = store_texts(docs) + ([] if canaries is None else store_texts(canaries))
-    kinds = ["member"] * len(doc_ids) + ["canary"] * len(canary_doc_ids)
-    all_doc_ids = doc_ids + canary_doc_ids
     try:
-        for lo in range(0, len(ids), batch_size):
-            b_ids, b_texts = ids[lo : lo + batch_size], texts[lo : lo + batch_size]
-            metas = [
-                {"ragmi_game": key, "ragmi_doc_id": d, "ragmi_role": r}
-                for d, r in zip(all_doc_ids[lo : lo + batch_size], kinds[lo : lo + batch_size])
-            ]
-            store.add(b_ids, b_texts, embed(b_texts), metas)
-            manifest["inserted"] = ids[: lo + len(b_ids)]
-            _write(manifest, path)
+        _add_batches(store, manifest, path, texts, embed, batch_size)
     except BaseException:
         log("the insert failed: removing what was inserted (none of these ids existed before)")
         cleanup(store, path, log=log)
@@ -207,6 +185,49 @@ def insert_members(
     what = f"{len(member_ids)} member documents" + (f" and {len(canary_ids)} canary documents" if canary_ids else "")
     log(f"inserted {what} into {store.where()} (count {before['count']} -> {after['count']})")
     return manifest
+
+
+def _refuse_game_in_place(store: Store, path: Path, target: str, ids: list[str]) -> None:
+    """DataError when the manifest at ``path`` records a game not cleaned up, or when ``store`` already
+    holds one of ``ids``."""
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old["status"] != "cleaned":
+            raise DataError(
+                f"{path}: a membership game of target {target!r} is still in store {store.name!r} "
+                f"({old['status']}); remove it first with: python -m ragmi store-cleanup --results {path.parents[3]}"
+            )
+    clash = store.existing(ids)
+    if clash:
+        raise DataError(
+            f"store {store.name!r} ({store.where()}) already holds {len(clash)} of the ids the game would insert "
+            f"(e.g. {clash[0]!r}); nothing was inserted. If a crashed run left them: python -m ragmi store-cleanup"
+        )
+
+
+def _add_batches(
+    store: Store,
+    manifest: dict,
+    path: Path,
+    texts: list[str],
+    embed: Callable[[list[str]], np.ndarray],
+    batch_size: int,
+) -> None:
+    """Add the manifest's planned ids (members, then canaries) with ``texts`` in batches, recording in the
+    manifest after each batch what is in the store."""
+    ids, key = manifest["planned"], manifest["run_key"]
+    doc_ids, canary_doc_ids = manifest["doc_ids"], manifest["canary_doc_ids"]
+    kinds = ["member"] * len(doc_ids) + ["canary"] * len(canary_doc_ids)
+    all_doc_ids = doc_ids + canary_doc_ids
+    for lo in range(0, len(ids), batch_size):
+        b_ids, b_texts = ids[lo : lo + batch_size], texts[lo : lo + batch_size]
+        metas = [
+            {"ragmi_game": key, "ragmi_doc_id": d, "ragmi_role": r}
+            for d, r in zip(all_doc_ids[lo : lo + batch_size], kinds[lo : lo + batch_size])
+        ]
+        store.add(b_ids, b_texts, embed(b_texts), metas)
+        manifest["inserted"] = ids[: lo + len(b_ids)]
+        _write(manifest, path)
 
 
 def cleanup(store: Store, manifest_path: str | Path, record_path: str | Path | None = None, log=print) -> dict:
