@@ -213,7 +213,7 @@ def _utility_scores(target: str) -> pd.DataFrame:
 def write_results(root: Path) -> tuple[dict, dict]:
     """Write the tree under ``root``; return ``(config, {table: {input name: [absolute paths]}})`` for the
     tables the default builds."""
-    from ragmi.report.registry import TABLES, built, input_files
+    from ragmi.report.registry import PUBLISHED, TABLES, analysis_input_files, built, input_files
 
     cfg = default_config()
     root = Path(root)
@@ -262,10 +262,27 @@ def write_results(root: Path) -> tuple[dict, dict]:
     files = {}
     for name, table in TABLES.items():
         if built(table, cfg):
-            files[name] = {
-                k: [p if Path(p).is_absolute() else str(root / p) for p in v] for k, v in input_files(name, cfg).items()
-            }
+            raw = analysis_input_files(name, cfg) if table.analysis is not None else input_files(name, cfg)
+            raw = {k: [p if Path(p).is_absolute() else str(root / p) for p in v] for k, v in raw.items()}
+            if table.published and table.analysis is not None:
+                raw["published"] = [PUBLISHED]
+            files[name] = as_the_rules_do(name, raw, cfg, root / "results/analysis")
     return cfg, files
+
+
+def as_the_rules_do(name: str, files: dict, cfg: dict, out_dir) -> dict:
+    """The files the ``table`` and figure rules read for table ``name``: for a table that declares an
+    analysis, rule ``analysis`` runs first on ``files`` (into ``out_dir/<name>.parquet``) and the table
+    reads that (with ``published`` where the table compares)."""
+    from ragmi.report.registry import TABLES, run_analysis
+
+    table = TABLES[name]
+    if table.analysis is None:
+        return files
+    out = Path(out_dir) / f"{name}.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run_analysis(table, files, cfg, str(out))
+    return {"analysis": [str(out)], **({"published": files["published"]} if "published" in files else {})}
 
 
 def build_table(root: Path, cfg: dict, files: dict, name: str) -> tuple[pd.DataFrame, str]:

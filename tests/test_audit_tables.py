@@ -4,14 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragmi.analysis.defense_effect import defense_effect_frame
+from ragmi.analysis.leakage import leakage_dashboard_frame, target_pools
 from ragmi.metrics import auc_ci, roc_auc
 from ragmi.plan import baseline_targets
 from ragmi.report.audit_tables import (
     canaries_frame,
-    defense_effect_frame,
     hook_inventory_frame,
-    leakage_dashboard_frame,
-    target_pools,
 )
 from ragmi.report.comparison import audit_published, defense_matches
 
@@ -126,7 +125,7 @@ def test_leakage_dashboard_changes_and_collapsed_runs():
 
 
 def test_change_cells_are_signed_as_they_go_with_their_unit():
-    from ragmi.report.audit_tables import format_change
+    from ragmi.analysis.leakage import format_change
 
     assert format_change(23.0, 0.0, "e-mails/run") == "−23 e-mails/run (−100%)"
     assert format_change(4.0, 2.5, "e-mails/run") == "−1.5 e-mails/run (−38%)"
@@ -320,9 +319,9 @@ def test_published_defense_matching():
 def test_scorer_entangled_cells_are_never_printed_as_a_reduction():
     """LPRAG writes one-word names and example.* domains that NELstrict can only score as
     PERSON_NAME_AMBIGUOUS / PLACEHOLDER_NAME and EMAIL_PLACEHOLDER: both change cells are n/a."""
+    from ragmi.analysis.leakage import scorer_entanglement
     from ragmi.defenses import build_defense
     from ragmi.nel import entangled_columns
-    from ragmi.report.audit_registry import scorer_entanglement
 
     lprag = build_defense("lprag", {"kind": "lprag"})
     assert set(entangled_columns(lprag.vocabulary)) == {"EMAIL_REAL", "PERSON_NAME"}
@@ -467,7 +466,9 @@ def test_pooled_rows_keep_scorer_entangled_cells():
 def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
     """Through the registry: MtH Table II pools per defense, so its values compare with the pooled
     rows, never with a per-ε row."""
-    from ragmi.report.registry import TABLES, table_config
+    from report_fixtures import as_the_rules_do
+
+    from ragmi.report.registry import TABLES
 
     defenses, targets, runs = pooled_inputs()
     runs.to_csv(tmp_path / "leakage.csv", index=False)
@@ -494,7 +495,7 @@ def test_published_values_sit_on_the_pooled_rows_only(tmp_path):
     }
     cfg = {"defenses": defenses, "targets": targets, "audit": {"n_boot": 50}, "seed": 0}
     # the keys it declares suffice
-    df = TABLES["leakage_dashboard"].build(files, table_config("leakage_dashboard", cfg))
+    df = TABLES["leakage_dashboard"].build(as_the_rules_do("leakage_dashboard", files, cfg, tmp_path), cfg)
     pooled = df[df["block"] == "pooled"].set_index("pool")
     assert "email +8.1%" in pooled.loc["dp_retrieval", "published"]
     assert "2.25/run" in pooled.loc["none", "published"] and "-42.9%" in pooled.loc["pad", "published"]

@@ -229,7 +229,7 @@ def test_plan_names_the_leakage_variants():
 
 
 def test_dashboard_frame_reads_the_leakage_rows():
-    from ragmi.report.audit_tables import leakage_dashboard_frame
+    from ragmi.analysis.leakage import leakage_dashboard_frame
 
     targets = pd.DataFrame({"doc_id": ["d1"], "text": [DOC], "title": [""]})
     q = attack(prompts=["targeted", "generic"]).build_queries(targets)

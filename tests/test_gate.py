@@ -530,7 +530,8 @@ def test_machine_columns_are_in_the_csv_not_the_markdown():
 
 
 def test_dashboard_numbers_are_in_the_csv_not_the_markdown():
-    from ragmi.report.audit_tables import leakage_dashboard_frame, plain_table
+    from ragmi.analysis.leakage import leakage_dashboard_frame
+    from ragmi.report.audit_tables import plain_table
 
     run = {"dataset": "d", "target": "plain", "reproduced_fraction": 0.0}
     runs = pd.DataFrame(

@@ -144,7 +144,7 @@ FLOORS = {
     "ragmi.datasets": 3,
     "ragmi.plan": 4,
     "ragmi.config": 5,
-    "ragmi.analysis": 5,  # the tables' computations: below report, which only formats them
+    "ragmi.analysis": 6,  # the tables' computations (report, on the same floor, only formats them)
     "ragmi.workflow": 6,
     "ragmi.report": 6,
     "ragmi.gate": 6,

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from report_fixtures import md_tables
 
+from ragmi.cells import format_extra
 from ragmi.metrics import evaluate, metric_columns
-from ragmi.report.cells import format_extra
 from ragmi.report.plots import plot_roc, plot_score_distributions
 from ragmi.report.tables import write_tables
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragmi.metric_rows import auc_verdict
 from ragmi.metrics import evaluate, metric_columns, min_detectable_auc, min_detectable_auc_power
 from ragmi.report.comparison import attach_controls
-from ragmi.report.metric_rows import auc_verdict
 from ragmi.report.registry import TABLES, write_table
 from ragmi.report.summary import summary_frame, summary_markdown
 

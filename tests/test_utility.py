@@ -13,12 +13,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from report_fixtures import as_the_rules_do
 
+from ragmi.analysis.utility import PRIVACY_UTILITY_COLUMNS, mark_pareto, utility_change
 from ragmi.config import validate_config
 from ragmi.errors import ConfigError
 from ragmi.metrics import bootstrap_mean, evaluate, named_rng, paired_mean_difference
-from ragmi.report.registry import TABLES, built, draw_figure, input_files, outputs, write_table
-from ragmi.report.utility_tables import PRIVACY_UTILITY_COLUMNS, mark_pareto, utility_change
+from ragmi.report.registry import (
+    TABLES,
+    analysis_input_files,
+    built,
+    draw_figure,
+    input_files,
+    outputs,
+    write_table,
+)
 from ragmi.utility import measures as m
 from ragmi.utility import questions as uq
 from ragmi.utility.plan import utility_targets
@@ -422,9 +431,11 @@ def test_privacy_utility_and_utility_tables_from_recorded_files(tmp_path):
         }
     ).to_csv(leak, index=False)
     files["leakage"] = [str(leak)]
-    assert set(input_files("privacy_utility", {**cfg, "targets": cfg["targets"]})) >= {"utility", "metrics", "scores"}
+    assert set(analysis_input_files("privacy_utility", cfg)) >= {"utility", "metrics", "scores"}
+    assert input_files("privacy_utility", cfg) == {"analysis": ["results/analysis/privacy_utility.parquet"]}
 
     table = TABLES["privacy_utility"]
+    raw, files = files, as_the_rules_do("privacy_utility", files, cfg, tmp_path)
     df = write_table(table, files, cfg, tmp_path / "pu.csv", tmp_path / "pu.md")
     csv = pd.read_csv(tmp_path / "pu.csv")
     required = (
@@ -466,7 +477,8 @@ def test_privacy_utility_and_utility_tables_from_recorded_files(tmp_path):
     draw_figure(table, "privacy_utility", files, cfg, str(png))
     assert matplotlib.image.imread(png).shape[0] > 300
 
-    u = write_table(TABLES["utility"], {"utility": files["utility"]}, cfg, tmp_path / "u.csv", tmp_path / "u.md")
+    u_files = as_the_rules_do("utility", {"utility": raw["utility"]}, cfg, tmp_path)
+    u = write_table(TABLES["utility"], u_files, cfg, tmp_path / "u.csv", tmp_path / "u.md")
     assert len(u) == 8 and "baseline" in (tmp_path / "u.md").read_text()
     assert u.set_index(["target", "utility_metric"]).loc[("pad", "f1"), "delta_utility"] == pytest.approx(
         pad["delta_utility"]
@@ -484,6 +496,7 @@ def test_a_remote_target_has_no_faithfulness_and_a_fixed_variant_is_used(tmp_pat
     }
     sp, mp, cp = _attack_files(tmp_path, "plain", 1.0, 4)
     files |= {"metrics": [mp], "scores": [sp], "candidates": [cp]}
+    files = as_the_rules_do("privacy_utility", files, cfg, tmp_path)
     df = write_table(TABLES["privacy_utility"], files, cfg, tmp_path / "pu.csv", tmp_path / "pu.md")
     row = df.set_index("utility_metric").loc["faithfulness"]
     assert row["n"] == 0 and "remote" in row["note"] and pd.isna(row["pareto"])
@@ -502,8 +515,8 @@ def test_the_tables_are_not_built_without_utility():
 def _pu_frames(fpr_defended: float, fpr_base: float, n_nonmembers: int = 20):
     """A utility frame of an undefended and a defended target (f1 only) and the metrics of one headline
     variant on each, at the reference threshold for 5% FPR, with the eval FPR each threshold realised."""
+    from ragmi.analysis.utility import UTILITY_COLUMNS
     from ragmi.metrics import clopper_pearson, metric_columns
-    from ragmi.report.utility_tables import UTILITY_COLUMNS
 
     urows, mrows = [], []
     for target, tpr, fpr in (("plain", 0.5, fpr_base), ("pad", 0.6, fpr_defended)):
@@ -524,7 +537,7 @@ def _pu_frames(fpr_defended: float, fpr_base: float, n_nonmembers: int = 20):
 
 
 def _pu(fpr_defended, fpr_base):
-    from ragmi.report.utility_tables import privacy_utility_frame
+    from ragmi.analysis.utility import privacy_utility_frame
 
     u, met = _pu_frames(fpr_defended, fpr_base)
     return privacy_utility_frame(u, met, {}, None, None, None, "f1", 50, 0, channels_of=lambda a, v: ("text",))

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .metric_rows import auc_verdict
 from .metrics import auc_ci, paired_auc_difference, roc_auc
-from .report.metric_rows import auc_verdict
 
 KEYS = ["dataset", "target", "attack", "variant"]
 SAME = "same verdict"
@@ -55,7 +55,7 @@ COLUMNS = [
 
 
 def auc_interval_verdict(labels: Sequence[int], scores: Sequence[float]) -> str:
-    """The AUC part of the summary's verdict on one score set: ``ragmi.report.metric_rows.auc_verdict`` on
+    """The AUC part of the summary's verdict on one score set: ``ragmi.metric_rows.auc_verdict`` on
     :func:`ragmi.metrics.auc_ci` (``leaks``, ``inverted`` or ``no evidence at this n``)."""
     y = np.asarray(labels, dtype=int)
     lo, hi = auc_ci(roc_auc(y, scores), int((y == 1).sum()), int((y == 0).sum()))

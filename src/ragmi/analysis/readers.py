@@ -3,10 +3,16 @@ split's candidates, the (dataset, target) pairs of score paths."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+
+
+def read_csvs(paths: Sequence[str]) -> pd.DataFrame:
+    """The CSVs of ``paths`` (metrics, hook inventories, leakage runs), one frame, in the order given."""
+    return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
 
 
 def read_scores(score_paths: Sequence[str], candidate_paths: Sequence[str]) -> dict:
@@ -49,3 +55,11 @@ def read_candidates(paths: Sequence[str]) -> dict[str, pd.DataFrame]:
 def score_pairs(score_paths: Sequence[str]) -> list[tuple[str, str]]:
     """(dataset, target) of ``results/scores/{dataset}/{target}/{attack}.parquet`` paths, sorted."""
     return sorted({(Path(p).parts[-3], Path(p).parts[-2]) for p in score_paths})
+
+
+# --------------------------------------------------------------------------------------------
+# Readers the frame builders share
+# --------------------------------------------------------------------------------------------
+def read_json_rows(paths: Sequence[str]) -> pd.DataFrame:
+    """One row per JSON object file of ``paths`` (the canary results), in the order given."""
+    return pd.DataFrame([json.loads(Path(f).read_text()) for f in paths])

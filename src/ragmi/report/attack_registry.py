@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..analysis.readers import read_csvs
 from ..plan import is_plain, runs
 from . import summary
 from .comparison import (
@@ -34,7 +35,7 @@ from .comparison import (
     target_defenses,
     target_frameworks,
 )
-from .declare import Figure, Files, MetricsOf, Table, lazy_plot, read_csvs
+from .declare import Figure, Files, MetricsOf, Table, lazy_plot
 from .tables import plain_markdown
 
 

@@ -21,30 +21,20 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..analysis.readers import read_scores
-from ..attacks import attack_channels
+from ..analysis import defense_effect, leakage
+from ..analysis.readers import read_csvs, read_json_rows
 from ..audit import detection as audit_detection
 from ..audit import plan as audit_plan
-from ..audit.inventory import NOT_LIVE, effective_channels_of
 from ..plan import baseline_targets, runs
 from . import audit_tables
 from .comparison import (
     audit_published,
-    is_main_variant,
     load_published,
     published_cell,
     target_defenses,
     target_frameworks,
 )
-from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows
-
-
-def _defense_statuses(hooks: pd.DataFrame) -> dict:
-    """{target: "defense: status; …"} from the hook inventory rows."""
-    out: dict = {}
-    for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
-        out.setdefault(target, []).append(f"{defense}: {g['defense_status'].iloc[0]}")
-    return {t: "; ".join(v) for t, v in out.items()}
+from .declare import Figure, Files, Table, lazy_plot, read_analysis
 
 
 def _with_audit_published(df: pd.DataFrame, files: Files, config: Mapping, table: str) -> pd.DataFrame:
@@ -61,36 +51,9 @@ def _hook_inventory(files: Files, config: Mapping) -> pd.DataFrame:
 
 
 def _leakage_dashboard(files: Files, config: Mapping) -> pd.DataFrame:
-    mi = read_csvs(files["metrics"])
-    mi = mi[mi["variant"].map(is_main_variant)].groupby(["dataset", "target"], sort=True).head(1)
-    df = audit_tables.leakage_dashboard_frame(
-        read_csvs(files["leakage"]),
-        mi,
-        _defense_statuses(read_csvs(files["hooks"])),
-        baseline_targets(config["targets"]),
-        n_boot=config["audit"]["n_boot"],
-        seed=config["seed"],
-        entangled=scorer_entanglement(config),
-        pools=audit_tables.target_pools(config["targets"], config["defenses"]),
-    )
+    df = read_analysis(files)
     df["published"] = audit_tables.dashboard_published(df, load_published(files["published"][0]))
     return df
-
-
-def scorer_entanglement(config: Mapping) -> dict:
-    """{target: {NELstrict column: vocabulary strings}}: the columns whose reduction under the target's
-    defenses the scorer's own rules would produce (``ragmi.nel.entangled_columns`` of each
-    defense's declared vocabulary)."""
-    from ..defenses import build_defense
-    from ..nel import entangled_columns
-
-    out = {}
-    for t, c in config["targets"].items():
-        vocab = [v for d in c["defenses"] for v in build_defense(d, config["defenses"][d], validated=True).vocabulary]
-        ent = entangled_columns(vocab)
-        if ent:
-            out[t] = ent
-    return out
 
 
 def _canaries(files: Files, config: Mapping) -> pd.DataFrame:
@@ -119,21 +82,7 @@ def _defense_effect_inputs(config: Mapping) -> dict[str, list[str]]:
 
 
 def _defense_effect(files: Files, config: Mapping) -> pd.DataFrame:
-    hooks = read_csvs(files["hooks"])
-    channels = {}
-    for (target, defense), g in hooks.groupby(["target", "defense"], sort=True):
-        active = g.loc[~g["status"].isin(NOT_LIVE), "hook"].tolist()  # scores-only / untested hooks reach nothing
-        channels[(target, defense)] = effective_channels_of(g["logprobs"].iloc[0], active)
-    metrics = read_csvs(files["metrics"])
-    controls = [t for t, c in config["targets"].items() if c["control"] != "none"]
-    df = audit_tables.defense_effect_frame(
-        metrics[~metrics["target"].isin(controls)],
-        {t: c["defenses"] for t, c in config["targets"].items()},
-        channels,
-        attack_channels,
-        baseline_targets(config["targets"]),
-        scores=read_scores(files.get("scores", ()), files.get("candidates", ())),
-    )
+    df = read_analysis(files)
     published, defenses = load_published(files["published"][0]), target_defenses(config)
     frameworks = target_frameworks(config)
     df["published"] = [
@@ -212,6 +161,7 @@ TABLES: tuple[Table, ...] = (
             "hooks": audit_plan.hooks_files(cfg),
             "metrics": audit_plan.mi_metrics_files(cfg),
         },
+        analysis=leakage.run,
         build=_leakage_dashboard,
         markdown=audit_tables.dashboard_markdown,
         published=True,
@@ -263,6 +213,7 @@ TABLES: tuple[Table, ...] = (
             "compared = no undefended target, or no scores of both on the same candidates.",
         ),
         inputs=_defense_effect_inputs,
+        analysis=defense_effect.run,
         build=_defense_effect,
         extra_columns=("defenses", "channels", "effect", "verdict", "published"),
         published=True,

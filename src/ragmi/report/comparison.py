@@ -15,12 +15,12 @@ import pandas as pd
 
 from ..attacks import attack_class
 from ..attacks.base import is_main_variant
+from ..cells import DASH, EVAL_ROC, format_ci, format_level, format_n, is_missing, ref_tpr
 from ..costs import BUDGET_VARIANT, NO_ANSWER, NO_YES_NO, PREPARE_FAILURE
 from ..io import read_project_yaml
+from ..metric_rows import is_informative
 from ..plan import is_plain
 from ..rag.frameworks import framework_rank
-from .cells import DASH, EVAL_ROC, format_ci, format_level, format_n, is_missing, ref_tpr
-from .metric_rows import is_informative
 
 # The metrics a published entry may name (config/published.yaml), with the label its cell prints; each
 # is a column of ragmi.metrics, so the paper's number is always shown beside the same quantity of ours.

@@ -11,10 +11,8 @@ lookups.  This module imports no family and no registry.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -107,19 +105,6 @@ def lazy_plot(name: str) -> Callable[[pd.DataFrame, str, str], None]:
 
     draw.__name__ = draw.__qualname__ = name
     return draw
-
-
-# --------------------------------------------------------------------------------------------
-# Readers the frame builders share
-# --------------------------------------------------------------------------------------------
-def read_csvs(paths: Sequence[str]) -> pd.DataFrame:
-    """The CSVs of ``paths`` (metrics, hook inventories, leakage runs), one frame, in the order given."""
-    return pd.concat([pd.read_csv(f) for f in paths], ignore_index=True)
-
-
-def read_json_rows(paths: Sequence[str]) -> pd.DataFrame:
-    """One row per JSON object file of ``paths`` (the canary results), in the order given."""
-    return pd.DataFrame([json.loads(Path(f).read_text()) for f in paths])
 
 
 def read_analysis(files: Files, config: Mapping | None = None) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import pandas as pd
 from .. import dataset_inference as di
 from ..analysis.dataset_inference import NO_SHIFT
 from ..analysis.epsilon import NO_TARGET
-from .cells import DASH
+from ..cells import DASH
 
 
 def _p(x) -> str:

@@ -39,11 +39,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ..analysis.utility import CHANNEL_GROUPS, CHANNEL_LABELS  # noqa: E402
+from ..cells import DASH  # noqa: E402
 from ..io import atomic_path  # noqa: E402
 from ..metrics import check_scores_frame, clopper_pearson, roc_auc, roc_points  # noqa: E402
 from ..utility.measures import METRIC_LABELS  # noqa: E402
-from .cells import DASH  # noqa: E402
-from .utility_tables import CHANNEL_GROUPS, CHANNEL_LABELS  # noqa: E402
 
 DPI = 120
 MAX_VARIANTS = 20
@@ -568,7 +568,7 @@ def plot_privacy_utility(df: pd.DataFrame, out_png: str, title: str) -> None:
     """What each defense saves in leakage against what it costs in utility, one row of panels per
     (dataset, undefended target) and one panel per leakage measure the run has: the ΔAUC of the attack
     reading the answer text and of the attack reading only the log-probabilities (each the headline
-    variant the defense changed most, :func:`ragmi.report.utility_tables.channel_cells`: a defense that rewrites the text shows in the
+    variant the defense changed most, :func:`ragmi.analysis.utility.channel_cells`: a defense that rewrites the text shows in the
     first, and cannot in the second), the change in canaries recovered and in NELstrict entities per
     extraction run.  x: Δ of the headline utility measure (paired bootstrap 95% interval); y: the
     leakage change, with its interval where it has one; the undefended target at (0, 0).  Lower right

@@ -39,8 +39,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..cells import EVAL_ROC, realised_fpr, ref_tpr
 from .audit_tables import MACHINE_COLUMNS  # numbers for the gate, not for people
-from .cells import EVAL_ROC, realised_fpr, ref_tpr
 from .provenance import format_seconds
 from .run_summary import VERDICTS, ci, count, pct, verdict_counts
 
@@ -285,13 +285,13 @@ def _levels(rows, col) -> list[float]:
 
 
 def _realised(fpr, lo, hi, n) -> str:
-    """``"eval FPR 0.05 [0.00, 0.25], n = 20"`` from CSV strings (ragmi.report.cells.realised_fpr)."""
+    """``"eval FPR 0.05 [0.00, 0.25], n = 20"`` from CSV strings (ragmi.cells.realised_fpr)."""
     return realised_fpr(*(None if math.isnan(_num(x)) else _num(x) for x in (fpr, lo, hi, n)))
 
 
 def _ref_tpr_csv(r: Mapping) -> tuple[str, float]:
     """A privacy_utility row's operational TPR as the page prints it: ``"0.30 [0.18, 0.44] at the ref. threshold
-    for 5% FPR (eval FPR 0.05 [0.00, 0.25], n = 20)"`` (ragmi.report.cells.ref_tpr), with its sort key."""
+    for 5% FPR (eval FPR 0.05 [0.00, 0.25], n = 20)"`` (ragmi.cells.ref_tpr), with its sort key."""
     v = [None if math.isnan(_num(r.get(c))) else _num(r.get(c)) for c in _REF_TPR_COLUMNS]
     return ref_tpr(*v), _num(r.get("tpr_low_fpr"))
 

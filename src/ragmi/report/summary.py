@@ -53,13 +53,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..cells import DASH, NOT_ESTIMABLE, escape, format_ci, format_extra, format_level, format_n
 from ..costs import OUTPUT_TOKENS, PROMPT_TOKENS, QUERIES
+from ..metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, to_float
 from ..metrics import EXACT_MWU_MAX_PAIRS, Z95, auc_pvalues_from_auc, min_detectable_auc, min_detectable_auc_power
 from ..multiplicity import holm
 from ..plan import baseline_targets
-from .cells import DASH, NOT_ESTIMABLE, escape, format_ci, format_extra, format_level, format_n
 from .comparison import CONTROL_SUFFIX, control_excludes_chance, is_main_variant
-from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, to_float
 
 VERDICTS = ("leaks", "inverted", "no evidence at this n", "uninformative", "control failed", "not computed")
 CONTROL_SHORT = {"null_database": "null-db", "no_retrieval": "k=0"}

@@ -17,8 +17,8 @@ cannot resolve (fewer than 1/x reference non-members: :func:`ragmi.metrics.fpr_e
 over the evaluation members whose own document the target retrieved for at least one of the
 variant's queries, where the target says what it retrieved.
 
-The cell formats every table shares live in :mod:`ragmi.report.cells`; what a metrics row says (its FPR
-levels, its headline TPRs, its verdict) in :mod:`ragmi.report.metric_rows`.
+The cell formats every table shares live in :mod:`ragmi.cells`; what a metrics row says (its FPR
+levels, its headline TPRs, its verdict) in :mod:`ragmi.metric_rows`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..costs import COST_LABELS
-from ..io import atomic_write_text
-from ..metrics import fpr_estimable, fpr_key
-from .cells import (
+from ..cells import (
     DASH,
     EVAL_ROC,
     FPR_NOT_RECORDED,
@@ -47,7 +44,10 @@ from .cells import (
     realised_fpr,
     signed,
 )
-from .metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, tpr_estimable
+from ..costs import COST_LABELS
+from ..io import atomic_write_text
+from ..metric_rows import auc_verdict, fpr_keys, is_informative, lowest_tpr, roc_tpr, tpr_estimable
+from ..metrics import fpr_estimable, fpr_key
 
 GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 
@@ -58,7 +58,7 @@ GROUP_COLUMNS = ["dataset", "target", "attack", "variant"]
 def tpr_cell(row, key: str, realized: bool = True) -> str:
     """The TPR at the reference threshold for ``key``% FPR: ``"0.30 [0.18, 0.44] (eval FPR 0.05 [0.00,
     0.25], n = 20)"`` (the FPR that threshold realised on the n evaluation non-members, Clopper–Pearson:
-    :func:`ragmi.report.cells.realised_fpr`, "eval FPR not recorded" for metrics without it); "n/e" when
+    :func:`ragmi.cells.realised_fpr`, "eval FPR not recorded" for metrics without it); "n/e" when
     the reference set cannot resolve the level (whatever the CSV holds: metrics written before that rule
     repeat TPR@0%FPR there)."""
     if not tpr_estimable(row, key):
@@ -250,7 +250,7 @@ def _headline_tprs(df: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[str
     """The two headline TPR columns of the core table, one level per row (the summary's): the evaluation
     ROC's TPR at the lowest level its non-members resolve, labelled "(eval ROC)" in every cell, and the TPR
     at the reference threshold of the lowest level the reference set resolves, with the FPR that threshold
-    realised on the n evaluation non-members and its interval (:func:`ragmi.report.cells.realised_fpr`)."""
+    realised on the n evaluation non-members and its interval (:func:`ragmi.cells.realised_fpr`)."""
     roc, ref, roc_levels, ref_levels = [], [], set(), set()
     for _, r in df.iterrows():
         if is_missing(r.get("auc")):  # a skipped variant: no number at all

@@ -15,15 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import pandas as pd
-
-from ..analysis.readers import read_scores
+from ..analysis import utility as utility_analysis
 from ..audit import plan as audit_plan
-from ..plan import baseline_targets
-from ..targets import target_kind
 from ..utility import plan as utility_plan
 from . import utility_tables
-from .declare import Figure, Files, Table, lazy_plot, read_csvs, read_json_rows
+from .declare import Figure, Table, lazy_plot, read_analysis
 
 
 def _utility_inputs(config: Mapping) -> dict[str, list[str]]:
@@ -45,39 +41,6 @@ def _privacy_utility_inputs(config: Mapping) -> dict[str, list[str]]:
     files["canaries"] = [f for f in audit_plan.canary_files(config) if Path(f).parent.name in chosen]
     files["leakage"] = [f for f in audit_plan.leakage_files(config) if Path(f).parts[-3] in chosen]
     return {k: v for k, v in files.items() if v}
-
-
-def _unknown_retrievals(config: Mapping) -> set:
-    """The targets whose retrieved texts ragmi does not know (they retrieve from a database of their
-    own: a remote service, a user's chain)."""
-    return {t for t, c in config["targets"].items() if not target_kind(c).reads_split(c)}
-
-
-def _utility(files: Files, config: Mapping) -> pd.DataFrame:
-    return utility_tables.utility_frame(
-        utility_tables.read_utility_scores(files["utility"]),
-        config["targets"],
-        baseline_targets(config["targets"]),
-        _unknown_retrievals(config),
-        n_boot=int(config["metrics"]["n_boot"]),
-        seed=int(config["utility"]["seed"]),
-    )
-
-
-def _privacy_utility(files: Files, config: Mapping) -> pd.DataFrame:
-    u = _utility(files, config)
-    canaries = read_json_rows(files["canaries"]) if files.get("canaries") else None
-    return utility_tables.privacy_utility_frame(
-        u,
-        read_csvs(files["metrics"]) if files.get("metrics") else None,
-        read_scores(files.get("scores", ()), files.get("candidates", ())),
-        canaries,
-        read_csvs(files["leakage"]) if files.get("leakage") else None,
-        config["utility"]["headline_variant"],
-        config["utility"]["headline_metric"],
-        n_boot=int(config["metrics"]["n_boot"]),
-        seed=int(config["seed"]),
-    )
 
 
 _UTILITY_NOTES = (
@@ -107,7 +70,8 @@ TABLES: tuple[Table, ...] = (
         title="Utility: how well each target answers benign questions whose answers are in its database",
         notes=_UTILITY_NOTES,
         inputs=_utility_inputs,
-        build=_utility,
+        analysis=utility_analysis.run_utility,
+        build=read_analysis,
         markdown=utility_tables.utility_markdown,
         config_keys=("targets", "utility.seed", "metrics.n_boot"),
     ),
@@ -136,7 +100,8 @@ TABLES: tuple[Table, ...] = (
             *_UTILITY_NOTES,
         ),
         inputs=_privacy_utility_inputs,
-        build=_privacy_utility,
+        analysis=utility_analysis.run_privacy_utility,
+        build=read_analysis,
         markdown=utility_tables.privacy_utility_markdown,
         figures=(
             Figure(

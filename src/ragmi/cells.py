@@ -6,7 +6,8 @@ minus sign (``−0.21``), FPR levels as percentages (``0.5%``), and the markers 
 (no value), ``n/e`` (not estimable), ``n/a`` (not available); and the two kinds of TPR, each named for
 what it is (ragmi.metrics): the TPR at a *reference* threshold with the FPR it realised on the evaluation
 non-members (:func:`realised_fpr`, :func:`ref_tpr`), and the TPR read from the *evaluation ROC*
-(:func:`roc_tpr_text`).  The lowest module of ``ragmi.report``: it imports nothing of ragmi.
+(:func:`roc_tpr_text`).  It imports nothing of ragmi: the analyses that write a table's cells
+(:mod:`ragmi.analysis`) and the report that prints them (:mod:`ragmi.report`) share it.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from ..metrics import fpr_estimable, roc_estimable
 from .cells import is_missing
+from .metrics import fpr_estimable, roc_estimable
 
 _TPR_COL = re.compile(r"^tpr_at_fpr_(?P<k>[0-9.]+)$")
 
