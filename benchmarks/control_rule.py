@@ -5,7 +5,7 @@ Every control is a true null (members and non-members scored alike), so any ``co
 spurious.  For each number of informative controls m, candidate size n + n and dependence (independent
 controls; ``shared``: groups of ``--group`` controls, the variants of one attack on one control target,
 reading the same answers: one ranking per group), ``--reps`` seeded replicates of
-:func:`ragmi.report.summary.control_false_alarm_rates` (the footnote's simulation, larger).
+:func:`ragmi.analysis.summary.control_false_alarm_rates` (the footnote's simulation, larger).
 
 Prints one line per shape: ``m n holm_independent holm_shared old_independent old_shared`` and the
 simulation's 95% error.  Measured (``--reps 20000 --controls 10 20 40 --sizes 20 50``, 2026-12-05,
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def main(argv=None) -> int:
+    from ragmi.analysis.summary import control_false_alarm_rates
     from ragmi.metrics import Z95
-    from ragmi.report.summary import control_false_alarm_rates
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20000)

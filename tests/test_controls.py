@@ -150,7 +150,7 @@ def test_a_null_database_with_planted_near_duplicates_of_the_members_still_fails
     20 informative controls, 19 at chance, Holm still rejects it: control failed."""
     import numpy as np
 
-    from ragmi.report.summary import summary_frame
+    from ragmi.analysis.summary import summary_frame
 
     rng = np.random.default_rng(7)
     rows = []

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from report_fixtures import md_tables, records
 
+from ragmi.analysis.summary import summary_frame
 from ragmi.cells import NOT_AVAILABLE
 from ragmi.costs import query_retrieval, retrieved_by_variant
 from ragmi.metrics import clopper_pearson, conditional_tpr, evaluate, lowest_resolvable_fpr, retrieved_tpr, wilson
-from ragmi.report.summary import summary_frame, summary_markdown
+from ragmi.report.summary import summary_markdown
 from ragmi.report.tables import markdown_table, retrieved_cell
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ragmi.analysis.summary import COLUMNS, VERDICTS
 from ragmi.report import provenance as prov_mod
 from ragmi.report import run_summary
-from ragmi.report.summary import COLUMNS, VERDICTS
 
 DATASET = "synthetic"
 

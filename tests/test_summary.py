@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from report_fixtures import as_the_rules_do
 
+from ragmi.analysis.summary import summary_frame
 from ragmi.metric_rows import auc_verdict
 from ragmi.metrics import evaluate, metric_columns, min_detectable_auc, min_detectable_auc_power
 from ragmi.report.comparison import attach_controls
 from ragmi.report.registry import TABLES, write_table
-from ragmi.report.summary import summary_frame, summary_markdown
+from ragmi.report.summary import summary_markdown
 
 TARGETS = {
     "t": {"defenses": [], "control": "none"},
@@ -238,7 +240,8 @@ def test_summary_table_through_the_registry_is_byte_identical(tmp_path):
     cfg = {"targets": TARGETS}
     out = []
     for name in ("one", "two"):
-        df = write_table(TABLES["summary"], files, cfg, tmp_path / f"{name}.csv", tmp_path / f"{name}.md")
+        table_files = as_the_rules_do("summary", files, cfg, tmp_path / name)  # rule analysis, then rule table
+        df = write_table(TABLES["summary"], table_files, cfg, tmp_path / f"{name}.csv", tmp_path / f"{name}.md")
         out.append(((tmp_path / f"{name}.csv").read_bytes(), (tmp_path / f"{name}.md").read_bytes()))
     assert out[0] == out[1]
     assert df.set_index("target").loc["pad", "verdict"] == "leaks"
@@ -248,6 +251,8 @@ def test_summary_table_through_the_registry_is_byte_identical(tmp_path):
     assert csv["defenses"].tolist() == ["", "pad"]  # undefended first
     assert csv["n_members"].tolist() == [20, 20]
     md = (tmp_path / "one.md").read_text()
+    # the controls' false-alarm simulation runs in the analysis and reaches the footnote through its parquet
+    assert "Chance of a spurious 'control failed' in this run" in md
     assert md.startswith(f"# {TABLES['summary'].title}\n")
     assert all(f"- {n}" in md for n in TABLES["summary"].notes)
 
@@ -335,7 +340,7 @@ def test_one_of_twenty_null_controls_rejecting_at_p_002_does_not_fail_the_cell()
 
 
 def test_the_footnote_gives_the_simulated_false_alarm_rate_of_both_rules():
-    from ragmi.report.summary import control_false_alarm_rates
+    from ragmi.analysis.summary import control_false_alarm_rates
 
     md = summary_markdown(summary_frame(twenty_controls(), NULL_TARGETS), "S")
     rates = control_false_alarm_rates([(20, 20)] * 20, [("d", "t", "a", k) for k in ("null-db", "k=0")] * 10)

@@ -158,7 +158,9 @@ def test_input_files():
     with pytest.raises(ConfigError, match="query_budget.*attack ia or menta"):
         input_files("query_budget", cfg)
     assert MetricsOf(frozenset({"ia"}))(config("rag_mia")) == {"metrics": []}
-    assert input_files("summary", cfg) == {"metrics": files["metrics"]}  # every run, controls included
+    # every run, controls included, read by the summary's analysis (rule analysis), the table reads its parquet
+    assert analysis_input_files("summary", cfg) == {"metrics": files["metrics"]}
+    assert input_files("summary", cfg) == {"analysis": ["results/analysis/summary.parquet"]}
 
 
 def test_defense_effect_reads_the_scores_of_the_defended_targets_and_their_baselines():

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..analysis import summary as summary_analysis
 from ..analysis.readers import read_csvs
 from ..plan import is_plain, runs
 from . import summary
@@ -35,7 +36,7 @@ from .comparison import (
     target_defenses,
     target_frameworks,
 )
-from .declare import Figure, Files, MetricsOf, Table, lazy_plot
+from .declare import Figure, Files, MetricsOf, Table, lazy_plot, read_analysis
 from .tables import plain_markdown
 
 
@@ -88,10 +89,6 @@ def _framework_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()
     return plain_markdown(df[list(FRAMEWORK_DISPLAY)], title, notes)
 
 
-def _summary(files: Files, config: Mapping) -> pd.DataFrame:
-    return summary.summary_frame(read_csvs(files["metrics"]), config["targets"])
-
-
 TABLES: tuple[Table, ...] = (
     Table(  # first: the table a reader opens first
         name="summary",
@@ -121,7 +118,8 @@ TABLES: tuple[Table, ...] = (
             "cell of the run (auc_p_greater_holm), is below 0.05.",
         ),
         inputs=MetricsOf(),
-        build=_summary,
+        analysis=summary_analysis.run,
+        build=read_analysis,
         markdown=summary.summary_markdown,
         config_keys=("targets",),
     ),

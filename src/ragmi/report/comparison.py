@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.summary import CONTROL_SUFFIX, control_excludes_chance
 from ..attacks import attack_class
 from ..attacks.base import is_main_variant
 from ..cells import DASH, EVAL_ROC, format_ci, format_level, format_n, is_missing, ref_tpr
@@ -208,18 +209,11 @@ def comparison_frame(
 
 
 CONTROL_COLUMNS = {"null_database": "null-db control AUC", "no_retrieval": "k=0 control AUC"}
-CONTROL_SUFFIX = {"null_database": "--null-db", "no_retrieval": "--no-retrieval"}
 CONTROL_NAMES = {"null_database": "null-database", "no_retrieval": "no-retrieval (k = 0)"}
 CONTROL_FLAGS = {
     "null_database": "the attack separates candidates that are not in the database",
     "no_retrieval": "the attack separates members from non-members without any retrieval",
 }
-
-
-def control_excludes_chance(row) -> bool:
-    """Whether a control row's AUC interval excludes 0.5 (False when it has none)."""
-    lo, hi = row.get("auc_lo"), row.get("auc_hi")
-    return bool(pd.notna(lo) and pd.notna(hi) and (lo > 0.5 or hi < 0.5))
 
 
 UNINFORMATIVE_CONTROL = "uninformative"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 WIDTH = 100
 JSON_VERSION = 1
-# ragmi.report.summary.VERDICTS (not imported: this module stays light for the command and onsuccess)
+# ragmi.analysis.summary.VERDICTS (not imported: this module stays light for the command and onsuccess)
 VERDICTS = ("leaks", "inverted", "no evidence at this n", "uninformative", "control failed", "not computed")
 NAMED = ("control failed", "inverted", "uninformative")  # named one per line, in this order
 DASH = "–"
