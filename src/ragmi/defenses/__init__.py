@@ -26,6 +26,7 @@ REGISTRY = {
     "private_rag": ("private_rag", "PrivateRag"),
     "pad": ("pad", "Pad"),
     "lprag": ("lprag", "Lprag"),
+    "score_threshold": ("score_threshold", "ScoreThreshold"),
 }
 
 
