@@ -27,6 +27,7 @@ REGISTRY = {
     "pad": ("pad", "Pad"),
     "lprag": ("lprag", "Lprag"),
     "score_threshold": ("score_threshold", "ScoreThreshold"),
+    "system_block": ("system_block", "SystemBlock"),
 }
 
 
