@@ -28,6 +28,7 @@ REGISTRY = {
     "lprag": ("lprag", "Lprag"),
     "score_threshold": ("score_threshold", "ScoreThreshold"),
     "system_block": ("system_block", "SystemBlock"),
+    "summary": ("summary", "Summary"),
 }
 
 
