@@ -29,6 +29,7 @@ REGISTRY = {
     "score_threshold": ("score_threshold", "ScoreThreshold"),
     "system_block": ("system_block", "SystemBlock"),
     "summary": ("summary", "Summary"),
+    "query_block": ("query_block", "QueryBlock"),
 }
 
 
