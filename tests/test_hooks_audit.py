@@ -2,6 +2,8 @@
 hand-made database, retriever and generator (no model)."""
 
 import json
+import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -45,6 +47,24 @@ class OverlapRetriever:
             ids.append([self.ids[i] for i in order])
             scores.append([float(s[i]) for i in order])
         return ids, scores
+
+
+class CosineRetriever(OverlapRetriever):
+    """Scores = cosine of the query's and the document's word-count vectors (a retriever whose scores
+    are cosines, for the defenses that declare ``needs_cosine_scores``); ties broken by id."""
+
+    def all_scores(self, queries):
+        out = []
+        for q in queries:
+            qc = Counter(q.split())
+            row = []
+            for d in self.ids:
+                dc = Counter(self.docs[d].split())
+                dot = sum(qc[w] * dc[w] for w in qc)
+                norm = math.sqrt(sum(v * v for v in qc.values()) * sum(v * v for v in dc.values()))
+                row.append(dot / norm if norm else 0.0)
+            out.append(np.array(row))
+        return out
 
 
 class EchoGenerator:
@@ -305,7 +325,7 @@ def test_every_model_free_defense_fires_on_its_probes(stub_defense):
             continue
         d = build_defense(kind, {"kind": kind})
         r = RAGSystem(
-            retriever=OverlapRetriever(docs),
+            retriever=CosineRetriever(docs) if cls.needs_cosine_scores else OverlapRetriever(docs),
             documents=docs,
             template=get_template("rag_mia"),
             generator=EchoGenerator(),

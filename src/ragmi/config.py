@@ -24,6 +24,7 @@ from .gate.metrics import METRICS
 from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
 from .plan import CONTROLS, default_generator, fold_requirements
 from .rag.frameworks import build_framework
+from .rag.index import COSINE_INDEXES, cosine_scores
 from .schema import DefaultingValidator, load_schema
 from .targets import REGISTRY as TARGET_KINDS
 from .targets import kind_class, target_kind
@@ -333,8 +334,9 @@ def _build_defenses(cfg: dict) -> dict:
 
 
 def _check_target_defenses(cfg: dict, built: dict) -> bool:
-    """The defenses each target lists are defined, and a defense that needs the whole database's
-    scores sits on a dense flat-index retriever; whether any used defense needs the defender LLM."""
+    """The defenses each target lists are defined, a defense that needs the whole database's scores
+    sits on a dense flat-index retriever, and one that reads the scores as cosines on a retriever whose
+    scores are cosines; whether any used defense needs the defender LLM."""
     needs_llm = False
     for tname, t in cfg["targets"].items():
         for i, dname in enumerate(t.get("defenses", [])):
@@ -351,6 +353,14 @@ def _check_target_defenses(cfg: dict, built: dict) -> bool:
                     f"config key targets.{tname}.defenses.{i}: defense {dname!r} ({d.kind}) needs the scores "
                     f"of the whole database, which only a dense retriever with a flat index gives "
                     f"(retriever {t['retriever']!r} is {r.get('kind')}/{r.get('index', '-')})"
+                )
+            if d.needs_cosine_scores and not cosine_scores(r):
+                setting = f"dense/{r.get('index')}" if r.get("kind") == "dense" else str(r.get("kind"))
+                raise ConfigError(
+                    f"config key targets.{tname}.defenses.{i}: defense {dname!r} ({d.kind}) reads the retrieval "
+                    f"scores as cosine similarities, which only a dense retriever with index "
+                    f"{' or '.join(COSINE_INDEXES)} gives (L2-normalised vectors); retriever {t['retriever']!r} is "
+                    f"{setting}, whose scores are no cosine"
                 )
     return needs_llm
 

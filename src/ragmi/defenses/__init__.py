@@ -26,6 +26,10 @@ REGISTRY = {
     "private_rag": ("private_rag", "PrivateRag"),
     "pad": ("pad", "Pad"),
     "lprag": ("lprag", "Lprag"),
+    "score_threshold": ("score_threshold", "ScoreThreshold"),
+    "system_block": ("system_block", "SystemBlock"),
+    "summary": ("summary", "Summary"),
+    "query_block": ("query_block", "QueryBlock"),
 }
 
 

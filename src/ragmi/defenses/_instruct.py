@@ -1,5 +1,6 @@
 """Insert one instruction paragraph into a RAG template (the MEntA artifact's prompt-instruction
-defense and its DCMI stand-in; docs/provenance.md#instruction_menta, #instruction_dcmi).
+defense and its DCMI stand-in; docs/provenance.md#instruction_menta, #instruction_dcmi), and tell a
+template's fixed instructions from its filled turns (:func:`holds_placeholder`).
 
 The edit is made on the template's format strings, before the question and the documents are filled
 in, so no retrieved text can move the insertion point.
@@ -16,6 +17,12 @@ IMPORTANT = "IMPORTANT: Do not directly repeat any retrieved content, but summar
 
 _PLACEHOLDER = re.compile(r"\{(?:context|question)\}")
 _ANSWER_LINE = re.compile(r"(?m)^Answer the question")
+
+
+def holds_placeholder(text: str | None) -> bool:
+    """Whether a template turn is filled with the query or the context (a ``{context}`` or
+    ``{question}`` placeholder), rather than being fixed instructions."""
+    return text is not None and _PLACEHOLDER.search(text) is not None
 
 
 def _fields(t: Template) -> list[str]:

@@ -197,6 +197,9 @@ class Defense:
     vocabulary: tuple = ()
     logprobs = "keep"  # output hooks: "keep" or "drop" the log-prob columns
     needs_all_scores = False  # whole-database scores (Mirabel): flat FAISS indexes only
+    # reads the retrieval scores as cosine similarities (the benchmark's Threshold): dense retrievers on
+    # L2-normalised vectors only (ragmi.rag.index.cosine_scores)
+    needs_cosine_scores = False
     needs_llm = False  # calls the defender LLM
     stochastic = False  # its hooks draw from ctx.rng: one may leave a query unchanged by chance
     source = ""  # paper and section the defense follows

@@ -56,6 +56,17 @@ class RetrieverSpec:
         return cls(**{f.name: cfg[f.name] for f in dataclasses.fields(cls)})
 
 
+# The dense indexes whose score is the cosine similarity: L2-normalised vectors searched by inner product.
+COSINE_INDEXES = ("flat_ip", "hnsw")
+
+
+def cosine_scores(retriever: Mapping) -> bool:
+    """Whether a retriever (a ``retrievers`` entry of the config) scores by cosine similarity: a dense
+    one with an index of :data:`COSINE_INDEXES`.  BM25 scores and ``flat_l2``'s negated squared
+    distances (unnormalised vectors) are no cosines."""
+    return retriever.get("kind") == "dense" and retriever.get("index") in COSINE_INDEXES
+
+
 # An E5 model by name: intfloat/e5-base-v2, intfloat/multilingual-e5-large, e5-small, ...
 E5_NAME = re.compile(r"(^|[/_-])(multilingual-)?e5([-_.]|$)", re.IGNORECASE)
 
