@@ -10,7 +10,8 @@ Declared here, in the order the registry lists them (:data:`TABLES`), each with 
   its figure;
 * ``defense_effect``: every attack's headline variant on every target against the undefended target
   (paired ΔAUC), and its figure;
-* ``detection``: query-level detection by Mirabel or the LLM detector (MEntA Tables 7-8).
+* ``detection``: query-level detection by the defenses that flag queries (Mirabel, the LLM detector of
+  MEntA Tables 7-8, the benchmark's QueryBlock).
 
 The frames come from :mod:`ragmi.report.audit_tables` and :mod:`ragmi.audit.detection`.
 """
@@ -231,8 +232,8 @@ TABLES: tuple[Table, ...] = (
         name="detection",
         title="Query-level detection (MEntA Tables 7-8): detector recall on attack queries, FPR on benign queries",
         notes=(
-            "One row per (dataset, target, detector, attack, labelling), for every attacked target with Mirabel or "
-            "the LLM detector; each query's verdict is the detector's own (the flagged entry of its hook trace), "
+            "One row per (dataset, target, detector, attack, labelling), for every attacked target with a defense that "
+            "flags queries (Mirabel, the LLM detector, QueryBlock); each query's verdict is the detector's own (the flagged entry of its hook trace), "
             "a query refused before the detector saw it has none and is left out.",
             "recall: share of the attack's queries flagged (n_attack of them: every query the attack sent this "
             "target; MEntA samples 1,000 per attack and dataset). FPR: share of the negatives flagged (n_benign): "

@@ -283,7 +283,7 @@ def _numbers(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
 
 
 def plot_defense_effect(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
-    """ΔAUC (defended − undefended, 95% paired bootstrap interval) of every headline variant, one panel per
+    """ΔAUC (defended − undefended, 95% paired MOVER interval with DeLong's correlation) of every headline variant, one panel per
     (dataset, defended target) of the ``defense_effect`` frame: one row per variant, its marker by verdict
     (filled: a change the interval shows; hollow: none; grey squares: *indirect*, a channel the defense
     cannot change, drawn for information); the variants the defense can reach first.  Variants without

@@ -423,7 +423,7 @@ def _footnotes(
     if has_delta:
         footnotes.append(
             "ΔAUC [95% CI]: AUC(defended) − AUC(undefended) over the evaluation candidates both scored, with its "
-            "paired bootstrap interval (the effect column below adds ΔTPR); printed for information beside "
+            "paired interval (MOVER with DeLong's correlation of the two AUCs: ragmi.metrics.paired_auc_difference; the effect column below adds ΔTPR); printed for information beside "
             "verdict indirect."
         )
     footnotes += [

@@ -169,7 +169,7 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
     lines += ["## Utility, per target and measure", "", *grid(u_head, u_body), ""]
     lines += [
         "- Leakage table: headline ΔAUC and the two channel columns are defended − undefended over the same "
-        "evaluation candidates (paired bootstrap 95% interval); a channel column is the headline variant reading "
+        "evaluation candidates (95% paired MOVER interval with DeLong's correlation); a channel column is the headline variant reading "
         "that response channel (ragmi.attacks: the answer text, or the log-probabilities) whose AUC changed most "
         "on that target — a defense that rewrites the answer text can only change the first; canaries (p): "
         "recovered/planted with the one-sided Fisher p against the undefended target; NEL/run (Δ): NELstrict "
