@@ -93,6 +93,28 @@ def test_score_black_and_gray_box():
     assert gray[members].mean() > gray[nonmembers].mean() + 0.3
 
 
+def test_a_text_only_target_gets_the_black_box_without_log_probability_columns():
+    """Responses of a target without log-probabilities need no log-probability column: the black box is
+    scored and the gray-box variants are skipped (it once refused such responses outright)."""
+    rows, ref_labels = _responses(5, 5, np.random.default_rng(0))
+    candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})
+    attack = RagMIA({"templates": [2]}, seed=1, logprobs=False)
+    q = attack.build_queries(candidates)
+    resp = pd.DataFrame(
+        {
+            "query_id": q["query_id"],
+            "response_text": [r["text"] for r in rows],
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+        }
+    )
+    s = attack.score(q, resp, ref_labels)
+    assert set(s["variant"]) == {"rag_mia/black/t2"}
+    assert "rag_mia/gray/t2" in attack.skipped_variants
+    with pytest.raises(ValueError, match="token_top_logprobs"):
+        RagMIA({"templates": [2]}, seed=1, logprobs=True).score(q, resp, ref_labels)
+
+
 def test_gray_box_never_sees_evaluation_labels():
     rows, ref_labels = _responses(15, 10, np.random.default_rng(1))
     candidates = pd.DataFrame({"doc_id": [r["doc_id"] for r in rows], "text": ["x"] * len(rows), "title": ""})

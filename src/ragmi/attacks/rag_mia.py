@@ -220,7 +220,7 @@ class RagMIA(Attack):
 
     def score(self, queries, responses, reference_labels: Mapping[str, int], materials=None, tools=None):
         df = merge_responses(queries, responses)
-        if "token_top_logprobs" not in df.columns:
+        if self.logprobs and "token_top_logprobs" not in df.columns:
             raise ValueError(
                 "gray-box RAG-MIA needs the responses' token_top_logprobs (top-K of every generated position)"
             )
