@@ -269,8 +269,6 @@ def _leakage_cells(
     scores: Mapping,
     canaries: pd.DataFrame,
     leakage: pd.DataFrame,
-    n_boot: int,
-    seed: int,
 ) -> dict:
     nan = float("nan")
     cells = {c: nan for c in LEAKAGE_COLUMNS}
@@ -493,8 +491,6 @@ def privacy_utility_frame(
                 scores,
                 canaries,
                 leakage,
-                n_boot,
-                seed,
             )
             cache[key].update(
                 channel_cells(u["dataset"], u["target"], base, metrics, scores, n_boot, seed, channels_of)
