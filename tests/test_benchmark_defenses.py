@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_defenses import FakeChat
 
 from ragmi.config import validate_config
 from ragmi.defenses import build_defense
@@ -23,18 +24,6 @@ from ragmi.errors import ConfigError
 from ragmi.rag.index import Retriever, RetrieverSpec
 from ragmi.rag.system import RAGSystem
 from ragmi.rag.templates import get_template
-
-
-class FakeChat:
-    """The defender LLM: answers from a function of the prompt, and remembers every call."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.calls = []
-
-    def __call__(self, prompts, max_tokens, temperature):
-        self.calls.append((prompts, max_tokens, temperature))
-        return [self.answer(p) for p in prompts]
 
 
 class EchoGenerator:

@@ -1,47 +1,8 @@
-"""The headline table ``summary``: does each attack's headline variant leak membership on each target?
+"""The headline table ``summary`` as printed: one row per (dataset, target, attack headline variant), the
+verdict of each cell and the footnotes (power, controls, Holm).
 
-One row per (dataset, target, attack headline variant) over every target that is not a negative
-control: the defenses, n, AUC with its 95% interval, two TPR figures (below), queries and tokens per
-candidate, and a verdict:
-
-* ``leaks``: the AUC interval lies above 0.5;
-* ``inverted``: it lies below 0.5 (the score ranks non-members higher: informative, the wrong way);
-* ``no evidence at this n``: it contains 0.5 (an attack with a small true AUC cannot be told from
-  chance at this n: the footnote gives the AUC detected with 50% and with 80% power,
-  :func:`ragmi.metrics.min_detectable_auc`, :func:`ragmi.metrics.min_detectable_auc_power`);
-* ``uninformative``, overriding those three: the attack gave every evaluation candidate the same
-  score, or could read no answer (``informative`` of ragmi.metrics: e.g. every answer was "No."): its
-  AUC of 0.5 says nothing about the sample, only that this attack read nothing from this target;
-* ``control failed``, overriding the others but ``uninformative``: a negative control of the same
-  dataset and variant (``<base>--null-db``, ``<base>--no-retrieval``, where ``<base>`` is the target
-  itself or, for a defended target, its undefended counterpart, whose controls it inherits) is
-  *informative* and rejects AUC = 0.5 family-wise: its two-sided Mann–Whitney p (``auc_p``,
-  ragmi.metrics.auc_pvalues), Holm-adjusted over every informative control of the run
-  (ragmi.multiplicity.holm), is below 0.05.  The attack then separates members from non-members by
-  something other than membership of the database.  A control whose interval excludes 0.5 per test
-  but not after Holm does not fail the cell: the detail says so and the footnote counts it.  The
-  run-level chance of a spurious ``control failed`` is thereby at most 5% whatever the number of
-  controls (Holm 1979); the footnote gives it as simulated with the run's own controls
-  (:func:`control_false_alarm_rates`), beside that of the former rule (any 95% interval excluding 0.5).
-  A control scores the base target's fitted attack on the control's answers (ragmi.plan.control_base),
-  so it controls the reported rule;
-* ``not computed``: the variant was skipped (e.g. a gray-box variant on a target without
-  log-probabilities).
-
-The two TPR figures are named for what they are: ``roc_tpr`` is the field's TPR at x% FPR read from
-the evaluation ROC (x the lowest configured non-zero level with x·n ≥ 1 evaluation non-members; the
-threshold is chosen on the evaluation set, as LiRA and MIMIR report it), and ``tpr`` is the
-operational TPR at the threshold chosen on the *reference* set for x% FPR there, printed with the FPR it
-realises on the evaluation non-members (``fpr_realized``, with its interval).  A cell is never labelled
-with an FPR it did not realise.
-
-Beside the per-cell verdict, ``verdict_holm`` reads the run's cells family-wise: a cell ``leaks``
-there when its one-sided p of AUC > 0.5 (``auc_p_greater``), Holm-adjusted over every informative
-computed cell of the run (``auc_p_greater_holm``), is below 0.05; else ``no evidence after Holm``
-(``uninformative``, ``not computed`` and ``control failed`` carry over).
-
-The frame (and CSV) is deterministic in its inputs: no resampling happens here; the footnote's
-simulation is seeded.
+What the columns and verdicts mean, and how they are computed, is :mod:`ragmi.analysis.summary` (rule
+``analysis``); this module only turns its frame into Markdown.
 """
 
 from __future__ import annotations
