@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from ragmi.datasets import beir, candidates, enron, healthcaremagic, local, pubmedqa, synthetic
+from ragmi.datasets import beir, candidates, enron, healthcaremagic, keb, local, pubmedqa, synthetic
 from ragmi.errors import ConfigError, DataError
 
 COLUMNS = ["doc_id", "text", "title", "human_turn"]
@@ -37,6 +37,7 @@ REGISTRY: dict[str, Loader] = {
     **{corpus: beir.load for corpus in beir.CORPORA},
     "enron": enron.load,
     "pubmedqa": pubmedqa.load,
+    "keb": keb.load,
     "local": local.load,
     "candidates": candidates.load,
 }
