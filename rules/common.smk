@@ -7,6 +7,7 @@ import yaml
 import sys
 
 from ragmi.attacks import needs_prepare
+from ragmi.attacks.adaptive import adaptive_class
 from ragmi.audit.plan import canary_dataset, canary_seeds, canary_targets
 from ragmi.config import validate_config
 from ragmi.plan import control_base, dataset_contexts, is_plain, min_reference, runs, same_requests_as, target_attacks, target_datasets, target_needs_defender

@@ -63,8 +63,8 @@ def test_every_entry_is_complete():
 
 def test_the_families_declare_every_table_once_in_the_registry_order():
     """The rules and outputs() follow TABLES' order: the tables over attack metrics (summary first), the
-    audit's, the utility tables, then the inference tables, each declared once, in its family's module."""
-    from ragmi.report import attack_registry, audit_registry, inference_registry, utility_registry
+    audit's, the utility tables, the inference tables, then the campaigns' coverage, each declared once, in its family's module."""
+    from ragmi.report import attack_registry, audit_registry, campaign_registry, inference_registry, utility_registry
 
     assert list(TABLES) == [
         "summary",
@@ -82,8 +82,9 @@ def test_the_families_declare_every_table_once_in_the_registry_order():
         "privacy_utility",
         "dataset_inference",
         "epsilon_audit",
+        "coverage",
     ]
-    families = (attack_registry, audit_registry, utility_registry, inference_registry)
+    families = (attack_registry, audit_registry, utility_registry, inference_registry, campaign_registry)
     declared = [t for family in families for t in family.TABLES]
     assert [t.name for t in declared] == list(TABLES)
     assert all(TABLES[t.name] is t for t in declared)

@@ -31,10 +31,13 @@ class WorkflowAttackerTools:
     def log(self, msg: str) -> None:
         self._log(msg)
 
-    def chat(self, prompts, max_tokens, temperature=0.0):
+    def chat(self, prompts, max_tokens, temperature=0.0, seeds=None):
+        """``seeds``: one sampling seed per prompt (default: the run's seed for every prompt), so that an
+        attack that asks the same prompt several times at a temperature above 0 gets several answers."""
         if self.generator is None:
             raise RuntimeError("no attacker LLM is available in this step")
-        reqs = [make_request(p, max_tokens, 0, temperature, self.seed) for p in prompts]
+        seeds = [self.seed] * len(prompts) if seeds is None else [int(s) for s in seeds]
+        reqs = [make_request(p, max_tokens, 0, temperature, s) for p, s in zip(prompts, seeds, strict=True)]
         out = self.generator.generate(reqs)
         self.llm_calls += len(prompts)
         return [

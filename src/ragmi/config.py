@@ -16,6 +16,7 @@ import yaml
 from jsonschema.exceptions import best_match
 
 from .attacks import attack_class
+from .attacks.adaptive import adaptive_class
 from .canary import check_outside_vocabulary
 from .defenses import build_defense
 from .errors import ConfigError
@@ -25,7 +26,7 @@ from .models import PACKAGED_EMBEDDERS, PACKAGED_GGUF, check_model_reference
 from .plan import CONTROLS, default_generator, fold_requirements
 from .rag.frameworks import build_framework
 from .rag.index import COSINE_INDEXES, cosine_scores
-from .schema import DefaultingValidator, load_schema
+from .schema import DefaultingValidator, load_schema, plugin_params
 from .targets import REGISTRY as TARGET_KINDS
 from .targets import kind_class, target_kind
 from .targets.base import check_block
@@ -90,6 +91,7 @@ def _check_references(cfg: dict) -> None:
     _check_audit(cfg)
     _check_gate(cfg)
     _check_utility(cfg)
+    _check_campaigns(cfg)
     _check_dataset_inference(cfg)
     _check_defender(cfg, needs_llm)
     _check_defense_vocabularies(cfg, built)
@@ -440,6 +442,36 @@ def _check_utility(cfg: dict) -> None:
                 f"config key utility.headline_variant: {v!r} names attack {attack!r}, which is not configured "
                 f"under 'attacks' (configured: {', '.join(sorted(cfg['attacks']))})"
             )
+
+
+def _check_campaigns(cfg: dict) -> None:
+    """The campaigns' attacks are registered (their parameters validated, defaults filled), and their
+    targets are defined and retrieve from ragmi's member split (the knowledge base coverage is a share
+    of); an attack with embedder ``target`` needs a dense retriever."""
+    c = cfg["campaigns"]
+    for name in list(c["attacks"]):
+        cls = adaptive_class(name)
+        c["attacks"][name] = plugin_params("adaptive_attacks", name, c["attacks"][name] or {}, f"campaigns.attacks.{name}")
+        if cls.embedder_param and c["attacks"][name][cls.embedder_param] == "target":
+            for t in c["targets"]:
+                tc = cfg["targets"].get(t) or {}
+                r = cfg["retrievers"].get(tc.get("retriever"), {})
+                if tc and r and r.get("kind") != "dense":
+                    raise ConfigError(
+                        f"config key campaigns.attacks.{name}.{cls.embedder_param}: 'target' (the retriever's own "
+                        f"embedder) needs a dense retriever, and target {t!r} retrieves with {r.get('kind')!r}; "
+                        "name an embedder"
+                    )
+    for i, t in enumerate(c["targets"]):
+        if t not in cfg["targets"]:
+            raise ConfigError(f"config key campaigns.targets.{i}: {t!r} is not defined under 'targets'")
+        if not target_kind(cfg["targets"][t]).reads_split(cfg["targets"][t]):
+            raise ConfigError(
+                f"config key campaigns.targets.{i}: target {t!r} holds its own knowledge base; coverage is measured "
+                "against ragmi's member split, so a campaign needs a target that retrieves from it"
+            )
+    if c["targets"] and not c["attacks"]:
+        raise ConfigError("config key campaigns.attacks: no attack is given for the campaign targets")
 
 
 def _check_dataset_inference(cfg: dict) -> None:

@@ -175,3 +175,15 @@ def baseline_targets(targets: Mapping) -> dict:
         same = [n for n, u in sorted(targets.items()) if is_plain(u) and setting(u) == setting(t)]
         out[name] = same[0] if same else None
     return out
+
+
+def campaign_runs(cfg: Mapping) -> list[tuple[str, str, str, int]]:
+    """Every adaptive extraction campaign of the configuration: (dataset, target, attack, seed)."""
+    c = cfg.get("campaigns") or {}
+    return [
+        (d, t, a, int(s))
+        for t in c.get("targets") or []
+        for d in target_datasets(cfg, t)
+        for a in c.get("attacks") or {}
+        for s in c.get("seeds") or []
+    ]

@@ -736,3 +736,43 @@ def plot_dataset_inference(df: pd.DataFrame, out_png: str | os.PathLike, title: 
     ax.set_title(title)
     ax.legend(fontsize="small")
     save_atomic(fig, out_png)
+
+
+COVERAGE_PANELS = (
+    ("curve_retrieval", "retrieval coverage"),
+    ("curve_extraction_rouge", "extraction coverage, verbatim (ROUGE-L)"),
+    ("curve_extraction_semantic", "extraction coverage, semantic (cosine)"),
+)
+
+
+def plot_coverage(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
+    """Share of the knowledge base against queries spent: three panels (retrieved, reproduced verbatim,
+    reproduced in meaning), one line per dataset / target / attack (the mean over seeds, the band
+    between the lowest and highest seed); the random baselines dashed, the chance floor of each
+    campaign dotted (ragmi.analysis.coverage)."""
+    if df.empty:
+        raise ValueError("no campaigns to plot")
+    fig = Figure(figsize=(12.0, 4.2))
+    axes = fig.subplots(1, 3, sharey=True)
+    rows = list(df.to_dict("records"))
+    for i, r in enumerate(rows):
+        label = f"{r['variant']} ({r['dataset']} / {r['target']}, {int(r['seeds'])} seeds)"
+        color = _color(i, len(rows))
+        for ax, (col, _name) in zip(axes, COVERAGE_PANELS, strict=True):
+            y = np.asarray(r[col], dtype=float)
+            x = np.arange(1, len(y) + 1)
+            ax.plot(x, y, color=color, ls="--" if r["baseline"] else "-", lw=1.4, label=label)
+            ax.fill_between(x, r[f"{col}_min"], r[f"{col}_max"], color=color, alpha=0.15, lw=0)
+        for ax, measure in zip(axes[1:], ("rouge", "semantic"), strict=True):
+            y = np.asarray(r[f"curve_chance_{measure}"], dtype=float)
+            ax.plot(np.arange(1, len(y) + 1), y, color=color, ls=":", lw=0.9)
+    for ax, (_col, name) in zip(axes, COVERAGE_PANELS, strict=True):
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("queries spent")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("share of the knowledge base")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    _suptitle(fig, title + " (dotted: chance floor, non-members)", 12.0)
+    fig.tight_layout(rect=(0, 0.08 + 0.03 * ((len(rows) + 1) // 2), 1, 0.93))
+    save_atomic(fig, out_png)

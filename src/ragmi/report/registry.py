@@ -9,7 +9,8 @@ of its own, in the vocabulary of :mod:`ragmi.report.declare` (:class:`Table`, :c
 * :mod:`ragmi.report.audit_registry`: the audit's tables (hook_inventory, leakage_dashboard, canaries,
   defense_effect, detection);
 * :mod:`ragmi.report.utility_registry`: utility and privacy_utility;
-* :mod:`ragmi.report.inference_registry`: dataset_inference and epsilon_audit.
+* :mod:`ragmi.report.inference_registry`: dataset_inference and epsilon_audit;
+* :mod:`ragmi.report.campaign_registry`: coverage (the adaptive extraction campaigns).
 
 :data:`TABLES` lists them in that order.  The Snakemake rules (``rules/tables.smk``: one rule ``table`` with
 a ``{table}`` wildcard, one ``figure_<name>`` rule per declared figure), the default targets
@@ -39,7 +40,7 @@ from ..costs import COST_COLUMNS
 from ..errors import ConfigError
 from ..io import atomic_write_parquet, atomic_write_text
 from ..schema import SCHEMA_PATH
-from . import attack_registry, audit_registry, inference_registry, utility_registry
+from . import attack_registry, audit_registry, campaign_registry, inference_registry, utility_registry
 from .comparison import CONTROL_COLUMNS
 from .declare import Figure, Files, MetricsOf, Table
 
@@ -68,7 +69,7 @@ PUBLISHED = str(SCHEMA_PATH.parent / "published.yaml")
 # Every table, in this order: the rules and outputs() follow it (summary first: the table a reader opens first).
 TABLES: dict[str, Table] = {
     t.name: t
-    for family in (attack_registry, audit_registry, utility_registry, inference_registry)
+    for family in (attack_registry, audit_registry, utility_registry, inference_registry, campaign_registry)
     for t in family.TABLES
 }
 

@@ -1,0 +1,73 @@
+# Adaptive campaigns that copy a knowledge base (docs/campaigns.md): one job per (dataset, target, attack,
+# seed) runs the attack's query loop against the target, checkpointed after every round; then the
+# evaluator's coverage curves of each campaign (the coverage table and figure: rules/tables.smk).
+CAMPAIGN_ATTACKS = sorted(config["campaigns"]["attacks"])
+
+
+def campaign_inputs(wc):
+    files = dict(target_files(wc))
+    attack = config["campaigns"]["attacks"][wc.adaptive]
+    if adaptive_class(wc.adaptive).uses_llm:
+        files.update({f"attacker_{k}": v for k, v in model_input(attacker_cfg()).items()})
+    return files
+
+
+def retriever_embedder(wc):
+    return config["retrievers"][target_cfg(wc)["retriever"]].get("embedder", "")
+
+
+rule campaign:
+    input:
+        unpack(campaign_inputs),
+    wildcard_constraints:
+        adaptive="|".join(map(re.escape, CAMPAIGN_ATTACKS)) or "^$",
+        seed=r"\d+",
+    output:
+        rows="results/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.parquet",
+    params:
+        spec=target_spec_params,
+        attack=lambda wc: config["campaigns"]["attacks"][wc.adaptive],
+        campaign=lambda wc: {k: config["campaigns"][k] for k in ("budget", "batch", "max_tokens")},
+        retriever_embedder=retriever_embedder,
+        attacker=lambda wc: attacker_cfg(),
+        attacker_log=server_log(config["attacker"]["generator"]),
+        cache_dir=config["generation"]["cache_dir"],
+    priority: 1
+    threads: config["generation"]["threads"]
+    resources:
+        gpu=lambda wc: local_backend(generator_cfg(wc)),
+        mem_mb=8000,
+        runtime=240,
+    log:
+        "logs/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.tsv"
+    conda:
+        "../envs/generation-gpu.yaml"
+    script:
+        "../workflow_scripts/campaign.py"
+
+
+rule campaign_coverage:
+    input:
+        rows="results/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.parquet",
+        members=lambda wc: target_files(wc)["members"],
+        nonmembers="results/split/{dataset}/nonmembers.parquet",
+    wildcard_constraints:
+        adaptive="|".join(map(re.escape, CAMPAIGN_ATTACKS)) or "^$",
+        seed=r"\d+",
+    output:
+        curves="results/coverage/{dataset}/{target}/{adaptive}/seed{seed}.parquet",
+    params:
+        thresholds=lambda wc: {k: config["campaigns"][k] for k in ("semantic_threshold", "rouge_threshold", "embedder")},
+        attack=lambda wc: config["campaigns"]["attacks"][wc.adaptive],
+        retriever_embedder=retriever_embedder,
+        k=lambda wc: target_cfg(wc)["k"],
+    log:
+        "logs/coverage/{dataset}/{target}/{adaptive}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/coverage/{dataset}/{target}/{adaptive}/seed{seed}.tsv"
+    conda:
+        "../envs/light.yaml"
+    script:
+        "../workflow_scripts/campaign_coverage.py"

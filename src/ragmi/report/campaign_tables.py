@@ -1,0 +1,59 @@
+"""The Markdown of the coverage table (rows: :func:`ragmi.analysis.coverage.coverage_frame`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..cells import DASH
+
+
+def _share(r, name: str) -> str:
+    m, lo, hi = r[name], r[f"{name}_lo"], r[f"{name}_hi"]
+    if pd.isna(m):
+        return DASH
+    if pd.isna(lo):
+        return f"{m:.1%}"
+    return f"{m:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
+    head = [
+        "dataset / target",
+        "attack",
+        "budget · seeds",
+        "knowledge base",
+        "retrieved",
+        "copied verbatim",
+        "chance (verbatim)",
+        "copied in meaning",
+        "chance (meaning)",
+        "verdict (verbatim / meaning)",
+        "PII items found (chance)",
+        "new chunks / query",
+        "refused",
+        "target tokens / query",
+        "attacker tokens / query",
+    ]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in df.to_dict("records"):
+        cells = [
+            f"{r['dataset']} / {r['target']}",
+            r["variant"] + (" (random baseline)" if r["baseline"] else ""),
+            f"{int(r['budget'])} · {int(r['seeds'])}",
+            f"{int(r['kb_size'])} chunks",
+            _share(r, "retrieval"),
+            _share(r, "extraction_rouge"),
+            _share(r, "chance_rouge"),
+            _share(r, "extraction_semantic"),
+            _share(r, "chance_semantic"),
+            f"{r['verdict_rouge']} / {r['verdict_semantic']}",
+            f"{r['pii_found']:.1f} of {int(r['pii_total'])} ({r['pii_chance']:.1f})",
+            f"{r['new_chunks_per_query']:.3f}",
+            f"{r['refused_share']:.0%}",
+            f"{r['tokens_per_query']:.0f}",
+            f"{r['attacker_tokens_per_query']:.0f}",
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines.append("")
+    lines += [f"{n}\n" for n in notes]
+    return "\n".join(lines)

@@ -1,0 +1,47 @@
+"""Rule campaign_coverage: the evaluator's coverage curves of one campaign (ragmi.analysis.coverage)."""
+
+import pandas as pd
+
+from ragmi.analysis.coverage import META_COLUMNS, campaign_curves
+from ragmi.attacks.adaptive import adaptive_class
+from ragmi.attacks.models import load_embedder
+from ragmi.io import atomic_write_parquet
+from ragmi.workflow import run_step
+
+
+def main(smk, log):
+    p = smk.params
+    rows = pd.read_parquet(smk.input.rows)
+    members = pd.read_parquet(smk.input.members, columns=["doc_id", "text"])
+    nonmembers = pd.read_parquet(smk.input.nonmembers, columns=["doc_id", "text"])
+    embedder = load_embedder(p.thresholds["embedder"])
+    curves = campaign_curves(
+        rows,
+        members,
+        nonmembers,
+        embedder.encode,
+        semantic_threshold=p.thresholds["semantic_threshold"],
+        rouge_threshold=p.thresholds["rouge_threshold"],
+    )
+    cls = adaptive_class(smk.wildcards.adaptive)
+    key = {
+        "dataset": smk.wildcards.dataset,
+        "target": smk.wildcards.target,
+        "attack": smk.wildcards.adaptive,
+        "variant": cls.variant(dict(p.attack), p.retriever_embedder),
+        "baseline": bool(cls.baseline),
+        "seed": int(smk.wildcards.seed),
+        "k": int(p.k),
+    }
+    out = curves.assign(**key, **{m: curves.attrs[m] for m in META_COLUMNS})
+    atomic_write_parquet(out, smk.output.curves)
+    last = curves.iloc[-1]
+    log(
+        f"{key['variant']} seed {key['seed']}: {int(last['queries'])} queries retrieved {int(last['retrieved'])} of "
+        f"{curves.attrs['kb_size']} chunks, copied {int(last['extracted_rouge'])} verbatim and "
+        f"{int(last['extracted_semantic'])} in meaning (chance: {int(last['chance_rouge'])} and "
+        f"{int(last['chance_semantic'])} of {curves.attrs['n_chance']} non-members)"
+    )
+
+
+run_step(snakemake, main)  # noqa: F821
