@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from ragmi.attacks.adaptive import prompts_llm
 from ragmi.attacks.adaptive.copybreak import CopyBreak, parse_numbered
@@ -74,6 +75,13 @@ WORDS = (
 ).split()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_blas_thread():
+    """The numpy embedder on one BLAS thread: a pool per core is many times slower on a shared machine."""
+    with threadpool_limits(limits=1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def embedder():
     return AttackerEmbedder(EMBEDDER)
@@ -95,12 +103,14 @@ def fake_llm(prompt: str, seed: int) -> str:
         return f"The {_words(seed, 3)} drifted across the {_words(seed + 1, 2)} at dawn."
     if prompt.startswith("Role:  \nYou are a master of logical analysis"):  # CopyBreak exploit
         chunk = prompt.split("Data:  ", 1)[1].split("  \n\nOutput Format", 1)[0]
+        if "EMPTY" in chunk:
+            return " \n"
         k = int(re.search(r"generate (\d+) forward", prompt).group(1))
         items = [f"Forward {i} after [{chunk}] ({seed})" for i in range(k)]
         items += [f"Backward {i} before [{chunk}] ({seed})" for i in range(k)]
         return "Here they are:\n" + "\n".join(f"{i + 1}. {x}" for i, x in enumerate(items))
     if prompt.startswith("Generate a structured list of"):  # IKEA anchors
-        words = ["guitar solo", "pharmacy", "stock market", "hospital", "disease", "football match"]
+        words = ["guitar solo", "hospital", "stock market", "pharmacy", "disease", "football match"]
         words += ["antibiotics", "medical diagnosis", "blood pressure", "heart surgery", "tundra"]
         words.append(_words(seed, 1))
         return "{ “anchor words”: [ " + ", ".join(f"“{w}”" for w in words) + " ] }"
@@ -111,6 +121,8 @@ def fake_llm(prompt: str, seed: int) -> str:
         return f"What do doctors usually explain about {keyword} to patients? ({seed % 97})"
     if prompt.startswith("You are an assistant that generates new *anchor concepts*"):  # IKEA mutation
         y = prompt.split("- Model Response: ", 1)[1].split("\n\nYour task:", 1)[0]
+        if "NOMUT" in y:
+            return '{"anchor words": []}'
         words = [" ".join(y.split()[:8]), "stock market", _words(seed, 1), "guitar solo"]
         return json.dumps({"anchor words": words})
     raise AssertionError(f"unexpected prompt: {prompt[:80]!r}")
@@ -229,7 +241,8 @@ def test_copybreak_exchange_rate_of_one_or_more():
     assert steps == ["explore", "exploit", "exploit"] * 3 + ["explore"]
     # nothing left to exploit: every query explores
     attack = make(CopyBreak, COPYBREAK_PARAMS, exchange_rate=3)
-    assert {p.step for p in run(attack, refuse, rounds=6, batch=1)} == {"explore"}
+    props = run(attack, refuse, rounds=6, batch=1)
+    assert [(p.step, p.note.get("fallback")) for p in props] == [("explore", None)] * 6
 
 
 def test_copybreak_exchange_rate_below_one_is_the_chance_of_exploring():
@@ -273,6 +286,19 @@ def test_copybreak_exploits_an_extracted_chunk(embedder):
     assert [q for q, _ in attack.queue] == items[3:]
 
 
+def test_copybreak_anchor_without_continuations():
+    attack = make(CopyBreak, COPYBREAK_PARAMS, exchange_rate=0.0)
+    run(attack, lambda q: "Context 1: EMPTY one.\nContext 2: EMPTY two.", rounds=1, batch=1)
+    n_calls = len(attack.tools.calls)
+    (p,) = run(attack, refuse, rounds=1, batch=1)
+    calls = attack.tools.calls[n_calls:]
+    assert [c["prompt"][:30] for c in calls] == ["Role:  \nYou are a master of lo"] * 2 + [
+        "Role:  \nYou are a text content"
+    ]
+    assert p.step == "explore" and p.note["fallback"] is True and attack.unexploited == [] and attack.queue == []
+    assert p.attacker_prompt_tokens == sum(len(c["prompt"]) // 4 + 1 for c in calls)
+
+
 def test_copybreak_exploration_keeps_the_first_distinct_paragraph(embedder):
     attack = make(CopyBreak, COPYBREAK_PARAMS, exchange_rate=2)
     run(attack, fresh_context, rounds=2, batch=1)  # explore, exploit: unexploited chunks remain
@@ -308,18 +334,22 @@ def test_copybreak_samples_fifty_extracted_chunks():
 
 
 def test_copybreak_resumes_exactly():
-    a = make(CopyBreak, COPYBREAK_PARAMS, iterations=3)
+    params = COPYBREAK_PARAMS | {"iterations": 3, "exchange_rate": 0.3}
+    a = make(CopyBreak, params)
     run(a, many_contexts, rounds=3, batch=4)
     saved = json.loads(json.dumps(a.state()))
-    b = CopyBreak(COPYBREAK_PARAMS | {"iterations": 3}, seed=1, validated=True)
+    b = CopyBreak(params, seed=1, validated=True)
     b.start(FakeTools())
     b.load_state(saved)
-    after_a = run(a, many_contexts, rounds=3, batch=4)
-    after_b = run(b, many_contexts, rounds=3, batch=4)
+    after_a = run(a, many_contexts, rounds=4, batch=4)
+    after_b = run(b, many_contexts, rounds=4, batch=4)
     assert as_tuples(after_a) == as_tuples(after_b)
-    assert {p.step for p in after_a} == {"explore", "exploit"}
+    # after the resume: anchors drawn, exploitation lists written, explorations compared
+    assert any(p.step == "exploit" and p.attacker_prompt_tokens > 0 for p in after_a)
+    assert any(p.step == "exploit" and p.attacker_prompt_tokens == 0 for p in after_a)
+    assert any(p.step == "explore" and "max_cosine" in p.note for p in after_a)
     # the state is what made them equal: a fresh campaign proposes otherwise
-    c = make(CopyBreak, COPYBREAK_PARAMS, iterations=3)
+    c = make(CopyBreak, params)
     assert as_tuples(run(c, many_contexts, rounds=1, batch=4)) != as_tuples(after_a[:4])
     seeds = [c["seed"] for c in a.tools.calls]
     assert len(set(seeds)) == len(seeds)
@@ -364,9 +394,21 @@ def test_ikea_anchors_and_first_query(embedder):
     )
     assert p.note["anchor"] in anchors and p.step == "sample" and p.note["tries"] == len(asked)
     assert p.query == asked[-1]["text"] and p.note["cosine"] >= 0.5
-    assert all(c["temperature"] == 0.5 for c in calls) and [c["max_tokens"] for c in calls] == [512] + [128] * len(
-        asked
-    )
+    vecs = embedder.embed([p.note["anchor"]] + [c["text"] for c in asked])
+    q_sims = (vecs[1:] @ vecs[0]).tolist()
+    assert all(s < 0.5 for s in q_sims[:-1]) and q_sims[-1] >= 0.5
+    assert all(c["temperature"] == 0.5 for c in calls)
+    assert [c["max_tokens"] for c in calls] == [512] + [128] * len(asked)
+
+
+def test_ikea_anchor_selection_rule():
+    # the benchmark's greedy rule: next, the candidate whose LOWEST cosine with the chosen is the lowest
+    # (pharmacy-disease 0.22; medical diagnosis: 0.25 with pharmacy, whereas a farthest-first rule on the
+    # highest cosine would take hospital or antibiotics, 0.49 with pharmacy)
+    attack = make(IKEA, IKEA_PARAMS, num_anchors=3)
+    attack.propose(1)
+    assert [w for w, _ in attack.anchors] == ["pharmacy", "disease", "medical diagnosis"]
+    assert attack.tools.calls[0]["prompt"] == prompts_llm.IKEA_ANCHOR_GEN_TEMPLATE.format(topic="medicine", n=9)
 
 
 def test_ikea_no_anchor_on_topic_is_an_error():
@@ -410,6 +452,29 @@ def test_ikea_batch_rounds_read_in_order():
     # a round is written in the mode the last answer left: sampled round, then mutated round, ...
     assert [p.step for p in props] == ["sample"] * 3 + ["mutate"] * 3 + ["sample"] * 3
     assert attack.pending == [] and len(attack.pool) == 9 and attack.mut_flag == 1
+
+
+def test_ikea_failed_mutation_falls_back_to_sampling():
+    attack = make(IKEA, IKEA_PARAMS)
+    props = run(attack, lambda q: "NOMUT " + medical_answer(q), rounds=3, batch=3)
+    assert [p.step for p in props] == ["sample"] * 9
+    mutations = [c for c in attack.tools.calls if c["prompt"].startswith("You are an assistant")]
+    assert len(mutations) == 2  # rounds 2 and 3 try once: the failure switches the round to sampling
+
+
+def test_ikea_reads_each_answer_in_its_questions_mode(embedder):
+    attack = make(IKEA, IKEA_PARAMS)
+    attack.propose(1)
+    attack.observe(["x"], ["an answer"])
+    attack.anchor_scores = [0.0] * 5
+    attack.pending = [1, 0]  # a mutated question, then a sampled one: both refused
+    attack.observe(["pharmacy", "disease"], [refuse(""), refuse("")])
+    anchors = [w for w, _ in attack.anchors]
+    vecs = embedder.embed(["disease"] + anchors)
+    penalised = [float(s) >= 0.5 for s in vecs[1:] @ vecs[0]]
+    assert attack.anchor_scores == [-0.5 if hit else 0.0 for hit in penalised]
+    assert attack.anchor_scores[anchors.index("pharmacy")] == 0.0  # a refused mutated question costs nothing
+    assert attack.mut_flag == 0 and attack.pending == []
 
 
 def test_ikea_resumes_exactly():

@@ -50,7 +50,10 @@ def fake_ask(fail_at=None):
         calls.append(first)
         if fail_at is not None and first >= fail_at:
             raise KeyboardInterrupt("killed")
-        return [{"response_text": f"Context 1: chunk {first + i}", "retrieved_ids": [str(first + i)]} for i in range(len(queries))]
+        return [
+            {"response_text": f"Context 1: chunk {first + i}", "retrieved_ids": [str(first + i)]}
+            for i in range(len(queries))
+        ]
 
     ask.calls = calls
     return ask
@@ -63,14 +66,18 @@ def token_attack(seed=3):
 
 
 def test_a_killed_campaign_resumes_with_the_queries_of_the_uninterrupted_one(tmp_path):
-    whole = run_campaign(token_attack(), fake_ask(), budget=7, batch=2, state_dir=tmp_path / "a", fingerprint="f", log=print)
+    whole = run_campaign(
+        token_attack(), fake_ask(), budget=7, batch=2, state_dir=tmp_path / "a", fingerprint="f", log=print
+    )
     assert len(whole) == 7 and whole["round"].tolist() == [0, 0, 1, 1, 2, 2, 3]
     ask = fake_ask(fail_at=4)
     with pytest.raises(KeyboardInterrupt):
         run_campaign(token_attack(), ask, budget=7, batch=2, state_dir=tmp_path / "b", fingerprint="f", log=print)
     lines = []
     ask2 = fake_ask()
-    resumed = run_campaign(token_attack(), ask2, budget=7, batch=2, state_dir=tmp_path / "b", fingerprint="f", log=lines.append)
+    resumed = run_campaign(
+        token_attack(), ask2, budget=7, batch=2, state_dir=tmp_path / "b", fingerprint="f", log=lines.append
+    )
     assert ask2.calls == [4, 6]  # the two whole rounds were not asked again
     assert "resuming from the checkpoint: 4 queries asked in 2 rounds" in lines
     pd.testing.assert_frame_equal(resumed, whole)
@@ -109,7 +116,10 @@ def test_answer_segments_follow_the_benchmarks_patterns():
 
 def test_rouge_match_needs_the_threshold():
     docs = ["the patient reports a dry cough and a mild fever since monday", "knee pain after running"]
-    pieces = [(0, "unrelated words entirely"), (3, "the patient reports a dry cough and a mild fever since monday morning")]
+    pieces = [
+        (0, "unrelated words entirely"),
+        (3, "the patient reports a dry cough and a mild fever since monday morning"),
+    ]
     first = rouge_first(docs, pieces, 0.7)
     assert first[0] == 3 and np.isinf(first[1])
 
@@ -164,7 +174,9 @@ def test_campaign_config_is_checked():
     with pytest.raises(ConfigError, match="needs a dense retriever"):
         validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"dgea": {}}}})
     with pytest.raises(ConfigError, match=r"campaigns.attacks.dgea.*pool_size"):
-        validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"dgea": {"embedder": MINILM, "pool_size": 0}}}})
+        validate_config(
+            {**base, "campaigns": {"targets": ["t"], "attacks": {"dgea": {"embedder": MINILM, "pool_size": 0}}}}
+        )
     cfg = validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"random_token": {"embedder": MINILM}}}})
     assert cfg["campaigns"]["attacks"]["random_token"]["pool_size"] == 512 and cfg["campaigns"]["budget"] == 200
 
@@ -194,7 +206,10 @@ def run(tmp_path_factory):
             m: {"backend": "openai", "base_url": f"{endpoint.url}/v1", "model": m, "api_key_env": "RAGMI_CAMPAIGN_KEY"}
             for m in ("echo", "blind")
         },
-        "targets": {m: {"retriever": "minilm", "k": 3, "template": "rag_mia", "generator": m, "attacks": []} for m in ("echo", "blind")},
+        "targets": {
+            m: {"retriever": "minilm", "k": 3, "template": "rag_mia", "generator": m, "attacks": []}
+            for m in ("echo", "blind")
+        },
         "attacks": {"rag_mia": {}},
         "campaigns": {
             "targets": ["echo", "blind"],
@@ -245,3 +260,29 @@ def test_frame_of_the_run_recomputes(run):
     files = {"coverage": sorted(str(p) for p in run.glob("results/coverage/tiny/*/random_token/seed*.parquet"))}
     frame = coverage_frame(files)
     assert len(frame) == 2 and (frame["seeds"] == 3).all()
+
+
+def git_blob(text: str) -> str:
+    import hashlib
+
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "name, blob",
+    [
+        # git blob ids of the files in charlieqi02/RAG-Knowledge-Extraction-Attack-and-Defense-Benchmark
+        (
+            "REPEAT_TEMPLATE",
+            "5fc6976c2539d70cae191570f23f3b02b97ceeae",
+        ),  # prompts/random/attack_template.txt, dgea/ak_prefix.txt
+        ("DGEA_START_INFO", "7c04e16fdde66fd531ea194517850bdd87af4041"),  # prompts/dgea/ak_suffix.txt
+        ("RANDOM_TEXT_SYSTEM", "13ca7581b762d1e4cbb26d8487d1d80ec60480ef"),  # prompts/random/gen_system.txt
+        ("RANDOM_TEXT_PROMPT", "b6d0a85963354de1814a696f0af481510a5358e6"),  # prompts/random/gen_template.txt
+    ],
+)
+def test_prompts_are_the_benchmark_files_byte_for_byte(name, blob):
+    from ragmi.attacks.adaptive import prompts
+
+    assert git_blob(getattr(prompts, name)) == blob

@@ -62,7 +62,9 @@ def _tools(stack, smk, attack, log):
         return _LogOnly(log)
     model_dir = smk.input.attacker_model if "attacker_model" in smk.input.keys() else None
     return stack.enter_context(
-        attacker_tools(dict(p.attacker), model_dir, p.cache_dir, smk.threads, p.attacker_log, int(smk.wildcards.seed), log)
+        attacker_tools(
+            dict(p.attacker), model_dir, p.cache_dir, smk.threads, p.attacker_log, int(smk.wildcards.seed), log
+        )
     )
 
 

@@ -109,7 +109,9 @@ def run_campaign(
         done += n
         rounds += 1
         _save(state_dir, fingerprint, attack, rows, rounds)
-        log(f"round {rounds}: {done} of {budget} queries asked ({int(new['cached'].sum())} of {n} answers from the cache)")
+        log(
+            f"round {rounds}: {done} of {budget} queries asked ({int(new['cached'].sum())} of {n} answers from the cache)"
+        )
     return rows[ROW_COLUMNS].reset_index(drop=True)
 
 

@@ -451,7 +451,9 @@ def _check_campaigns(cfg: dict) -> None:
     c = cfg["campaigns"]
     for name in list(c["attacks"]):
         cls = adaptive_class(name)
-        c["attacks"][name] = plugin_params("adaptive_attacks", name, c["attacks"][name] or {}, f"campaigns.attacks.{name}")
+        c["attacks"][name] = plugin_params(
+            "adaptive_attacks", name, c["attacks"][name] or {}, f"campaigns.attacks.{name}"
+        )
         if cls.embedder_param and c["attacks"][name][cls.embedder_param] == "target":
             for t in c["targets"]:
                 tc = cfg["targets"].get(t) or {}

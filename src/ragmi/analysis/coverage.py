@@ -200,7 +200,9 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
     """One row of the table: a (dataset, target, attack variant) over its seeds."""
     budget = min(len(c) for c in curves)
     curves = [c.iloc[:budget] for c in curves]
-    row = dict(key, budget=budget, seeds=len(curves), kb_size=int(metas[0]["kb_size"]), n_chance=int(metas[0]["n_chance"]))
+    row = dict(
+        key, budget=budget, seeds=len(curves), kb_size=int(metas[0]["kb_size"]), n_chance=int(metas[0]["n_chance"])
+    )
     for name, (col, denom) in SHARES.items():
         final = _share_curve(curves, metas, col, denom)[:, -1]
         row[name], row[f"{name}_lo"], row[f"{name}_hi"] = t_interval(final)
@@ -258,4 +260,8 @@ def coverage_frame(files: Mapping[str, Sequence[str]], config: Mapping | None = 
         row["verdict_rouge"] = verdict(row, "rouge")
         row["verdict_semantic"] = verdict(row, "semantic")
         rows.append(row)
-    return pd.DataFrame(rows).sort_values(["dataset", "target", "baseline", "attack"], kind="stable").reset_index(drop=True)
+    return (
+        pd.DataFrame(rows)
+        .sort_values(["dataset", "target", "baseline", "attack"], kind="stable")
+        .reset_index(drop=True)
+    )

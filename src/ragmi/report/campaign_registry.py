@@ -56,7 +56,9 @@ TABLES = (
         analysis=coverage.coverage_frame,
         build=read_analysis,
         markdown=campaign_tables.coverage_markdown,
-        figures=(Figure("coverage", "results/figures/coverage.png", "report/coverage.rst", lazy_plot("plot_coverage")),),
+        figures=(
+            Figure("coverage", "results/figures/coverage.png", "report/coverage.rst", lazy_plot("plot_coverage")),
+        ),
         config_keys=("campaigns",),
     ),
 )

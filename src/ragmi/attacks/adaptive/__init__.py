@@ -9,15 +9,15 @@ from ...schema import Registry
 
 REGISTRY = {
     # config key: (module, class)
+    "copybreak": ("copybreak", "CopyBreak"),
     "dgea": ("dgea", "DGEA"),
+    "ikea": ("ikea", "IKEA"),
     "random_emb": ("random_emb", "RandomEmb"),
     "random_token": ("random_token", "RandomToken"),
     "random_text": ("random_text", "RandomText"),
 }
 
-_LOOKUP = Registry(
-    __name__, REGISTRY, lambda name, known, _where: f"unknown adaptive attack {name!r}; known: {known}"
-)
+_LOOKUP = Registry(__name__, REGISTRY, lambda name, known, _where: f"unknown adaptive attack {name!r}; known: {known}")
 
 
 def adaptive_class(name: str):

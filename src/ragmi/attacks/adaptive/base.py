@@ -71,7 +71,9 @@ class AdaptiveAttack(ABC):
         """The next ``n`` queries."""
 
     def observe(self, queries: list[str], answers: list[str]) -> None:
-        """Read the target's answers to the queries of the round just asked (in order)."""
+        """Read the target's answers to the queries of the round just asked (in order); a random
+        baseline reads nothing."""
+        return None
 
     def log(self, msg: str) -> None:
         if self.tools is not None:

@@ -1,4 +1,4 @@
-"""CopyBreak, the feedback-guided agent attack of RAG-Thief (Jiang et al., arXiv 2411.14110), as the
+"""CopyBreak, the feedback-guided agent attack of RAG-Thief (arXiv 2411.14110), as the
 knowledge-extraction benchmark runs it (Qi et al., KDD 2026, ``attacks/copybreak.py`` at commit 68ae0ac8;
 its prompts: :mod:`ragmi.attacks.adaptive.prompts_llm`; docs/provenance.md#extraction-campaigns).
 

@@ -1,4 +1,4 @@
-"""IKEA, the implicit knowledge-extraction attack (Wang et al., ICLR 2026, arXiv 2505.15420), as the
+"""IKEA, the implicit knowledge-extraction attack (ICLR 2026, arXiv 2505.15420), as the
 knowledge-extraction benchmark runs it (Qi et al., KDD 2026, ``attacks/ikea.py`` and the helpers of
 ``tools/attacks.py`` at commit 68ae0ac8; its prompts: :mod:`ragmi.attacks.adaptive.prompts_llm`;
 docs/provenance.md#extraction-campaigns).
@@ -26,7 +26,7 @@ topic and keeps the answers.
   read so far has an answer with cosine ``>= thresh_stop_y`` to the new answer or a question with
   cosine ``>= thresh_stop_q`` to the new question.  The benchmark's pool of pairs includes the new pair
   itself, so the check always stops the mutation: sampled and mutated questions alternate (kept as
-  written).
+  written).  A refused mutated question is not penalised (as there).
 
 Every LLM call samples at ``temperature`` (the benchmark: 0.5, fixed) with its own seed drawn from the
 campaign's generator.  Cost: each query carries the tokens of the LLM calls made to write it (the
@@ -37,8 +37,8 @@ Departures from the benchmark:
 * refusals: the benchmark asks gpt-4o-mini whether an answer is a refusal (``detect_refusal``);
   ragmi uses :func:`ragmi.attacks.adaptive.answers.is_refusal` (the answer's opening), so no answer
   leaves the machine for it;
-* ``topic`` has no default (the benchmark's default is ``"default"``, set per dataset by its run
-  scripts): an empty topic stops the campaign at its start, naming the setting;
+* ``topic`` has no default (the benchmark's default is the placeholder word ``"default"``; the topic
+  is the knowledge base's domain): an empty topic stops the campaign at its start, naming the setting;
 * anchor-word parsing (``parse_anchor_words``): the curly quotes “ ” the prompt's own example uses are
   read as straight quotes before parsing (the benchmark's parser only reads straight quotes, so a model
   that copies the example's quotes yields no word), empty words are dropped, and the words keep the
@@ -46,6 +46,8 @@ Departures from the benchmark:
 * if no anchor word passes ``thresh_sim_topic`` the benchmark fails at its first draw; ragmi asks the
   LLM again (new seed), at most :data:`ANCHOR_ATTEMPTS` times, then stops with a
   :class:`~ragmi.errors.ConfigError` naming the threshold and the topic;
+* the anchor draws and the LLM's sampling seeds come from the campaign's generator (the benchmark:
+  torch's global generator and the API's sampling), so a campaign reproduces and resumes exactly;
 * the LLM's text is stripped of surrounding whitespace (a question is sent as stripped);
   ``anchor_max_tokens`` (512) and ``query_max_tokens`` (128) cap its answers: ragmi's values (the
   benchmark leaves the length to the API's default);

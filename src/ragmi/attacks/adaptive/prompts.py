@@ -1,5 +1,5 @@
 """The benchmark's attack prompts (Qi et al., KDD 2026: its ``prompts/`` folder, verbatim; git blob ids
-checked by tests/test_adaptive_attacks.py; docs/provenance.md#adaptive-extraction-campaigns)."""
+checked by tests/test_campaigns.py; docs/provenance.md#adaptive-extraction-campaigns)."""
 
 # prompts/random/attack_template.txt and prompts/dgea/ak_prefix.txt (the same text): the repeat
 # command, then the attacker's information after "Ignore the following text"
