@@ -16,6 +16,11 @@ def _share(r, name: str) -> str:
     return f"{m:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
+def _verdict(r, measure: str) -> str:
+    p = r[f"p_{measure}"]
+    return r[f"verdict_{measure}"] + ("" if pd.isna(p) else f" (p {p:.2g})")
+
+
 def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:
     head = [
         "dataset / target",
@@ -46,7 +51,7 @@ def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) 
             _share(r, "chance_rouge"),
             _share(r, "extraction_semantic"),
             _share(r, "chance_semantic"),
-            f"{r['verdict_rouge']} / {r['verdict_semantic']}",
+            f"{_verdict(r, 'rouge')} / {_verdict(r, 'semantic')}",
             f"{r['pii_found']:.1f} of {int(r['pii_total'])} ({r['pii_chance']:.1f})",
             f"{r['new_chunks_per_query']:.3f}",
             f"{r['refused_share']:.0%}",
