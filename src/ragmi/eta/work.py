@@ -156,6 +156,7 @@ def plan(cfg: dict, root: Path) -> list[Work]:
     _prepare_works(p, n_candidates)
     _canary_works(p)
     _utility_works(p)
+    _campaign_works(p)
     # what one target of a key has answered is in the response cache for the others
     done_keys = {w.key for w in p.works if w.done and w.key is not None}
     for w in p.works:
@@ -273,3 +274,29 @@ def _utility_works(p: _Plan) -> None:
         answer = UTILITY_ANSWER_SHARE * int(cfg["utility"]["max_tokens"])
         done = _shards_done(root, d, t, "utility")
         p.target_work("utility answers", d, t, "utility", n_q, n_q, UTILITY_QUESTION_CHARS, answer, done=done)
+
+
+CAMPAIGN_ANSWER_SHARE = 0.5  # repeat-the-context answers: 0.22 to 0.53 of max_tokens in the default's DGEA rounds
+
+
+def _campaign_works(p: _Plan) -> None:
+    """The adaptive extraction campaigns: ``budget`` queries each, asked in rounds of ``batch``; a round
+    waits for its longest answer, so a campaign counts as one job per round. What a query looks like and
+    what writing it costs the attacker LLM are the attack's (``AdaptiveAttack.work``)."""
+    from ragmi.attacks.adaptive import adaptive_class
+    from ragmi.plan import campaign_runs
+
+    cfg = p.cfg
+    c = cfg.get("campaigns") or {}
+    for d, t, a, s in campaign_runs(cfg):
+        query_chars, llm_calls, llm_chars, llm_answer = adaptive_class(a).work(c["attacks"][a])
+        done = (p.root / "results" / "campaigns" / d / t / a / f"seed{s}.parquet").is_file()
+        n = int(c["budget"])
+        rounds = math.ceil(n / int(c["batch"]))
+        p.target_work(
+            "campaign", d, t, f"{a}/seed{s}", n, n, query_chars, CAMPAIGN_ANSWER_SHARE * c["max_tokens"], done=done
+        )
+        p.works[-1].jobs = rounds
+        if llm_calls:
+            per = TEMPLATE_TOKENS + llm_chars / QUERY_CHARS_PER_TOKEN
+            p.attacker_work("campaign writer", d, f"{a}/seed{s}", n * llm_calls, per, llm_answer, done, rough=True)

@@ -58,6 +58,13 @@ class AdaptiveAttack(ABC):
         self.tools = None
 
     @classmethod
+    def work(cls, params: Mapping) -> tuple[float, float, float, float]:
+        """What one query costs, for the time estimate (``tools/eta.py``): its characters, the attacker-LLM
+        calls spent writing it, the characters of such a call's prompt and the tokens of its answer.
+        This default: a 200-character query written without the LLM."""
+        return 200.0, 0.0, 0.0, 0.0
+
+    @classmethod
     def variant(cls, params: Mapping, retriever_embedder: str | None) -> str:
         """The row label of the coverage table (e.g. ``dgea/white``)."""
         return cls.name

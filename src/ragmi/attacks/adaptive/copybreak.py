@@ -74,6 +74,12 @@ class CopyBreak(AdaptiveAttack):
     embedder_param = "embedder"
     state_keys = ("query_index", "extracted", "unexploited", "queue")
 
+    @classmethod
+    def work(cls, params):
+        # the template and a ~50-word paragraph or continuation; exploring asks up to `iterations` paragraphs
+        # (rough: one to three on average), each prompt carrying up to 50 extracted chunks
+        return 700.0 + 300.0, 2.0, 3000.0, 0.6 * params["explore_max_tokens"]
+
     def start(self, tools) -> None:
         super().start(tools)
         self.embedder = AttackerEmbedder(self.params["embedder"])

@@ -34,6 +34,10 @@ class DGEA(AdaptiveAttack):
     state_keys = ("extracted",)
 
     @classmethod
+    def work(cls, params):
+        return 60.0 + 20 * 5.0, 0.0, 0.0, 0.0  # the repeat command and 20 tokens of about 5 characters
+
+    @classmethod
     def variant(cls, params, retriever_embedder):
         if not cls.adaptive:
             return cls.name

@@ -116,6 +116,10 @@ class IKEA(AdaptiveAttack):
     embedder_param = "embedder"
     state_keys = ("anchors", "anchor_scores", "mut_flag", "pool", "pending")
 
+    @classmethod
+    def work(cls, params):
+        return 150.0, 2.0, 800.0, 0.5 * params["query_max_tokens"]  # a natural question; rough LLM cost
+
     def start(self, tools) -> None:
         super().start(tools)
         self.topic = str(self.params.get("topic") or "").strip()

@@ -16,6 +16,10 @@ class RandomText(AdaptiveAttack):
     baseline = True
     uses_llm = True
 
+    @classmethod
+    def work(cls, params):
+        return 60.0 + 300.0, 1.0, 400.0, 0.6 * params["max_tokens"]  # one ~50-word paragraph per query
+
     def propose(self, n: int) -> list[Proposal]:
         messages = [{"role": "system", "content": RANDOM_TEXT_SYSTEM}, {"role": "user", "content": RANDOM_TEXT_PROMPT}]
         seeds = [int(s) for s in self.rng.integers(0, 2**31 - 1, size=n)]

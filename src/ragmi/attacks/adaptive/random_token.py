@@ -15,6 +15,10 @@ class RandomToken(AdaptiveAttack):
     baseline = True
     embedder_param = "embedder"
 
+    @classmethod
+    def work(cls, params):
+        return 60.0 + params["pool_size"] * 6.0, 0.0, 0.0, 0.0  # the repeat command and the random tokens
+
     def start(self, tools) -> None:
         super().start(tools)
         self.words = AttackerEmbedder(self.params["embedder"]).token_words(self.params["allow_non_ascii"])
