@@ -207,12 +207,24 @@ def run(tmp_path_factory):
             for m in ("echo", "blind")
         },
         "targets": {
-            m: {"retriever": "minilm", "k": 3, "template": "rag_mia", "generator": m, "attacks": []}
-            for m in ("echo", "blind")
+            **{
+                m: {"retriever": "minilm", "k": 3, "template": "rag_mia", "generator": m, "attacks": []}
+                for m in ("echo", "blind")
+            },
+            # a query detector on the target: the campaign's detectability
+            "echo-mirabel": {
+                "retriever": "minilm",
+                "k": 3,
+                "template": "rag_mia",
+                "generator": "echo",
+                "attacks": [],
+                "defenses": ["mirabel"],
+            },
         },
+        "defenses": {"mirabel": {"kind": "mirabel"}},
         "attacks": {"rag_mia": {}},
         "campaigns": {
-            "targets": ["echo", "blind"],
+            "targets": ["echo", "blind", "echo-mirabel"],
             "attacks": {"random_token": {"pool_size": 8}},
             "budget": 6,
             "batch": 3,
@@ -240,13 +252,16 @@ def run(tmp_path_factory):
 
 def test_echo_copies_what_it_retrieves_and_blind_stays_at_chance(run):
     table = pd.read_csv(run / "results/tables/coverage.csv").set_index("target")
-    assert set(table.index) == {"echo", "blind"}
+    assert set(table.index) == {"echo", "blind", "echo-mirabel"}
     echo, blind = table.loc["echo"], table.loc["blind"]
     assert echo["seeds"] == 3 and echo["budget"] == 6 and echo["kb_size"] == 20
     assert echo["retrieval"] > 0 and echo["extraction_rouge"] == pytest.approx(echo["retrieval"])
     assert echo["verdict_rouge"] == "above chance"
     assert blind["extraction_rouge"] == 0 and blind["verdict_rouge"] == "at chance"
     assert blind["retrieval"] > 0  # it retrieved, and copied nothing
+    assert echo["judged"] == 0 and table.loc["echo-mirabel", "judged"] == 18  # Mirabel judged every query
+    rows = pd.concat(pd.read_parquet(p) for p in run.glob("results/campaigns/tiny/echo-mirabel/random_token/*.parquet"))
+    assert table.loc["echo-mirabel", "flagged"] == sum("mirabel" in list(f) for f in rows["flagged_by"])
     for seed in (1, 2, 3):
         curves = pd.read_parquet(run / f"results/coverage/tiny/echo/random_token/seed{seed}.parquet")
         assert curves["extracted_rouge"].tolist() == curves["retrieved"].tolist()
@@ -259,7 +274,7 @@ def test_echo_copies_what_it_retrieves_and_blind_stays_at_chance(run):
 def test_frame_of_the_run_recomputes(run):
     files = {"coverage": sorted(str(p) for p in run.glob("results/coverage/tiny/*/random_token/seed*.parquet"))}
     frame = coverage_frame(files)
-    assert len(frame) == 2 and (frame["seeds"] == 3).all()
+    assert len(frame) == 3 and (frame["seeds"] == 3).all()
 
 
 def git_blob(text: str) -> str:

@@ -36,8 +36,19 @@ ROW_COLUMNS = [
     "completion_tokens",
     "cached",
     "retrieved_ids",  # for the coverage metrics only: never shown to the attack
+    "judged_by",  # the target's query detectors that judged the query (its hook trace), and
+    "flagged_by",  # those that flagged it: the campaign's detectability; never shown to the attack
     "note",
 ]
+
+
+def detector_verdicts(trace) -> tuple[list[str], list[str]]:
+    """(detectors that judged, detectors that flagged) from an answer's hook trace (a list of hook
+    entries, or its JSON), as ragmi.audit.detection reads it."""
+    entries = json.loads(trace) if isinstance(trace, str) else list(trace if trace is not None else [])
+    judged = [str(t["defense"]) for t in entries if isinstance(t, dict) and "flagged" in t]
+    flagged = [str(t["defense"]) for t in entries if isinstance(t, dict) and t.get("flagged")]
+    return judged, flagged
 
 
 def _load(state_dir: Path, fingerprint: str, attack, log) -> pd.DataFrame | None:
@@ -89,6 +100,7 @@ def run_campaign(
         answers = ask(queries, done)
         texts = [str(a.get("response_text") or "") for a in answers]
         attack.observe(queries, texts)
+        verdicts = [detector_verdicts(a.get("hook_trace")) for a in answers]
         new = pd.DataFrame(
             {
                 "round": rounds,
@@ -102,6 +114,8 @@ def run_campaign(
                 "completion_tokens": [int(a.get("completion_tokens") or 0) for a in answers],
                 "cached": [bool(a.get("cached", False)) for a in answers],
                 "retrieved_ids": [[str(x) for x in (a.get("retrieved_ids") or [])] for a in answers],
+                "judged_by": [v[0] for v in verdicts],
+                "flagged_by": [v[1] for v in verdicts],
                 "note": [json.dumps(p.note, sort_keys=True) for p in proposals],
             }
         )

@@ -52,7 +52,9 @@ TABLES = (
             "PII items: distinct e-mail addresses and full person names (NELstrict, ragmi.nel) of the knowledge "
             "base found in the answers, mean over seeds, of the knowledge base's total (those of the non-members, "
             "found by chance). new chunks / query: chunks copied verbatim per query spent. refused: answers that "
-            "open with a refusal (or QueryBlock's ACCESS DENIED). Tokens: the target's prompt + answer tokens per "
+            "open with a refusal (or QueryBlock's ACCESS DENIED). flagged: the campaign's queries flagged by the "
+            "target's own query detectors (QueryBlock, the LLM detector, Mirabel: a defense on the target), of those "
+            "they judged, pooled over the seeds [Clopper–Pearson] (– when the target has none). Tokens: the target's prompt + answer tokens per "
             "query; the attacker LLM's tokens spent writing the queries.",
             "The benchmark's REE (distinct chunks retrieved / (k × budget)) is the CSV's ree_benchmark; the curves "
             "query by query are in the CSV's curve_* columns and in results/figures/coverage.png.",

@@ -16,6 +16,12 @@ def _share(r, name: str) -> str:
     return f"{m:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
+def _flagged(r) -> str:
+    if not r["judged"]:
+        return DASH
+    return f"{r['flagged_share']:.0%} [{r['flagged_lo']:.0%}, {r['flagged_hi']:.0%}] ({int(r['flagged'])}/{int(r['judged'])})"
+
+
 def _verdict(r, measure: str) -> str:
     p = r[f"p_{measure}"]
     return r[f"verdict_{measure}"] + ("" if pd.isna(p) else f" (p {p:.2g})")
@@ -36,6 +42,7 @@ def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) 
         "PII items found (chance)",
         "new chunks / query",
         "refused",
+        "flagged by the target's detectors",
         "target tokens / query",
         "attacker tokens / query",
     ]
@@ -55,6 +62,7 @@ def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) 
             f"{r['pii_found']:.1f} of {int(r['pii_total'])} ({r['pii_chance']:.1f})",
             f"{r['new_chunks_per_query']:.3f}",
             f"{r['refused_share']:.0%}",
+            _flagged(r),
             f"{r['tokens_per_query']:.0f}",
             f"{r['attacker_tokens_per_query']:.0f}",
         ]
