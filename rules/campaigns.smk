@@ -5,15 +5,28 @@ CAMPAIGN_ATTACKS = sorted(config["campaigns"]["attacks"])
 
 
 def campaign_inputs(wc):
-    files = dict(target_files(wc))
-    attack = config["campaigns"]["attacks"][wc.adaptive]
+    # a service over a vector store answers once ragmi's members are in it (rules/stores.smk)
+    files = {**target_files(wc), **store_insert_files(wc)}
     if adaptive_class(wc.adaptive).uses_llm:
         files.update({f"attacker_{k}": v for k, v in model_input(attacker_cfg()).items()})
     return files
 
 
 def retriever_embedder(wc):
-    return config["retrievers"][target_cfg(wc)["retriever"]].get("embedder", "")
+    r = config["retrievers"].get(target_cfg(wc).get("retriever"))
+    return (r or {}).get("embedder", "")
+
+
+def knowledge_base(wc):
+    """The documents coverage is a share of: the target's indexed members (ragmi's RAG), else the
+    dataset's members (those ragmi put in a service's store, or a candidates file's labelled members)."""
+    return target_files(wc).get("members", f"results/split/{wc.dataset}/members.parquet")
+
+
+def retrieval_known(wc):
+    """Whether the answers name what was retrieved: ragmi's RAG, or a service that reports its sources."""
+    kind = target_kind(target_cfg(wc))
+    return kind.reads_split(target_cfg(wc)) or kind.reports_sources(target_cfg(wc))
 
 
 rule campaign:
@@ -51,7 +64,7 @@ rule campaign:
 rule campaign_coverage:
     input:
         rows="results/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.parquet",
-        members=lambda wc: target_files(wc)["members"],
+        members=knowledge_base,
         nonmembers="results/split/{dataset}/nonmembers.parquet",
     wildcard_constraints:
         adaptive="|".join(map(re.escape, CAMPAIGN_ATTACKS)) or "^$",
@@ -62,7 +75,8 @@ rule campaign_coverage:
         thresholds=lambda wc: {k: config["campaigns"][k] for k in ("semantic_threshold", "rouge_threshold", "embedder")},
         attack=lambda wc: config["campaigns"]["attacks"][wc.adaptive],
         retriever_embedder=retriever_embedder,
-        k=lambda wc: target_cfg(wc)["k"],
+        k=lambda wc: target_cfg(wc).get("k") or 0,
+        retrieval_known=retrieval_known,
     log:
         "logs/coverage/{dataset}/{target}/{adaptive}/seed{seed}.log",
     benchmark:

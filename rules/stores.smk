@@ -1,13 +1,13 @@
 # The membership game in a target's own vector store (targets.<t>.store; docs/vector-stores.md):
 # store_insert puts the split's members (and, for a canary target of the audit, one seed's canary
-# documents) into the collection (manifest first), every generate job of the target and its canaries
-# job wait for it, store_cleanup removes exactly what was inserted once every query is
+# documents) into the collection (manifest first), every generate job of the target, its campaigns and
+# its canaries job wait for it, store_cleanup removes exactly what was inserted once every query is
 # answered, and every score job of the target waits for that. The Snakefile's onerror handler (and
 # `python -m ragmi store-cleanup` after a SIGKILL) removes a game a failed run left behind.
 from types import SimpleNamespace as Namespace
 
 from ragmi.audit.plan import canary_dataset, store_canary_seed
-from ragmi.plan import store_target_of
+from ragmi.plan import campaign_runs, store_target_of
 
 STORES = sorted(config["stores"])
 
@@ -56,6 +56,9 @@ def store_cleanup_inputs(wc):
     """The insert marker, every response shard of the target, and its canary results: the store is
     cleaned up once every query of the game is answered."""
     files = {"marker": f"results/stores/{wc.store}/{wc.target}/inserted.json", "responses": store_responses(wc)}
+    campaigns = [f"results/campaigns/{d}/{t}/{a}/seed{s}.parquet" for d, t, a, s in campaign_runs(config) if t == wc.target]
+    if campaigns:  # the adaptive extraction campaigns on the target (rules/campaigns.smk) answered too
+        files["campaigns"] = campaigns
     seed = store_canary_seed(config, wc.target)
     if seed is not None:
         files["canaries"] = f"results/audit/canaries/{wc.target}/{seed}.json"

@@ -301,3 +301,169 @@ def test_prompts_are_the_benchmark_files_byte_for_byte(name, blob):
     from ragmi.attacks.adaptive import prompts
 
     assert git_blob(getattr(prompts, name)) == blob
+
+
+# --- a RAG service ragmi did not write: only its answers and the sources it reports ----------------------
+def _service_docs(i: int, member: bool) -> dict:
+    """A document of its own words (documents of one template would match each other by ROUGE-L)."""
+    import random
+
+    who = "member" if member else "outsider"
+    rng = random.Random(f"{who}-{i}")
+    vocab = "cough fever rash knee back sleep headache nausea dizzy tired appetite swelling itch burn sore chest "
+    vocab += "throat ear eye skin joint muscle stomach bowel urine blood pressure sugar weight heart lung liver kidney"
+    text = f"Record {who} {i}: " + " ".join(rng.sample(vocab.split(), 14)) + "."
+    return {
+        "doc_id": f"{who}-{i}",
+        "text": text,
+        "label": "member" if member else "non-member",
+        "role": "reference" if i < 3 else "eval",
+    }
+
+
+def service_reply(members: list[dict]):
+    """An OpenAI-compatible RAG service over ``members``: it answers every query with two of its documents
+    verbatim (those sharing the most words with the query, the query's hash breaking ties) and reports
+    them as its sources."""
+    import zlib
+
+    def reply(n, path, body, headers):
+        query = body["messages"][-1]["content"]
+        words = set(query.lower().split())
+        h = zlib.crc32(query.encode())
+        ranked = sorted(
+            members, key=lambda m: (-len(words & set(m["text"].lower().split())), (h + members.index(m)) % len(members))
+        )
+        docs = ranked[:2]
+        doc = openai_body("\n\n".join(d["text"] for d in docs), usage=(40, 30))
+        doc["sources"] = [{"id": d["doc_id"]} for d in docs]
+        return 200, doc, {}
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def remote_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("campaign-remote")
+    rows = [_service_docs(i, True) for i in range(12)] + [_service_docs(i, False) for i in range(12)]
+    (work / "kb.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    service = StandIn(service_reply([r for r in rows if r["label"] == "member"]))
+    cfg = {
+        "seed": 3,
+        "datasets": {
+            "kb": {"source": "candidates", "path": str(work / "kb.jsonl"), "id_column": "doc_id", "role_column": "role"}
+        },
+        "split": {"n_reference": 3, "n_eval": 3},
+        "targets": {
+            "svc": {
+                "kind": "remote",
+                "datasets": ["kb"],
+                "attacks": [],
+                "remote": {
+                    "url": service.url + "/v1",
+                    "model": "svc",
+                    "sources_path": "sources.*.id",
+                    "backoff_s": 0.0,
+                },
+            }
+        },
+        "attacks": {"rag_mia": {}},
+        "campaigns": {
+            "targets": ["svc"],
+            "attacks": {"random_token": {"embedder": MINILM, "pool_size": 8}},
+            "budget": 4,
+            "batch": 2,
+            "seeds": [1, 2, 3],
+        },
+    }
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    try:
+        proc = run_snakemake(
+            work, "results/tables/coverage.md", "--configfile", str(work / "config.yaml"), shared_server=False
+        )
+    finally:
+        service.close()
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return work, service
+
+
+def test_a_remote_service_is_measured_by_its_answers_and_the_sources_it_reports(remote_run):
+    work, service = remote_run
+    assert len(service.requests) == 12  # 3 seeds x 4 queries: the budget is what the service received
+    row = pd.read_csv(work / "results/tables/coverage.csv").iloc[0]
+    assert row["target"] == "svc" and row["kb_size"] == 12 and row["n_chance"] == 12
+    # it answers with the documents it reports: what it retrieved is what it copied
+    assert row["retrieval"] > 0 and row["extraction_rouge"] == pytest.approx(row["retrieval"])
+    assert row["chance_rouge"] == 0 and row["verdict_rouge"] == "above chance"
+
+
+def test_a_service_without_sources_gets_no_retrieval_coverage():
+    from ragmi.analysis.coverage import coverage_row
+
+    curves = [
+        pd.DataFrame(
+            {
+                c: [0, 1]
+                for c in [
+                    "queries",
+                    "retrieved",
+                    "extracted_rouge",
+                    "extracted_semantic",
+                    "chance_rouge",
+                    "chance_semantic",
+                    "pii_found",
+                    "pii_chance",
+                    "refusals",
+                    "judged",
+                    "flagged",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "attacker_tokens",
+                ]
+            }
+        ).assign(
+            **{
+                k: [["m1"], ["m1"]]
+                for k in ["extracted_rouge_ids", "extracted_semantic_ids", "chance_rouge_ids", "chance_semantic_ids"]
+            }
+        )
+    ]
+    meta = [{"kb_size": 4, "n_chance": 4, "pii_total": 0, "pii_chance_total": 0}]
+    known = coverage_row({"k": 2, "retrieval_known": True}, curves, meta)
+    unknown = coverage_row({"k": 0, "retrieval_known": False}, curves, meta)
+    assert known["retrieval"] == 0.25 and np.isnan(unknown["retrieval"]) and np.isnan(unknown["curve_retrieval"][0])
+    assert unknown["extraction_rouge"] == known["extraction_rouge"] == 0.25
+
+
+def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
+    """A service over the user's vector store: the campaign asks once ragmi's members are in the store,
+    and the store is restored only after the campaign has answered (the dry run's DAG)."""
+    cfg = {
+        "seed": 7,
+        "datasets": {"syn": {"source": "synthetic", "n_docs": 60, "length": "compact"}},
+        "split": {"n_reference": 4, "n_eval": 4},
+        "stores": {"user-chroma": {"kind": "chroma", "port": 9, "collection": "c"}},
+        "targets": {
+            "svc": {
+                "kind": "remote",
+                "store": "user-chroma",
+                "datasets": ["syn"],
+                "attacks": [],  # the campaign is the game's only query set (no checkpoint in the dry run's DAG)
+                "remote": {"url": "http://127.0.0.1:9/v1"},
+            }
+        },
+        "attacks": {"rag_mia": {"cv_folds": 4}},
+        "campaigns": {"targets": ["svc"], "attacks": {"random_token": {"embedder": MINILM}}, "budget": 4, "seeds": [1]},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    out = run_snakemake(
+        tmp_path, "-n", "results/stores/user-chroma/svc/cleanup.json", "--configfile", str(tmp_path / "c.yaml")
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = out.stdout
+    cleanup = text[text.index("rule store_cleanup:") :]
+    cleanup = cleanup[: cleanup.index("\n\n")]
+    assert "results/campaigns/syn/svc/random_token/seed1.parquet" in cleanup  # cleaned up after the campaign
+    campaign = text[text.index("rule campaign:") :]
+    campaign = campaign[: campaign.index("\n\n")]
+    assert "results/stores/user-chroma/svc/inserted.json" in campaign  # asked once the members are in

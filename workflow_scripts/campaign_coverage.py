@@ -32,12 +32,14 @@ def main(smk, log):
         "baseline": bool(cls.baseline),
         "seed": int(smk.wildcards.seed),
         "k": int(p.k),
+        "retrieval_known": bool(p.retrieval_known),
     }
     out = curves.assign(**key, **{m: curves.attrs[m] for m in META_COLUMNS})
     atomic_write_parquet(out, smk.output.curves)
     last = curves.iloc[-1]
+    retrieved = f"retrieved {int(last['retrieved'])} of" if p.retrieval_known else "(retrieval not reported) on"
     log(
-        f"{key['variant']} seed {key['seed']}: {int(last['queries'])} queries retrieved {int(last['retrieved'])} of "
+        f"{key['variant']} seed {key['seed']}: {int(last['queries'])} queries {retrieved} "
         f"{curves.attrs['kb_size']} chunks, copied {int(last['extracted_rouge'])} verbatim and "
         f"{int(last['extracted_semantic'])} in meaning (chance: {int(last['chance_rouge'])} and "
         f"{int(last['chance_semantic'])} of {curves.attrs['n_chance']} non-members)"

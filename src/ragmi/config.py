@@ -445,33 +445,28 @@ def _check_utility(cfg: dict) -> None:
 
 
 def _check_campaigns(cfg: dict) -> None:
-    """The campaigns' attacks are registered (their parameters validated, defaults filled), and their
-    targets are defined and retrieve from ragmi's member split (the knowledge base coverage is a share
-    of); an attack with embedder ``target`` needs a dense retriever."""
+    """The campaigns' attacks are registered (their parameters validated, defaults filled) and their
+    targets defined; an attack with embedder ``target`` needs a target with a dense retriever of
+    ragmi's (a service's own retriever is unknown)."""
     c = cfg["campaigns"]
+    for i, t in enumerate(c["targets"]):
+        if t not in cfg["targets"]:
+            raise ConfigError(f"config key campaigns.targets.{i}: {t!r} is not defined under 'targets'")
     for name in list(c["attacks"]):
         cls = adaptive_class(name)
         c["attacks"][name] = plugin_params(
             "adaptive_attacks", name, c["attacks"][name] or {}, f"campaigns.attacks.{name}"
         )
-        if cls.embedder_param and c["attacks"][name][cls.embedder_param] == "target":
-            for t in c["targets"]:
-                tc = cfg["targets"].get(t) or {}
-                r = cfg["retrievers"].get(tc.get("retriever"), {})
-                if tc and r and r.get("kind") != "dense":
-                    raise ConfigError(
-                        f"config key campaigns.attacks.{name}.{cls.embedder_param}: 'target' (the retriever's own "
-                        f"embedder) needs a dense retriever, and target {t!r} retrieves with {r.get('kind')!r}; "
-                        "name an embedder"
-                    )
-    for i, t in enumerate(c["targets"]):
-        if t not in cfg["targets"]:
-            raise ConfigError(f"config key campaigns.targets.{i}: {t!r} is not defined under 'targets'")
-        if not target_kind(cfg["targets"][t]).reads_split(cfg["targets"][t]):
-            raise ConfigError(
-                f"config key campaigns.targets.{i}: target {t!r} holds its own knowledge base; coverage is measured "
-                "against ragmi's member split, so a campaign needs a target that retrieves from it"
-            )
+        if not (cls.embedder_param and c["attacks"][name][cls.embedder_param] == "target"):
+            continue
+        for t in c["targets"]:
+            r = cfg["retrievers"].get(cfg["targets"][t].get("retriever"))
+            if r is None or r.get("kind") != "dense":
+                what = f"retrieves with {r.get('kind')!r}" if r else "has no retriever of ragmi's (its own is unknown)"
+                raise ConfigError(
+                    f"config key campaigns.attacks.{name}.{cls.embedder_param}: 'target' (the retriever's own "
+                    f"embedder) needs a dense retriever, and target {t!r} {what}; name an embedder"
+                )
     if c["targets"] and not c["attacks"]:
         raise ConfigError("config key campaigns.attacks: no attack is given for the campaign targets")
 

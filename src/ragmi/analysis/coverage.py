@@ -248,6 +248,9 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
     row["flagged_lo"], row["flagged_hi"] = clopper_pearson(flagged, judged) if judged else (float("nan"),) * 2
     row["tokens_per_query"] = float(np.mean([(r["prompt_tokens"] + r["completion_tokens"]) / budget for r in last]))
     row["attacker_tokens_per_query"] = float(np.mean([r["attacker_tokens"] / budget for r in last]))
+    if not key.get("retrieval_known", True):  # the answers do not say what was retrieved
+        for c in ("retrieval", "retrieval_lo", "retrieval_hi", "new_retrieved_per_query"):
+            row[c] = float("nan")
     row["ree_benchmark"] = float(np.mean([r["retrieved"] for r in last])) / (budget * max(1, int(key.get("k") or 1)))
     # the curves, for the figure (list columns; the Markdown table leaves them out)
     for name in SHARES:
@@ -255,10 +258,14 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
         row[f"curve_{name}"] = sh.mean(axis=0).tolist()
         row[f"curve_{name}_min"] = sh.min(axis=0).tolist()
         row[f"curve_{name}_max"] = sh.max(axis=0).tolist()
+    if not key.get("retrieval_known", True):
+        row["ree_benchmark"] = float("nan")
+        for c in ("curve_retrieval", "curve_retrieval_min", "curve_retrieval_max"):
+            row[c] = [float("nan")] * budget
     return row
 
 
-KEY_COLUMNS = ["dataset", "target", "attack", "variant", "baseline", "seed", "k"]
+KEY_COLUMNS = ["dataset", "target", "attack", "variant", "baseline", "seed", "k", "retrieval_known"]
 META_COLUMNS = ["kb_size", "n_chance", "pii_total", "pii_chance_total"]
 
 
@@ -300,7 +307,9 @@ def coverage_frame(files: Mapping[str, Sequence[str]], config: Mapping | None = 
         return pd.DataFrame()
     allc = pd.concat(frames, ignore_index=True)
     rows = []
-    group = ["dataset", "target", "attack", "variant", "baseline", "k"]
+    if "retrieval_known" not in allc:
+        allc["retrieval_known"] = True
+    group = ["dataset", "target", "attack", "variant", "baseline", "k", "retrieval_known"]
     for key, g in allc.groupby(group, sort=False, dropna=False):
         seeds = sorted(g["seed"].unique())
         curves = [
