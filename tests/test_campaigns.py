@@ -467,3 +467,12 @@ def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
     campaign = text[text.index("rule campaign:") :]
     campaign = campaign[: campaign.index("\n\n")]
     assert "results/stores/user-chroma/svc/inserted.json" in campaign  # asked once the members are in
+
+
+def test_the_end_of_run_summary_names_the_campaigns_and_counts_their_pvalues(run):
+    from ragmi.report.run_summary import coverage_lines, run_pvalues
+
+    text = " ".join(coverage_lines(run / "results", width=200))
+    assert "random_token on tiny/echo (6 queries x 3 seeds): verbatim 60.0%" in text and "above chance" in text
+    assert "random_token on tiny/blind" in text and "at chance" in text
+    assert len(run_pvalues(run / "results", [])["coverage"]) == 6  # 3 rows x 2 measures, each counted once

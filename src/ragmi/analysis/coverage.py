@@ -40,6 +40,7 @@ from .. import nel
 from ..attacks.adaptive.answers import is_refusal, segments
 from ..audit.extraction import lcs_length, word_tokens
 from ..metrics import clopper_pearson
+from ..multiplicity import holm
 
 CURVE_COLUMNS = [
     "queries",
@@ -285,12 +286,15 @@ def above_chance_p(copied: int, kb_size: int, matched: int, n_chance: int) -> fl
     return float(fisher_exact(table, alternative="greater").pvalue)
 
 
+MEASURES = ("rouge", "semantic")
+
+
 def verdict(row: Mapping, measure: str) -> str:
     """Whether the copied share of ``measure`` (rouge, semantic) lies above the chance floor: "above
-    chance" when the one-sided Fisher test on the distinct documents (:func:`above_chance_p`) gives p <
-    :data:`ALPHA`; "at chance" when the copied share does not exceed the chance share; else no
-    evidence at this n."""
-    p = row[f"p_{measure}"]
+    chance" when the one-sided Fisher test on the distinct documents (:func:`above_chance_p`), Holm-adjusted
+    over every p of the table (``p_<measure>_holm``), is below :data:`ALPHA`; "at chance" when the copied
+    share does not exceed the chance share; else no evidence at this n."""
+    p = row[f"p_{measure}_holm"]
     if p == p and p < ALPHA:
         return "above chance"
     copied = row[f"copied_{measure}_distinct"] / max(1, row["kb_size"])
@@ -316,10 +320,13 @@ def coverage_frame(files: Mapping[str, Sequence[str]], config: Mapping | None = 
             g[g["seed"] == s].sort_values("queries")[CURVE_COLUMNS + ID_COLUMNS].reset_index(drop=True) for s in seeds
         ]
         metas = [g[g["seed"] == s].iloc[0][META_COLUMNS].to_dict() for s in seeds]
-        row = coverage_row(dict(zip(group, key, strict=True)), curves, metas)
-        row["verdict_rouge"] = verdict(row, "rouge")
-        row["verdict_semantic"] = verdict(row, "semantic")
-        rows.append(row)
+        rows.append(coverage_row(dict(zip(group, key, strict=True)), curves, metas))
+    # one family: every p of the table (both measures, every row), Holm-adjusted; the verdicts read it
+    flat = holm([r[f"p_{m}"] for r in rows for m in MEASURES])
+    for i, r in enumerate(rows):
+        for j, m in enumerate(MEASURES):
+            r[f"p_{m}_holm"] = float(flat[len(MEASURES) * i + j])
+            r[f"verdict_{m}"] = verdict(r, m)
     return (
         pd.DataFrame(rows)
         .sort_values(["dataset", "target", "baseline", "attack"], kind="stable")

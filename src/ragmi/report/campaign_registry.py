@@ -45,7 +45,8 @@ TABLES = (
             "(the benchmark of Qi et al., KDD 2026: 0.70 and 0.70, all-MiniLM-L6-v2). chance: the same matches "
             "against the split's non-members, which the target cannot have read: what the answers match by "
             "chance. Verdict: a one-sided Fisher exact test on the distinct documents copied in any seed (the knowledge "
-            "base's) against those matched (the non-members'): above chance at p < 0.05 (p printed), at chance when "
+            "base's) against those matched (the non-members'), Holm-adjusted over every p of this table (both "
+            "measures, every row: one family): above chance at Holm p < 0.05 (p and Holm p printed), at chance when "
             "the copied share does not exceed the chance share, else no evidence at this n. Documents were split into "
             "members and non-members at random, so under the null hypothesis that the answers do not depend on what "
             "the target read, which documents match is exchangeable between the two sets.",

@@ -23,8 +23,8 @@ def _flagged(r) -> str:
 
 
 def _verdict(r, measure: str) -> str:
-    p = r[f"p_{measure}"]
-    return r[f"verdict_{measure}"] + ("" if pd.isna(p) else f" (p {p:.2g})")
+    p, ph = r[f"p_{measure}"], r[f"p_{measure}_holm"]
+    return r[f"verdict_{measure}"] + ("" if pd.isna(p) else f" (p {p:.2g}, Holm {ph:.2g})")
 
 
 def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) -> str:

@@ -290,6 +290,7 @@ def summary_text(
         lines += [""] + _wrap(f"{text} ({power})." if power else f"{text}.", width, subsequent="  ")
 
     lines += dataset_inference_lines(results_dir, width)
+    lines += coverage_lines(results_dir, width)
     pv = pvalue_line(results_dir, rows, width)
     if pv:
         lines += [""] + pv
@@ -355,6 +356,33 @@ def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) 
     return lines
 
 
+def _share(r: Mapping, name: str) -> str:
+    m, lo, hi = (_num(r.get(c)) for c in (name, f"{name}_lo", f"{name}_hi"))
+    if math.isnan(m):
+        return "–"
+    return f"{m:.1%}" + ("" if math.isnan(lo) else f" [{lo:.1%}, {hi:.1%}]")
+
+
+def coverage_lines(results_dir: str | os.PathLike, width: int = WIDTH) -> list[str]:
+    """The adaptive extraction campaigns, from ``tables/coverage.csv`` when the run wrote it: per row the
+    share of the knowledge base copied verbatim and in meaning against its chance floor, with the verdict."""
+    rows = _csv_rows(Path(results_dir) / "tables" / "coverage.csv")
+    if not rows:
+        return []
+    lines = ["", "How much of the knowledge base the campaigns copied (coverage.md; chance: documents outside it):"]
+    for r in rows:
+        head = f"{r['variant']} on {r['dataset']}/{r['target']} ({r['budget']} queries x {r['seeds']} seeds)"
+        text = (
+            f"{head}: verbatim {_share(r, 'extraction_rouge')} of {r['kb_size']} chunks, chance "
+            f"{_share(r, 'chance_rouge')}: {r['verdict_rouge']} (p {_p(_num(r['p_rouge']))}, Holm "
+            f"{_p(_num(r['p_rouge_holm']))}); in meaning {_share(r, 'extraction_semantic')}, chance "
+            f"{_share(r, 'chance_semantic')}: {r['verdict_semantic']} (p {_p(_num(r['p_semantic']))}, Holm "
+            f"{_p(_num(r['p_semantic_holm']))}); retrieved {_share(r, 'retrieval')}"
+        )
+        lines += _wrap(text, width, indent="  ", subsequent="      ")
+    return lines
+
+
 def _csv_rows(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -366,10 +394,11 @@ def run_pvalues(results_dir: str | os.PathLike, rows: Sequence[Mapping]) -> dict
     """Every p-value the run prints, by source, each test once: the summary cells' one-sided p of AUC >
     0.5 (``auc_p_greater`` of the cells read family-wise, those with ``auc_p_greater_holm``), the
     negative controls' two-sided p (``control_p_*`` of the rows that own them), dataset inference's
-    ``p_value`` and the canaries' one-sided Fisher p (the canaries table, else privacy_utility's
-    ``canary_fisher_p``: the same test)."""
+    ``p_value``, the canaries' one-sided Fisher p (the canaries table, else privacy_utility's
+    ``canary_fisher_p``: the same test) and the campaigns' one-sided Fisher p of copying above chance
+    (``coverage``'s ``p_rouge`` and ``p_semantic``)."""
     tables = Path(results_dir) / "tables"
-    out: dict[str, list[float]] = {"cells": [], "controls": [], "dataset inference": [], "canaries": []}
+    out: dict[str, list[float]] = {"cells": [], "controls": [], "dataset inference": [], "canaries": [], "coverage": []}
     for r in rows:
         if not math.isnan(_num(r.get("auc_p_greater_holm"))):
             out["cells"].append(_num(r.get("auc_p_greater")))
@@ -382,6 +411,7 @@ def run_pvalues(results_dir: str | os.PathLike, rows: Sequence[Mapping]) -> dict
     if not fisher:
         fisher = {r.get("target"): _num(r.get("canary_fisher_p")) for r in _csv_rows(tables / "privacy_utility.csv")}
     out["canaries"] = list(fisher.values())
+    out["coverage"] = [_num(r.get(c)) for r in _csv_rows(tables / "coverage.csv") for c in ("p_rouge", "p_semantic")]
     return {k: [p for p in v if not math.isnan(p)] for k, v in out.items()}
 
 
