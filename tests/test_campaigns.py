@@ -250,6 +250,7 @@ def run(tmp_path_factory):
     return Path(work)
 
 
+@pytest.mark.slow
 def test_echo_copies_what_it_retrieves_and_blind_stays_at_chance(run):
     table = pd.read_csv(run / "results/tables/coverage.csv").set_index("target")
     assert set(table.index) == {"echo", "blind", "echo-mirabel"}
@@ -271,6 +272,7 @@ def test_echo_copies_what_it_retrieves_and_blind_stays_at_chance(run):
     assert not list(run.glob("results/campaigns/**/*.state"))  # checkpoints removed once the campaign is written
 
 
+@pytest.mark.slow
 def test_frame_of_the_run_recomputes(run):
     files = {"coverage": sorted(str(p) for p in run.glob("results/coverage/tiny/*/random_token/seed*.parquet"))}
     frame = coverage_frame(files)
@@ -387,6 +389,7 @@ def remote_run(tmp_path_factory):
     return work, service
 
 
+@pytest.mark.slow
 def test_a_remote_service_is_measured_by_its_answers_and_the_sources_it_reports(remote_run):
     work, service = remote_run
     assert len(service.requests) == 12  # 3 seeds x 4 queries: the budget is what the service received
@@ -469,6 +472,7 @@ def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
     assert "results/stores/user-chroma/svc/inserted.json" in campaign  # asked once the members are in
 
 
+@pytest.mark.slow
 def test_the_end_of_run_summary_names_the_campaigns_and_counts_their_pvalues(run):
     from ragmi.report.run_summary import coverage_lines, run_pvalues
 

@@ -548,7 +548,13 @@ def test_one_line_counts_the_runs_pvalues_raw_and_after_holm(tmp_path):
     _write_csv(t / "canaries.csv", canaries)
     _write_csv(t / "privacy_utility.csv", [{"target": "pad", "canary_fisher_p": 3.1e-06}])  # the same test
     by = run_summary.run_pvalues(tmp_path, rows)
-    assert {k: len(v) for k, v in by.items()} == {"cells": 8, "controls": 5, "dataset inference": 2, "canaries": 1, "coverage": 0}
+    assert {k: len(v) for k, v in by.items()} == {
+        "cells": 8,
+        "controls": 5,
+        "dataset inference": 2,
+        "canaries": 1,
+        "coverage": 0,
+    }
     line = " ".join(run_summary.pvalue_line(tmp_path, rows, width=300))
     # 16 p-values, 15 below 0.05 (7 cells at 0.03, 5 controls at 0.02, 1e-6, 1e-9, 3.1e-6; not 0.88); Holm over
     # 16 keeps the three smallest (16 × 1e-9, 15 × 1e-6, 14 × 3.1e-6), not 13 × 0.02
