@@ -7,6 +7,11 @@ CAMPAIGN_ATTACKS = sorted(config["campaigns"]["attacks"])
 def campaign_inputs(wc):
     # a service over a vector store answers once ragmi's members are in it (rules/stores.smk)
     files = {**target_files(wc), **store_insert_files(wc)}
+    # a target that sends another's requests (an output-only defense) runs its campaign after that one's,
+    # so that every request they share is answered from the response cache
+    same = same_requests_as(config, wc.target)
+    if same in config["campaigns"]["targets"]:
+        files["same_requests"] = f"results/campaigns/{wc.dataset}/{same}/{wc.adaptive}/seed{wc.seed}.parquet"
     if adaptive_class(wc.adaptive).uses_llm:
         files.update({f"attacker_{k}": v for k, v in model_input(attacker_cfg()).items()})
     return files
