@@ -401,36 +401,9 @@ def test_a_remote_service_is_measured_by_its_answers_and_the_sources_it_reports(
 
 
 def test_a_service_without_sources_gets_no_retrieval_coverage():
-    from ragmi.analysis.coverage import coverage_row
+    from ragmi.analysis.coverage import CURVE_COLUMNS, ID_COLUMNS, coverage_row
 
-    curves = [
-        pd.DataFrame(
-            {
-                c: [0, 1]
-                for c in [
-                    "queries",
-                    "retrieved",
-                    "extracted_rouge",
-                    "extracted_semantic",
-                    "chance_rouge",
-                    "chance_semantic",
-                    "pii_found",
-                    "pii_chance",
-                    "refusals",
-                    "judged",
-                    "flagged",
-                    "prompt_tokens",
-                    "completion_tokens",
-                    "attacker_tokens",
-                ]
-            }
-        ).assign(
-            **{
-                k: [["m1"], ["m1"]]
-                for k in ["extracted_rouge_ids", "extracted_semantic_ids", "chance_rouge_ids", "chance_semantic_ids"]
-            }
-        )
-    ]
+    curves = [pd.DataFrame({c: [0, 1] for c in CURVE_COLUMNS}).assign(**{k: [["m1"], ["m1"]] for k in ID_COLUMNS})]
     meta = [{"kb_size": 4, "n_chance": 4, "pii_total": 0, "pii_chance_total": 0}]
     known = coverage_row({"k": 2, "retrieval_known": True}, curves, meta)
     unknown = coverage_row({"k": 0, "retrieval_known": False}, curves, meta)
