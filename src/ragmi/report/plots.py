@@ -747,13 +747,13 @@ COVERAGE_PANELS = (
 
 def plot_coverage(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> None:
     """Share of the knowledge base against queries spent: three panels (retrieved, reproduced verbatim,
-    reproduced in meaning), one line per dataset / target / attack (the mean over seeds, the band
+    reproduced in meaning), each scaled to its own largest share, one line per dataset / target / attack (the mean over seeds, the band
     between the lowest and highest seed); the random baselines dashed, the chance floor of each
     campaign dotted (ragmi.analysis.coverage)."""
     if df.empty:
         raise ValueError("no campaigns to plot")
     fig = Figure(figsize=(12.0, 4.2))
-    axes = fig.subplots(1, 3, sharey=True)
+    axes = fig.subplots(1, 3)
     rows = list(df.to_dict("records"))
     for i, r in enumerate(rows):
         label = f"{r['variant']} ({r['dataset']} / {r['target']}, {int(r['seeds'])} seeds)"
@@ -766,10 +766,15 @@ def plot_coverage(df: pd.DataFrame, out_png: str | os.PathLike, title: str) -> N
         for ax, measure in zip(axes[1:], ("rouge", "semantic"), strict=True):
             y = np.asarray(r[f"curve_chance_{measure}"], dtype=float)
             ax.plot(np.arange(1, len(y) + 1), y, color=color, ls=":", lw=0.9)
-    for ax, (_col, name) in zip(axes, COVERAGE_PANELS, strict=True):
+    for ax, (col, name) in zip(axes, COVERAGE_PANELS, strict=True):
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("queries spent")
-        ax.set_ylim(0, 1)
+        # each panel scaled to its own largest value (small shares stay readable), at least 5%, at most 100%
+        top = [np.nanmax(np.asarray(r[c], dtype=float), initial=0.0) for r in rows for c in (col, f"{col}_max")]
+        if col != "curve_retrieval":
+            m = col.rsplit("_", 1)[-1]
+            top += [np.nanmax(np.asarray(r[f"curve_chance_{m}"], dtype=float), initial=0.0) for r in rows]
+        ax.set_ylim(0, min(1.0, max(0.05, 1.1 * max(top))))
     axes[0].set_ylabel("share of the knowledge base")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=2, frameon=False)
