@@ -58,6 +58,7 @@ HEAVY_MODULES = [
     "test_context_fit_e2e",
     "test_chains_e2e",
     "test_pipeline_e2e",
+    "test_campaigns",
     "test_gate_e2e",
     "test_kill_resume_e2e",
 ]
