@@ -171,6 +171,8 @@ def test_campaign_config_is_checked():
         validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"nope": {}}}})
     with pytest.raises(ConfigError, match="campaigns.targets.0: 'x' is not defined"):
         validate_config({**base, "campaigns": {"targets": ["x"], "attacks": {"random_text": {}}}})
+    with pytest.raises(ConfigError, match=r"campaigns.attacks.ikea.*'topic' is a required property"):
+        validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"ikea": {"embedder": MINILM}}}})
     with pytest.raises(ConfigError, match="needs a dense retriever"):
         validate_config({**base, "campaigns": {"targets": ["t"], "attacks": {"dgea": {}}}})
     with pytest.raises(ConfigError, match=r"campaigns.attacks.dgea.*pool_size"):

@@ -38,7 +38,7 @@ Departures from the benchmark:
   ragmi uses :func:`ragmi.attacks.adaptive.answers.is_refusal` (the answer's opening), so no answer
   leaves the machine for it;
 * ``topic`` has no default (the benchmark's default is the placeholder word ``"default"``; the topic
-  is the knowledge base's domain): an empty topic stops the campaign at its start, naming the setting;
+  is the knowledge base's domain): the schema requires it (validation names the setting), and an empty one stops the campaign at its start;
 * anchor-word parsing (``parse_anchor_words``): the curly quotes “ ” the prompt's own example uses are
   read as straight quotes before parsing (the benchmark's parser only reads straight quotes, so a model
   that copies the example's quotes yields no word), empty words are dropped, and the words keep the
