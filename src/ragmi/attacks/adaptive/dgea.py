@@ -59,7 +59,7 @@ class DGEA(AdaptiveAttack):
 
     def propose(self, n: int) -> list[Proposal]:
         out = []
-        for _ in range(n):
+        for i in range(n):
             info, cos = greedy_token_search(
                 self.embedder,
                 REPEAT_TEMPLATE,
@@ -71,6 +71,8 @@ class DGEA(AdaptiveAttack):
                 rng=self.rng,
             )
             out.append(Proposal(REPEAT_TEMPLATE.replace("<info>", info), step="search", note={"cosine": round(cos, 4)}))
+            # the search takes seconds a query on a CPU: a line each, so that a run's console is not silent
+            self.log(f"{self.name}: query {i + 1} of {n} of this round written (cosine {cos:.3f} with its target)")
         return out
 
     def observe(self, queries: list[str], answers: list[str]) -> None:
