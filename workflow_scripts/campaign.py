@@ -42,10 +42,17 @@ def main(smk, log):
         rag = stack.enter_context(target_kind(spec.target).open(spec, smk.input, log))
         tag = f"{smk.wildcards.adaptive}-s{smk.wildcards.seed}"
 
+        w = smk.wildcards
+        where = f"campaigns/{w.dataset}/{w.target}/{w.adaptive}/seed{w.seed}"
+
         def ask(queries, first):
             n = len(queries)
             ids = [f"{tag}-{first + i}" for i in range(n)]
-            return rag.answer(queries, [c["max_tokens"]] * n, [0] * n, ids)
+            log.progress_label = f"{where}/round{first // c['batch'] + 1}"  # each round's answers counted apart
+            try:
+                return rag.answer(queries, [c["max_tokens"]] * n, [0] * n, ids)
+            finally:
+                log.progress_label = None
 
         rows = run_campaign(
             attack, ask, budget=c["budget"], batch=c["batch"], state_dir=state_dir, fingerprint=fingerprint, log=log

@@ -53,7 +53,11 @@ def is_interactive(stream=None) -> bool:
 
 def job_label(log) -> str:
     """`` [generate/synthetic/pad/s2mia/00000]`` for a log written to ``logs/generate/.../00000.log``
-    (a ``StepLog``'s ``path``), else ``""``."""
+    (a ``StepLog``'s ``path``), else ``""``; a log's ``progress_label``, when set, instead (a campaign's
+    round: each round's answers are counted apart, ragmi.run_progress)."""
+    label = getattr(log, "progress_label", None)
+    if label:
+        return f" [{label}]"
     path = getattr(log, "path", None)
     if not path:
         return ""

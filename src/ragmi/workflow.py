@@ -32,6 +32,9 @@ class StepLog:
 
     def __init__(self, path: str | None):
         self.path = path
+        self.progress_label: str | None = (
+            None  # the answers' progress label, when not the path's (ragmi.progress.job_label)
+        )
         self.fh = None
         self.disk_full: DiskFullError | None = None
         self.t0 = time.time()
