@@ -66,11 +66,20 @@ rule campaign:
         "../workflow_scripts/campaign.py"
 
 
+def coverage_inputs(wc):
+    """The campaign, the knowledge base, the non-members (chance), and where a store's game plants the
+    audit's canaries with the members, what rebuilds them (rules/stores.smk)."""
+    return {
+        "rows": f"results/campaigns/{wc.dataset}/{wc.target}/{wc.adaptive}/seed{wc.seed}.parquet",
+        "members": knowledge_base(wc),
+        "nonmembers": f"results/split/{wc.dataset}/nonmembers.parquet",
+        **store_canary_files(wc.target),
+    }
+
+
 rule campaign_coverage:
     input:
-        rows="results/campaigns/{dataset}/{target}/{adaptive}/seed{seed}.parquet",
-        members=knowledge_base,
-        nonmembers="results/split/{dataset}/nonmembers.parquet",
+        unpack(coverage_inputs),
     wildcard_constraints:
         adaptive="|".join(map(re.escape, CAMPAIGN_ATTACKS)) or "^$",
         seed=r"\d+",
@@ -82,6 +91,8 @@ rule campaign_coverage:
         retriever_embedder=retriever_embedder,
         k=lambda wc: target_cfg(wc).get("k") or 0,
         retrieval_known=retrieval_known,
+        canary_seed=lambda wc: store_canary_seed(config, wc.target),
+        canary_max_tokens=config["audit"]["canary_max_tokens"],
     log:
         "logs/coverage/{dataset}/{target}/{adaptive}/seed{seed}.log",
     benchmark:

@@ -417,9 +417,33 @@ def test_a_service_without_sources_gets_no_retrieval_coverage():
     assert unknown["extraction_rouge"] == known["extraction_rouge"] == 0.25
 
 
+def test_canaries_planted_in_the_knowledge_base_are_counted_when_an_answer_repeats_them():
+    members = pd.DataFrame({"doc_id": ["m1"], "text": ["a cough"]})
+    outside = pd.DataFrame({"doc_id": ["n1"], "text": ["a rash"]})
+    rows = pd.DataFrame(
+        {
+            "response_text": ["nothing", "write to zq1@canary.test", "zq1@canary.test and zq2@canary.test"],
+            "retrieved_ids": [[], [], []],
+            **{c: [0, 0, 0] for c in ["prompt_tokens", "completion_tokens"]},
+            **{c: [0, 0, 0] for c in ["attacker_prompt_tokens", "attacker_completion_tokens"]},
+        }
+    )
+
+    def leaked(texts):
+        return {c for t in texts for c in ("zq1@canary.test", "zq2@canary.test", "zq3@canary.test") if c in t}
+
+    planted = ["zq1@canary.test", "zq2@canary.test", "zq3@canary.test"]
+    kw = {"semantic_threshold": 0.9, "rouge_threshold": 0.7}
+    c = campaign_curves(rows, members, outside, _unit_embed, canaries=planted, leaked=leaked, **kw)
+    assert c["canaries_found"].tolist() == [0, 1, 2] and c.attrs["canaries_total"] == 3
+    none = campaign_curves(rows, members, outside, _unit_embed, **kw)
+    assert none["canaries_found"].tolist() == [0, 0, 0] and none.attrs["canaries_total"] == 0
+
+
 def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
     """A service over the user's vector store: the campaign asks once ragmi's members are in the store,
-    and the store is restored only after the campaign has answered (the dry run's DAG)."""
+    and the store is restored only after the campaign has answered (the dry run's DAG); the audit's
+    canaries planted with the members are rebuilt for the campaign's coverage."""
     cfg = {
         "seed": 7,
         "datasets": {"syn": {"source": "synthetic", "n_docs": 60, "length": "compact"}},
@@ -437,9 +461,28 @@ def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
         "attacks": {"rag_mia": {"cv_folds": 4}},
         "campaigns": {"targets": ["svc"], "attacks": {"random_token": {"embedder": MINILM}}, "budget": 4, "seeds": [1]},
     }
+    # audited (a defended target of ragmi's), the service a canary target: its game plants canaries
+    cfg["datasets"]["canary-docs"] = {"source": "synthetic", "n_docs": 60, "length": "short", "seed": 99}
+    cfg["retrievers"] = {"minilm": {"kind": "dense", "index": "flat_ip"}}
+    cfg["generators"] = {"g": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}}
+    cfg["defenses"] = {"shuffle": {"kind": "rerank", "mode": "shuffle"}}
+    cfg["targets"]["guard"] = {
+        "retriever": "minilm",
+        "generator": "g",
+        "k": 2,
+        "defenses": ["shuffle"],
+        "attacks": [],
+        "datasets": ["syn"],
+    }
+    cfg["audit"] = {"canary_seeds": [101], "canary_targets": ["svc"], "canary_dataset": "canary-docs"}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     out = run_snakemake(
-        tmp_path, "-n", "results/stores/user-chroma/svc/cleanup.json", "--configfile", str(tmp_path / "c.yaml")
+        tmp_path,
+        "-n",
+        "results/stores/user-chroma/svc/cleanup.json",
+        "results/coverage/syn/svc/random_token/seed1.parquet",
+        "--configfile",
+        str(tmp_path / "c.yaml"),
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
@@ -449,6 +492,9 @@ def test_a_campaign_in_a_store_plays_inside_the_game(tmp_path):
     campaign = text[text.index("rule campaign:") :]
     campaign = campaign[: campaign.index("\n\n")]
     assert "results/stores/user-chroma/svc/inserted.json" in campaign  # asked once the members are in
+    coverage = text[text.index("rule campaign_coverage:") :]
+    coverage = coverage[: coverage.index("\n\n")]
+    assert "results/corpus/canary-docs.parquet" in coverage  # the canaries planted with the members, rebuilt
 
 
 @pytest.mark.slow

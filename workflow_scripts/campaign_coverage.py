@@ -15,6 +15,13 @@ def main(smk, log):
     members = pd.read_parquet(smk.input.members, columns=["doc_id", "text"])
     nonmembers = pd.read_parquet(smk.input.nonmembers, columns=["doc_id", "text"])
     embedder = load_embedder(p.thresholds["embedder"])
+    canaries, leaked = [], None
+    if p.canary_seed is not None:  # the store's game planted the audit's canaries with the members
+        from ragmi.audit.canary_run import canary_exclude, store_canary_experiment
+
+        corpus = pd.read_parquet(smk.input.canary_corpus)
+        exp = store_canary_experiment(corpus, canary_exclude(smk), p.canary_seed, p.canary_max_tokens)
+        canaries, leaked = exp.canaries, exp.leaked
     curves = campaign_curves(
         rows,
         members,
@@ -22,6 +29,8 @@ def main(smk, log):
         embedder.encode,
         semantic_threshold=p.thresholds["semantic_threshold"],
         rouge_threshold=p.thresholds["rouge_threshold"],
+        canaries=canaries,
+        leaked=leaked,
     )
     cls = adaptive_class(smk.wildcards.adaptive)
     key = {

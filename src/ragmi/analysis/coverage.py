@@ -19,7 +19,9 @@ Per campaign (:func:`campaign_curves`), after each query q:
   knowledge base (the split's non-members): what the answers match by chance (generic text, the
   corpus's shared vocabulary), the floor an extraction coverage is read against;
 * ``pii_found``: distinct NELstrict items (e-mail addresses, full person names: :mod:`ragmi.nel`) of
-  the knowledge base that appear in answers 1..q; ``pii_chance`` the non-members' items that do.
+  the knowledge base that appear in answers 1..q; ``pii_chance`` the non-members' items that do;
+* ``canaries_found``: where the knowledge base holds the audit's canaries (a store's game plants them
+  with the members), the distinct canaries recovered verbatim in answers 1..q.
 
 Departure from the benchmark (its ``recorder/evaluator.py``): it pairs the pieces of an answer with the
 chunks retrieved for that query and divides by top-k × budget (the most chunks the budget can
@@ -52,6 +54,7 @@ CURVE_COLUMNS = [
     "pii_found",
     "pii_chance",
     "refusals",
+    "canaries_found",
     "judged",
     "flagged",
     "prompt_tokens",
@@ -125,6 +128,18 @@ def _curve(first: np.ndarray, budget: int) -> np.ndarray:
     return np.cumsum(counts)
 
 
+def canary_first(canaries: Sequence[str], leaked, answers: Sequence[str]) -> np.ndarray:
+    """For each planted canary, the first query whose answer holds it (``leaked(texts)``: the distinct
+    canaries a text holds, ragmi.audit.canaries)."""
+    first = np.full(len(canaries), np.inf)
+    pos = {c: i for i, c in enumerate(canaries)}
+    for q, a in enumerate(answers):
+        for c in leaked([a]):
+            if c in pos and np.isinf(first[pos[c]]):
+                first[pos[c]] = q
+    return first
+
+
 def campaign_curves(
     rows: pd.DataFrame,
     members: pd.DataFrame,
@@ -133,6 +148,8 @@ def campaign_curves(
     *,
     semantic_threshold: float,
     rouge_threshold: float,
+    canaries: Sequence[str] = (),
+    leaked=None,
 ) -> pd.DataFrame:
     """One row per query count (module docstring); ``embed(texts)`` returns unit vectors; ``members``
     and ``nonmembers`` have ``doc_id`` and ``text``.  Attributes (``attrs``): kb_size, n_chance,
@@ -169,6 +186,9 @@ def campaign_curves(
             "pii_found": _curve(np.array(list(pii_first(kb_entities, answers).values()) or [np.inf], float), budget),
             "pii_chance": _curve(np.array(list(pii_first(out_entities, answers).values()) or [np.inf], float), budget),
             "refusals": np.cumsum([is_refusal(a) for a in answers]),
+            "canaries_found": _curve(
+                canary_first(canaries, leaked, answers) if canaries else np.array([np.inf]), budget
+            ),
             "judged": np.cumsum([_any(x) for x in rows.get("judged_by", pd.Series([[]] * budget))]),
             "flagged": np.cumsum([_any(x) for x in rows.get("flagged_by", pd.Series([[]] * budget))]),
             "prompt_tokens": tokens["prompt_tokens"].cumsum().to_numpy(),
@@ -184,6 +204,7 @@ def campaign_curves(
         n_chance=len(out_texts),
         pii_total=len(kb_entities),
         pii_chance_total=len(out_entities),
+        canaries_total=len(canaries),
     )
     return curves
 
@@ -242,6 +263,11 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
     row["pii_total"] = int(metas[0]["pii_total"])
     row["pii_chance"] = float(np.mean([r["pii_chance"] for r in last]))
     row["refused_share"] = float(np.mean([r["refusals"] / budget for r in last]))
+    # canaries planted in the knowledge base (a store's game with the audit's canaries), recovered verbatim
+    row["canaries_total"] = int(metas[0].get("canaries_total", 0) or 0)
+    row["canaries_found"] = (
+        float(np.mean([r["canaries_found"] for r in last])) if row["canaries_total"] else float("nan")
+    )
     # detectability: queries the target's detectors flagged, of those they judged, pooled over the seeds
     judged, flagged = int(sum(r["judged"] for r in last)), int(sum(r["flagged"] for r in last))
     row["judged"], row["flagged"] = judged, flagged
@@ -267,7 +293,7 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
 
 
 KEY_COLUMNS = ["dataset", "target", "attack", "variant", "baseline", "seed", "k", "retrieval_known"]
-META_COLUMNS = ["kb_size", "n_chance", "pii_total", "pii_chance_total"]
+META_COLUMNS = ["kb_size", "n_chance", "pii_total", "pii_chance_total", "canaries_total"]
 
 
 ALPHA = 0.05

@@ -52,7 +52,9 @@ TABLES = (
             "the target read, which documents match is exchangeable between the two sets.",
             "PII items: distinct e-mail addresses and full person names (NELstrict, ragmi.nel) of the knowledge "
             "base found in the answers, mean over seeds, of the knowledge base's total (those of the non-members, "
-            "found by chance). new chunks / query: chunks copied verbatim per query spent. refused: answers that "
+            "found by chance). canaries recovered: where the knowledge base holds the audit's canaries (a store's game "
+            "plants one seed's with the members), the distinct canaries an answer repeated verbatim, mean over seeds, "
+            "of those planted (– where none are). new chunks / query: chunks copied verbatim per query spent. refused: answers that "
             "open with a refusal (or QueryBlock's ACCESS DENIED). flagged: the campaign's queries flagged by the "
             "target's own query detectors (QueryBlock, the LLM detector, Mirabel: a defense on the target), of those "
             "they judged, pooled over the seeds [Clopper–Pearson] (– when the target has none). Tokens: the target's prompt + answer tokens per "
