@@ -6,7 +6,8 @@ default FPR levels (0, 0.5, 1 and 5%: the low ones are n/e at this n), RAG-MIA, 
 DCMI (with its θ and γ sweeps) on the undefended target, on PAD and on both negative controls; PAD acts on
 the answer text only (an output hook that keeps the log-probabilities), so every log-probability variant
 scores PAD's answers exactly as the undefended target's, while the text variants lose their signal; the
-undefended target leaks 26 canaries over two seeds and 23 e-mail addresses per extraction run, PAD none.
+undefended target leaks 26 canaries over two seeds and 23 e-mail addresses per extraction run, PAD none;
+the adaptive extraction campaigns (DGEA and RandomToken, three seeds each) copy one or two documents.
 
 :func:`write_results` writes the tree and returns the validated config and, per table of the registry,
 its input files (absolute paths): ``build_table(name)`` and ``draw(name, figure)`` build from them as the
@@ -210,6 +211,46 @@ def _utility_scores(target: str) -> pd.DataFrame:
     )
 
 
+def coverage_curves(target: str, attack: str, seed: int, budget: int) -> pd.DataFrame:
+    """One campaign's curves as rule campaign_coverage writes them (ragmi.analysis.coverage), shaped like the
+    default's on the 0.5B model: about 14% of 120 documents retrieved in 10 queries, one or two copied."""
+    from ragmi.analysis.coverage import CURVE_COLUMNS
+
+    rng = np.random.default_rng([seed, len(target), len(attack)])
+    q = np.arange(1, budget + 1)
+    copied = np.minimum(q // 5, 2 if attack == "dgea" and target == UNDEFENDED else 1)
+    curves = {c: np.zeros(budget, dtype=int) for c in CURVE_COLUMNS}
+    curves.update(
+        queries=q,
+        retrieved=np.minimum(120, np.cumsum(rng.integers(1, 3, budget))),
+        extracted_rouge=copied,
+        extracted_semantic=copied + (q > 6),
+        chance_semantic=(q > 8).astype(int),
+        pii_found=copied * 2,
+        prompt_tokens=200 * q,
+        completion_tokens=50 * q,
+    )
+    out = pd.DataFrame(curves)[CURVE_COLUMNS]
+    last = int(copied[-1])
+    ids = {
+        "extracted_rouge_ids": [f"m{seed}-{i}" for i in range(last)],
+        "extracted_semantic_ids": [f"m{seed}-{i}" for i in range(last + 1)],
+        "chance_rouge_ids": [],
+        "chance_semantic_ids": ["n1"],
+    }
+    for k, v in ids.items():
+        out[k] = [v] * budget
+    key = {
+        "dataset": DATASET,
+        "target": target,
+        "attack": attack,
+        "variant": "dgea/white" if attack == "dgea" else attack,
+    }
+    key.update(baseline=attack != "dgea", seed=seed, k=2, retrieval_known=True)
+    meta = {"kb_size": 120, "n_chance": 80, "pii_total": 174, "pii_chance_total": 110, "canaries_total": 0}
+    return out.assign(**key, **meta)
+
+
 def write_results(root: Path) -> tuple[dict, dict]:
     """Write the tree under ``root``; return ``(config, {table: {input name: [absolute paths]}})`` for the
     tables the default builds."""
@@ -258,6 +299,11 @@ def write_results(root: Path) -> tuple[dict, dict]:
     for target in (UNDEFENDED, PAD):
         u = _utility_scores(target)
         put(f"results/utility/{DATASET}/{target}/scores.csv", lambda p, u=u: u.to_csv(p, index=False))
+    from ragmi.plan import campaign_runs
+
+    for d, t, a, seed in campaign_runs(cfg):
+        c = coverage_curves(t, a, seed, int(cfg["campaigns"]["budget"]))
+        put(f"results/coverage/{d}/{t}/{a}/seed{seed}.parquet", lambda p, c=c: c.to_parquet(p))
 
     files = {}
     for name, table in TABLES.items():
