@@ -57,7 +57,7 @@ def store_cleanup_inputs(wc):
     cleaned up once every query of the game is answered."""
     files = {"marker": f"results/stores/{wc.store}/{wc.target}/inserted.json", "responses": store_responses(wc)}
     campaigns = [f"results/campaigns/{d}/{t}/{a}/seed{s}.parquet" for d, t, a, s in campaign_runs(config) if t == wc.target]
-    if campaigns:  # the adaptive extraction campaigns on the target (rules/campaigns.smk) answered too
+    if campaigns:  # the adaptive campaigns on the target (rules/campaigns.smk) answered too
         files["campaigns"] = campaigns
     seed = store_canary_seed(config, wc.target)
     if seed is not None:

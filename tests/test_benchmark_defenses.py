@@ -209,6 +209,7 @@ def config_with(defense, retriever):
     c["targets"] = {"d": {**BASE["targets"]["qwen-rag"], "defenses": ["x"]}}
     c["retrievers"] = {"minilm-cosine": retriever}
     c["audit"].pop("canary_targets", None)
+    c.pop("campaigns", None)  # like the canary targets, they name the default's targets
     return c
 
 

@@ -22,6 +22,7 @@ def cfg_with(defenses, target_defenses, retriever=None):
     if retriever:
         c["retrievers"] = {"minilm-cosine": retriever}
     c["audit"].pop("canary_targets")
+    c.pop("campaigns")  # like the canary targets, they name the default's targets
     return c
 
 
