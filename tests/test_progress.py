@@ -126,7 +126,9 @@ def test_a_step_logs_lines_name_its_job(tmp_path):
     )
     assert pg.job_label(print) == "" and pg.job_label(StepLog(None)) == ""
     assert pg.job_label(StepLog(str(tmp_path / "elsewhere.log"))) == ""
-    log = StepLog(str(tmp_path / "logs" / "campaigns" / "d" / "t" / "a" / "seed1.log"))
+    path = tmp_path / "logs" / "campaigns" / "d" / "t" / "a" / "seed1.log"
+    path.parent.mkdir(parents=True)
+    log = StepLog(str(path))
     assert pg.job_label(log) == " [campaigns/d/t/a/seed1]"
     log.progress_label = "campaigns/d/t/a/seed1/round2"  # a campaign's round, counted apart
     assert pg.job_label(log) == " [campaigns/d/t/a/seed1/round2]"
