@@ -7,13 +7,14 @@ import pandas as pd
 from ..cells import DASH
 
 
-def _share(r, name: str) -> str:
-    m, lo, hi = r[name], r[f"{name}_lo"], r[f"{name}_hi"]
+def share_cell(r, name: str) -> str:
+    """``"1.7% [0.6%, 3.6%]"``: the share ``name`` of a coverage row and its interval (``<name>_lo``,
+    ``_hi``); the share alone without an interval, ``–`` without a share.  ``r``: a row of the frame
+    or of its CSV (values as text)."""
+    m, lo, hi = (pd.to_numeric(r.get(c), errors="coerce") for c in (name, f"{name}_lo", f"{name}_hi"))
     if pd.isna(m):
         return DASH
-    if pd.isna(lo):
-        return f"{m:.1%}"
-    return f"{m:.1%} [{lo:.1%}, {hi:.1%}]"
+    return f"{m:.1%}" + ("" if pd.isna(lo) else f" [{lo:.1%}, {hi:.1%}]")
 
 
 def _flagged(r) -> str:
@@ -54,11 +55,11 @@ def coverage_markdown(df: pd.DataFrame, title: str, extra_columns=(), notes=()) 
             r["variant"] + (" (random baseline)" if r["baseline"] else ""),
             f"{int(r['budget'])} · {int(r['seeds'])}",
             f"{int(r['kb_size'])} chunks",
-            _share(r, "retrieval"),
-            _share(r, "extraction_rouge"),
-            _share(r, "chance_rouge"),
-            _share(r, "extraction_semantic"),
-            _share(r, "chance_semantic"),
+            share_cell(r, "retrieval"),
+            share_cell(r, "extraction_rouge"),
+            share_cell(r, "chance_rouge"),
+            share_cell(r, "extraction_semantic"),
+            share_cell(r, "chance_semantic"),
             f"{_verdict(r, 'rouge')} / {_verdict(r, 'semantic')}",
             f"{r['pii_found']:.1f} of {int(r['pii_total'])} ({r['pii_chance']:.1f})",
             DASH if not r["canaries_total"] else f"{r['canaries_found']:.1f} of {int(r['canaries_total'])}",

@@ -356,16 +356,11 @@ def dataset_inference_lines(results_dir: str | os.PathLike, width: int = WIDTH) 
     return lines
 
 
-def _share(r: Mapping, name: str) -> str:
-    m, lo, hi = (_num(r.get(c)) for c in (name, f"{name}_lo", f"{name}_hi"))
-    if math.isnan(m):
-        return "–"
-    return f"{m:.1%}" + ("" if math.isnan(lo) else f" [{lo:.1%}, {hi:.1%}]")
-
-
 def coverage_lines(results_dir: str | os.PathLike, width: int = WIDTH) -> list[str]:
     """The adaptive extraction campaigns, from ``tables/coverage.csv`` when the run wrote it: per row the
     share of the knowledge base copied verbatim and in meaning against its chance floor, with the verdict."""
+    from .campaign_tables import share_cell
+
     rows = _csv_rows(Path(results_dir) / "tables" / "coverage.csv")
     if not rows:
         return []
@@ -373,11 +368,11 @@ def coverage_lines(results_dir: str | os.PathLike, width: int = WIDTH) -> list[s
     for r in rows:
         head = f"{r['variant']} on {r['dataset']}/{r['target']} ({r['budget']} queries x {r['seeds']} seeds)"
         text = (
-            f"{head}: verbatim {_share(r, 'extraction_rouge')} of {r['kb_size']} chunks, chance "
-            f"{_share(r, 'chance_rouge')}: {r['verdict_rouge']} (p {_p(_num(r['p_rouge']))}, Holm "
-            f"{_p(_num(r['p_rouge_holm']))}); in meaning {_share(r, 'extraction_semantic')}, chance "
-            f"{_share(r, 'chance_semantic')}: {r['verdict_semantic']} (p {_p(_num(r['p_semantic']))}, Holm "
-            f"{_p(_num(r['p_semantic_holm']))}); retrieved {_share(r, 'retrieval')}"
+            f"{head}: verbatim {share_cell(r, 'extraction_rouge')} of {r['kb_size']} chunks, chance "
+            f"{share_cell(r, 'chance_rouge')}: {r['verdict_rouge']} (p {_p(_num(r['p_rouge']))}, Holm "
+            f"{_p(_num(r['p_rouge_holm']))}); in meaning {share_cell(r, 'extraction_semantic')}, chance "
+            f"{share_cell(r, 'chance_semantic')}: {r['verdict_semantic']} (p {_p(_num(r['p_semantic']))}, Holm "
+            f"{_p(_num(r['p_semantic_holm']))}); retrieved {share_cell(r, 'retrieval')}"
         )
         lines += _wrap(text, width, indent="  ", subsequent="      ")
     return lines
