@@ -5,8 +5,8 @@ generate jobs are separate SLURM jobs sharing the response cache, each with its 
 
 One generate job is cancelled (``scancel``) once it has answered a few of its queries: none of its
 processes may outlive it, and the rerun must send only the queries it had not answered.  That rerun is
-pre-empted in its turn, driver and job (SIGTERM to the driver, SIGKILL after a grace period, its job
-cancelled): ``tools/clear_stale_lock.py`` clears a lock the driver left, and the next run sends only
+pre-empted in its turn, driver and job at the same moment (its job cancelled, SIGTERM to the driver,
+SIGKILL after a grace period): ``tools/clear_stale_lock.py`` clears a lock the driver left, and the next run sends only
 what neither interrupted job had answered (counted from the response cache).  A local run
 of the same config, given the SLURM run's response cache, must send no request to a model (every
 request is one the SLURM jobs made) and write identical tables; ``sacct`` must show every job with
@@ -228,6 +228,7 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     t0 = time.time()
     cached_before = cached_count(work)
     preempted_out = work / "preempted-run.txt"
+    preempted_jobs = []
     with open(preempted_out, "w") as fh:
         proc = subprocess.Popen(
             cmd, cwd=elsewhere, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
@@ -238,6 +239,12 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
             assert proc.poll() is None, "the rerun ended before its pre-emption:\n" + preempted_out.read_text()[-3000:]
             assert time.time() < deadline, "the rerun answered nothing:\n" + preempted_out.read_text()[-3000:]
             time.sleep(0.2)
+        # driver and job at the same moment, as a pre-emption takes them: a job left running through the
+        # driver's grace period could finish its shard meanwhile (Snakemake waits for running jobs on
+        # SIGTERM), and then nothing would be left to resume
+        preempted_jobs = [j for j, rule, _ in submitted(preempted_out.read_text()) if rule == "generate"]
+        for job in preempted_jobs:
+            slurm_cmd("scancel", job)
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=GRACE_S)
@@ -250,9 +257,6 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    preempted_jobs = [j for j, rule, _ in submitted(preempted_out.read_text()) if rule == "generate"]
-    for job in preempted_jobs:
-        slurm_cmd("scancel", job)
     deadline = time.time() + 120
     while any(active(j) or job_processes(j) for j in preempted_jobs):
         assert time.time() < deadline, f"jobs {preempted_jobs} still active 120 s after scancel"
@@ -270,7 +274,11 @@ def runs(slurm, tmp_path_factory, smollm2_dir):
     t0 = time.time()
     rerun = subprocess.run(cmd, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     timings["SLURM rerun"] = time.time() - t0
-    assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
+    assert rerun.returncode == 0, (
+        f"driver ended by {driver_end}; locks before the check {stale}; the check said {unlock.stderr!r}\n"
+        + rerun.stdout[-4000:]
+        + rerun.stderr[-4000:]
+    )
 
     # the local run of the same config, with the SLURM run's response cache: every request it makes
     # must be one that the SLURM jobs made (so no model call), and every table the same
