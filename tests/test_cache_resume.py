@@ -406,6 +406,38 @@ def test_two_jobs_asking_the_same_requests_at_once_get_each_answered_once(tmp_pa
     assert not list((tmp_path / "claims").iterdir())  # every claim released
 
 
+def test_a_claim_given_up_while_another_is_still_awaited_is_answered_by_the_waiting_job(tmp_path, monkeypatch):
+    """Another job holds the claims on q0 and q1; it gives q0 up unanswered (it stopped) while q1 is still
+    in flight, then answers q1: the waiting job sends q0 itself and reads q1 from the cache."""
+    import threading
+
+    import ragmi.rag.generators as generators
+    from ragmi.cache import Claims
+
+    monkeypatch.setattr(generators, "CLAIM_POLL_S", 0.02)
+    reqs = requests(2)
+    keys = [request_key("m", r) for r in reqs]
+    other = Claims(tmp_path)
+    assert other.take(keys) == set(keys)
+
+    def answer_q1():
+        ResponseCache(tmp_path).put(keys[1], answer(reqs[1]), request=request_payload("m", reqs[1]))
+        other.release([keys[1]])
+
+    timers = [threading.Timer(0.2, other.release, [[keys[0]]]), threading.Timer(0.8, answer_q1)]
+    for t in timers:
+        t.start()
+    backend = DyingBackend(None)
+    try:
+        out = CachedGenerator("m", lambda: backend, ResponseCache(tmp_path), log=lambda *_: None).generate(reqs)
+    finally:
+        for t in timers:
+            t.join()
+    assert backend.sent == ["q0"]
+    assert [r["response_text"] for r in out] == ["re: q0", "re: q1"]
+    assert [r["cached"] for r in out] == [False, True]
+
+
 def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path):
     import socket
 

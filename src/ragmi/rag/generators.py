@@ -585,10 +585,11 @@ class CachedGenerator:
         """Wait for the answers another job claimed to reach the cache; return the requests whose
         claim was abandoned (or released) with no answer in the cache: this job asks for them itself."""
         waiting = list(others)
+        orphaned: list[int] = []  # over every pass: one found orphaned while others are still awaited stays so
         last_line = time.monotonic()
         while True:
             self.cache.refresh()
-            still, orphaned = [], []
+            still = []
             for i in waiting:
                 if self._from_cache(requests, keys, results, i):
                     continue
