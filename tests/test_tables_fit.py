@@ -138,7 +138,18 @@ def test_dashboard_changes_say_which_way_they_go(tables):
 def test_privacy_utility_reads_per_target_and_per_measure(tables):
     df, md = tables["privacy_utility"]
     cores = core_tables(md)
-    assert [h for h, _, _ in cores] == ["Leakage, per target", "Utility, per target and measure"]
+    assert [h for h, _, _ in cores] == [
+        "Leakage, per target",
+        "Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries)",
+        "Utility, per target and measure",
+    ]
+    copied = {r["target"]: r for r in records(cores[1])}
+    assert copied["qwen-rag"]["Δ copied [95% CI]"] == "baseline"
+    assert (
+        copied["pad (pad)"]["Δ copied [95% CI]"].endswith(")")
+        and "%" in copied["pad (pad)"]["copied verbatim [95% CI]"]
+    )
+    cores = [cores[0], cores[2]]
     leak = {r["target"]: r for r in records(cores[0])}
     assert len(leak) == 2  # one row per target, not one per utility measure
     text = next(c for c in cores[0][1] if c.startswith("ΔAUC, answer text"))

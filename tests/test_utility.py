@@ -565,3 +565,77 @@ def test_privacy_utility_tpr_carries_its_realised_fpr_and_a_mixed_delta_tpr_says
     same = _pu(0.05, 0.05).set_index("target").loc["pad"]
     assert same["delta_tpr_note"] == "like for like: both realised eval FPR 0.05"
     assert plain["delta_tpr_note"] == ""  # the baseline has no ΔTPR
+
+
+def _copies(rows):
+    """Campaign results as ragmi.analysis.coverage.final_shares gives them: (target, variant, baseline, copied per seed)."""
+    return pd.DataFrame(
+        [
+            {
+                "dataset": "syn",
+                "target": t,
+                "attack": v.split("/")[0],
+                "variant": v,
+                "baseline": b,
+                "seed": s,
+                "budget": 10,
+                "copied": c,
+                "kb_size": 100,
+            }
+            for t, v, b, copied in rows
+            for s, c in zip((1, 2, 3), copied, strict=True)
+        ]
+    )
+
+
+def test_the_change_in_what_a_campaign_copied_is_read_against_the_wider_of_two_intervals():
+    from ragmi.analysis.coverage import difference_interval
+
+    c = _copies([("pad", "dgea/white", False, [2, 2, 2]), ("plain", "dgea/white", False, [8, 10, 12])])
+    d, lo, hi = difference_interval(c[c.target == "pad"], c[c.target == "plain"])
+    # Welch over the seeds (0.02 ± 0, 0.10 ± sd 0.02 / sqrt 3, 2 df) is the wider here: -0.08 ± 4.303 x 0.01155
+    assert d == pytest.approx(-0.08)
+    assert (lo, hi) == (pytest.approx(-0.12969, abs=1e-4), pytest.approx(-0.03031, abs=1e-4))
+    # seeds that agree: Welch has zero width, the pooled counts' exact intervals do not
+    same = _copies([("pad", "dgea/white", False, [5, 5, 5]), ("plain", "dgea/white", False, [5, 5, 5])])
+    d, lo, hi = difference_interval(same[same.target == "pad"], same[same.target == "plain"])
+    assert d == 0 and lo < -0.02 and hi > 0.02
+
+
+def test_privacy_utility_says_what_the_defense_changed_in_what_the_campaign_copied():
+    from ragmi.analysis.utility import _campaign_cells
+
+    copies = _copies(
+        [
+            ("plain", "dgea/white", False, [8, 10, 12]),
+            ("plain", "copybreak", False, [0, 0, 30]),  # as much on average, but no sure copy: not chosen
+            ("plain", "random_token", True, [20, 20, 20]),  # a random baseline is a floor, never the attack
+            ("pad", "dgea/white", False, [2, 2, 2]),
+            ("pad", "copybreak", False, [0, 0, 0]),
+        ]
+    )
+    pad = _campaign_cells(copies, "syn", "pad", "plain")
+    assert pad["copy_variant"] == "dgea/white" and (pad["copy_budget"], pad["copy_seeds"]) == (10, 3)
+    assert pad["copied"] == pytest.approx(0.02) and pad["base_copied"] == pytest.approx(0.10)
+    assert pad["delta_copied"] == pytest.approx(-0.08) and pad["copied_change"] == "lower"
+    plain = _campaign_cells(copies, "syn", "plain", "plain")
+    assert plain["copied"] == pytest.approx(0.10) and pd.isna(plain["delta_copied"]) and plain["copied_change"] == ""
+    assert _campaign_cells(copies, "other", "pad", "plain")["copy_variant"] == ""  # no campaign on that dataset
+    assert _campaign_cells(None, "syn", "pad", "plain")["copied_change"] == ""
+
+
+def test_privacy_utility_markdown_shows_the_copied_share_and_its_change():
+    from ragmi.analysis.utility import privacy_utility_frame
+    from ragmi.report.utility_tables import privacy_utility_markdown
+
+    u, met = _pu_frames(0.05, 0.05)
+    copies = _copies([("plain", "dgea/white", False, [8, 10, 12]), ("pad", "dgea/white", False, [2, 2, 2])])
+    df = privacy_utility_frame(
+        u, met, {}, None, None, None, "f1", 50, 0, channels_of=lambda a, v: ("text",), copies=copies
+    )
+    md = privacy_utility_markdown(df, "t")
+    assert "## Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries)" in md
+    assert "| 10.0% [" in md and "| baseline |" in md
+    assert "| 2.0% [0.7%, 4.3%] | -8.0% [-13.0%, -3.0%] (lower) |" in md
+    # without campaigns the column is not there
+    assert "copied verbatim" not in privacy_utility_markdown(_pu(0.05, 0.05), "t")

@@ -358,3 +358,116 @@ def coverage_frame(files: Mapping[str, Sequence[str]], config: Mapping | None = 
         .sort_values(["dataset", "target", "baseline", "attack"], kind="stable")
         .reset_index(drop=True)
     )
+
+
+# --- a defense's effect on what a campaign copies (table privacy_utility) ---------------------------
+
+
+def final_shares(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per campaign (one curve frame per dataset, target, attack variant and seed): the chunks of the
+    knowledge base copied verbatim at the budget (``copied``), its size and the budget."""
+    rows = []
+    for f in frames:
+        last = f.sort_values("queries").iloc[-1]
+        rows.append(
+            {
+                **{k: last[k] for k in ("dataset", "target", "attack", "variant", "baseline", "seed")},
+                "budget": int(last["queries"]),
+                "copied": int(last["extracted_rouge"]),
+                "kb_size": int(last["kb_size"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*KEY_COLUMNS[:6], "budget", "copied", "kb_size"])
+
+
+def _copied_interval(g: pd.DataFrame) -> tuple[float, float, float]:
+    """Mean share copied over the seeds [Student's t, widened to the pooled count's Clopper–Pearson
+    interval], as the coverage table computes it."""
+    shares = g["copied"] / g["kb_size"].clip(lower=1)
+    m, lo, hi = t_interval(shares)
+    cp_lo, cp_hi = clopper_pearson(int(g["copied"].sum()), int(g["kb_size"].sum()))
+    return m, float(np.nanmin([lo, cp_lo])), float(np.nanmax([hi, cp_hi]))
+
+
+def difference_interval(a: pd.DataFrame, b: pd.DataFrame, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean share copied in ``a``'s campaigns minus ``b``'s (the seeds of two targets: their queries
+    differ after the first round, so the seeds are not paired), with the wider of two 95% intervals:
+    Welch's t over the seeds and the MOVER combination of the pooled counts' Clopper–Pearson intervals
+    (Newcombe's construction with exact intervals), so that seeds that agree never give a zero-width
+    interval."""
+    from scipy import stats
+
+    xa = (a["copied"] / a["kb_size"].clip(lower=1)).to_numpy(float)
+    xb = (b["copied"] / b["kb_size"].clip(lower=1)).to_numpy(float)
+    d = float(xa.mean() - xb.mean())
+    lo, hi = float("nan"), float("nan")
+    if len(xa) >= 2 and len(xb) >= 2:
+        va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
+        se = float(np.sqrt(va + vb))
+        if se > 0:
+            df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
+            h = float(stats.t.ppf(0.5 + level / 2, df) * se)
+            lo, hi = d - h, d + h
+        else:
+            lo, hi = d, d
+    ka, na, kb, nb = int(a["copied"].sum()), int(a["kb_size"].sum()), int(b["copied"].sum()), int(b["kb_size"].sum())
+    pa, pb = ka / max(1, na), kb / max(1, nb)
+    la, ua = clopper_pearson(ka, na)
+    lb, ub = clopper_pearson(kb, nb)
+    m_lo = d - float(np.sqrt((pa - la) ** 2 + (ub - pb) ** 2))
+    m_hi = d + float(np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2))
+    return d, float(np.nanmin([lo, m_lo])), float(np.nanmax([hi, m_hi]))
+
+
+COPY_COLUMNS = [
+    "copy_variant",
+    "copy_budget",
+    "copy_seeds",
+    "copied",
+    "copied_lo",
+    "copied_hi",
+    "base_copied",
+    "delta_copied",
+    "delta_copied_lo",
+    "delta_copied_hi",
+]
+
+
+def copy_cells(shares: pd.DataFrame, dataset: str, target: str, base: str | None) -> dict:
+    """The privacy_utility cells of a target's adaptive campaigns (:data:`COPY_COLUMNS`): the attack
+    variant (no random baseline) that copied the most on the undefended target ``base`` (by the lower
+    end of its interval: the surest copy a defense has to reduce; ``target`` itself when it has no
+    undefended counterpart), the share of the knowledge base it copied verbatim on ``target`` at the
+    budget, and the change from ``base`` (:func:`difference_interval`)."""
+    cells = dict.fromkeys(COPY_COLUMNS, float("nan"))
+    cells["copy_variant"] = ""
+    if shares is None or shares.empty:
+        return cells
+    s = shares[(shares["dataset"] == dataset) & ~shares["baseline"].astype(bool)]
+    ref = base or target
+    ranked = [(-_copied_interval(g)[1], v) for v, g in s[s["target"] == ref].groupby("variant", sort=True) if len(g)]
+    if not ranked:
+        return cells
+    variant = min(ranked)[1]
+    mine = s[(s["target"] == target) & (s["variant"] == variant)]
+    if mine.empty:
+        return cells
+    m, lo, hi = _copied_interval(mine)
+    cells.update(
+        copy_variant=variant,
+        copy_budget=int(mine["budget"].min()),
+        copy_seeds=int(mine["seed"].nunique()),
+        copied=m,
+        copied_lo=lo,
+        copied_hi=hi,
+    )
+    theirs = s[(s["target"] == ref) & (s["variant"] == variant)]
+    if base and base != target and not theirs.empty:
+        d, dlo, dhi = difference_interval(mine, theirs)
+        cells.update(
+            base_copied=float((theirs["copied"] / theirs["kb_size"].clip(lower=1)).mean()),
+            delta_copied=d,
+            delta_copied_lo=dlo,
+            delta_copied_hi=dhi,
+        )
+    return cells

@@ -35,6 +35,7 @@ from ..metric_rows import fpr_keys, lowest_tpr, to_float
 from ..plan import baseline_targets
 from ..targets import target_kind
 from ..utility.measures import METRICS
+from .coverage import COPY_COLUMNS, copy_cells, final_shares
 from .defense_effect import effect_verdict, paired_eval_scores
 from .readers import read_csvs, read_json_rows, read_scores
 
@@ -110,6 +111,10 @@ CHANNEL_LABELS = {"text": "answer text", "logprobs": "log-probabilities only"}
 # leakage a defense acting on that channel changes (columns appended after the others).
 CHANNEL_COLUMNS = [f"{g}_{c}" for g in CHANNEL_GROUPS for c in ("variant", "delta_auc", "delta_auc_lo", "delta_auc_hi")]
 
+# What the target's adaptive extraction campaigns copied (ragmi.analysis.coverage.copy_cells), and
+# whether the defense changed it (appended after the channel columns).
+CAMPAIGN_COLUMNS = [*COPY_COLUMNS, "copied_change"]
+
 
 PRIVACY_UTILITY_COLUMNS = [
     *[c for c in UTILITY_COLUMNS if c != "note"],
@@ -119,6 +124,7 @@ PRIVACY_UTILITY_COLUMNS = [
     "headline_metric",
     "note",
     *CHANNEL_COLUMNS,
+    *CAMPAIGN_COLUMNS,
 ]
 
 
@@ -466,12 +472,14 @@ def privacy_utility_frame(
     n_boot: int,
     seed: int,
     channels_of=None,
+    copies: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The ``privacy_utility`` rows (:data:`PRIVACY_UTILITY_COLUMNS`): each ``utility`` row with the
     leakage cells of its target (the headline variant of its dataset and undefended target,
     :func:`headline_variants`), the Pareto marks (:func:`mark_pareto`) and, per response channel, the
     variant whose AUC the defense changed most (:func:`channel_cells`; ``channels_of(attack, variant)``,
-    by default :func:`ragmi.attacks.attack_channels`)."""
+    by default :func:`ragmi.attacks.attack_channels`) and what the target's adaptive campaigns copied
+    (``copies``: :func:`ragmi.analysis.coverage.final_shares`; :func:`_campaign_cells`)."""
     metrics = metrics if metrics is not None else pd.DataFrame(columns=["dataset", "target", "variant"])
     # a target without an undefended counterpart is its own reference for the headline variant
     groups = sorted({(r.dataset, r.base_target or r.target) for r in utility.itertuples()})
@@ -495,6 +503,7 @@ def privacy_utility_frame(
             cache[key].update(
                 channel_cells(u["dataset"], u["target"], base, metrics, scores, n_boot, seed, channels_of)
             )
+            cache[key].update(_campaign_cells(copies, u["dataset"], u["target"], base))
         rows.append({**u.to_dict(), **cache[key], "headline_metric": u["utility_metric"] == headline_metric})
     df = pd.DataFrame(rows, columns=[c for c in PRIVACY_UTILITY_COLUMNS if c not in ("pareto", "dominated_by")])
     df = mark_pareto(df)[PRIVACY_UTILITY_COLUMNS]
@@ -508,9 +517,19 @@ def privacy_utility_frame(
         "base_tpr_n_nonmembers",
     ):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
-    for c in ("canaries_recovered", "canaries_planted"):
+    for c in ("canaries_recovered", "canaries_planted", "copy_budget", "copy_seeds"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
     return df
+
+
+def _campaign_cells(copies: pd.DataFrame | None, dataset: str, target: str, base: str | None) -> dict:
+    """:func:`ragmi.analysis.coverage.copy_cells` with the change read as the utility change is: lower /
+    higher when the 95% interval of the difference excludes 0, else no detectable change ("" where the
+    target has no undefended counterpart with the same campaign)."""
+    cells = copy_cells(copies, dataset, target, base)
+    lo, hi = cells["delta_copied_lo"], cells["delta_copied_hi"]
+    cells["copied_change"] = utility_change(lo, hi) if lo == lo and hi == hi else ""
+    return cells
 
 
 def _unknown_retrievals(config: Mapping) -> set:
@@ -548,4 +567,5 @@ def run_privacy_utility(files: Mapping[str, Sequence[str]], config: Mapping) -> 
         config["utility"]["headline_metric"],
         n_boot=int(config["metrics"]["n_boot"]),
         seed=int(config["seed"]),
+        copies=final_shares([pd.read_parquet(f) for f in files["coverage"]]) if files.get("coverage") else None,
     )

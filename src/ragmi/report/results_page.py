@@ -85,6 +85,9 @@ VIEWS: dict[str, tuple[str, ...]] = {
         "leakage_change",
         "canaries_recovered",
         "nel_per_run",
+        "copied",
+        "delta_copied",
+        "copied_change",
         "pareto",
     ),
 }
@@ -98,6 +101,9 @@ HEADERS = {
     "nel_per_run": "NEL/run",
     "auc": "AUC",
     "tpr_low_fpr": "TPR at ref. threshold, at its realised eval FPR",
+    "copied": "copied verbatim by a campaign",
+    "delta_copied": "Δ copied",
+    "copied_change": "copy change",
 }
 AUDIT_TABLES = ("hook_inventory", "canaries", "leakage_dashboard")
 SHOWN = ("summary", "defense_effect", *AUDIT_TABLES, "privacy_utility")

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from ..analysis import utility as utility_analysis
 from ..audit import plan as audit_plan
+from ..plan import campaign_runs
 from ..utility import plan as utility_plan
 from . import utility_tables
+from .campaign_registry import coverage_path
 from .declare import Figure, Table, lazy_plot, read_analysis
 
 
@@ -28,8 +30,9 @@ def _utility_inputs(config: Mapping) -> dict[str, list[str]]:
 
 def _privacy_utility_inputs(config: Mapping) -> dict[str, list[str]]:
     """The per-question utility scores of every utility run; the metrics and score files of the attacks
-    run on those targets; their canaries and leakage files where the audit writes them (lists that
-    would be empty are left out: the table is built whenever there are utility scores)."""
+    run on those targets; their canaries and leakage files where the audit writes them; the curves of
+    the adaptive extraction campaigns run on them (lists that would be empty are left out: the table is
+    built whenever there are utility scores)."""
     files = {"utility": utility_plan.scores_files(config)}
     if not files["utility"]:
         return files
@@ -40,6 +43,7 @@ def _privacy_utility_inputs(config: Mapping) -> dict[str, list[str]]:
     files["candidates"] = [f"results/split/{d}/candidates.parquet" for d in sorted({d for d, _, _ in attack_runs})]
     files["canaries"] = [f for f in audit_plan.canary_files(config) if Path(f).parent.name in chosen]
     files["leakage"] = [f for f in audit_plan.leakage_files(config) if Path(f).parts[-3] in chosen]
+    files["coverage"] = [coverage_path(*r) for r in campaign_runs(config) if r[1] in chosen]
     return {k: v for k, v in files.items() if v}
 
 
@@ -93,6 +97,13 @@ TABLES: tuple[Table, ...] = (
             "(e-mail addresses and person names new to the query) per distinct extraction leakage run, as the leakage "
             "dashboard counts them, and its difference from the undefended target (too few runs for an interval: "
             "descriptive).",
+            "copied verbatim (where adaptive extraction campaigns ran on the targets: campaigns.targets, table "
+            "coverage): the share of the knowledge base that the campaign of the attack which copied most on the "
+            "undefended target (copy_variant, by the lower end of its interval; no random baseline) reproduced "
+            "verbatim within its query budget, mean over the seeds [95%: as in the coverage table]; Δ: defended − "
+            "undefended, the wider of Welch's t over the seeds and the MOVER combination of the pooled counts' "
+            "Clopper–Pearson intervals; copied_change: lower / higher when that interval excludes 0, else no "
+            "detectable change.",
             "Pareto: per dataset, undefended target and measure, a target is on the front when no other target of the "
             "group has at least its utility and at most its AUC, one of them strictly (the undefended target "
             "included: deploying no defense is an option). Point estimates: a front decided by differences that read "

@@ -10,6 +10,7 @@ import pandas as pd
 from ..analysis.utility import CHANNEL_GROUPS, CHANNEL_LABELS
 from ..cells import DASH, escape, format_ci, format_level, realised_fpr, ref_tpr, signed
 from ..utility.measures import METRIC_LABELS
+from .campaign_tables import share_cell
 from .tables import APPENDIX_HEADING, APPENDIX_LEAD, grid, plain_markdown
 
 
@@ -166,6 +167,9 @@ def privacy_utility_markdown(df: pd.DataFrame, title: str, extra_columns=(), not
     for text in caption:
         lines += [text, ""]
     lines += ["## Leakage, per target", "", *grid(head, body), ""]
+    copies = _copies_table(first, several)
+    if copies:
+        lines += [copies[0], "", *grid(copies[1], copies[2]), ""]
     lines += ["## Utility, per target and measure", "", *grid(u_head, u_body), ""]
     lines += [
         "- Leakage table: headline ΔAUC and the two channel columns are defended − undefended over the same "
@@ -222,6 +226,32 @@ def _leakage_table(
         row += [_canary_cell(r), _nel_short(r)]
         body.append([escape(c) for c in row])
     return head, body
+
+
+def _copies_table(first: pd.DataFrame, several: bool) -> tuple[str, list[str], list[list[str]]] | None:
+    """The heading, header and rows of the table of what the targets' adaptive extraction campaigns copied
+    (one row per target), or None when no campaign ran on them."""
+    if "copy_variant" not in first or not first["copy_variant"].fillna("").astype(bool).any():
+        return None
+    variant, budget = _one(first["copy_variant"]), _one(first["copy_budget"].dropna().astype(int).astype(str))
+    heading = "## Copied by an adaptive extraction campaign, per target" + (
+        f" ({variant}, {budget} queries)" if variant and budget else ""
+    )
+    lead = ["dataset"] if several else []
+    head = [*lead, "target", *([] if variant else ["attack"]), "copied verbatim [95% CI]", "Δ copied [95% CI]"]
+    body = []
+    for _, r in first.iterrows():
+        base = r["target"] == r["base_target"]
+        delta = f"{r['delta_copied']:+.1%} [{r['delta_copied_lo']:+.1%}, {r['delta_copied_hi']:+.1%}]"
+        row = [
+            *([r["dataset"]] if several else []),
+            _target_cell(r),
+            *([] if variant else [r["copy_variant"] or DASH]),
+            share_cell(r, "copied") if r["copy_variant"] else DASH,
+            "baseline" if base else (DASH if pd.isna(r["delta_copied"]) else f"{delta} ({r['copied_change']})"),
+        ]
+        body.append([escape(c) for c in row])
+    return heading, head, body
 
 
 def _utility_table(df: pd.DataFrame, several: bool) -> tuple[list[str], list[list[str]]]:
