@@ -12,6 +12,7 @@ REGISTRY = {
     "copybreak": ("copybreak", "CopyBreak"),
     "dgea": ("dgea", "DGEA"),
     "ikea": ("ikea", "IKEA"),
+    "ragcrawler": ("ragcrawler", "RAGCrawler"),
     "random_emb": ("random_emb", "RandomEmb"),
     "random_token": ("random_token", "RandomToken"),
     "random_text": ("random_text", "RandomText"),
