@@ -120,6 +120,16 @@ def test_triples_and_schema_parse_as_written():
     ]
     assert parse_schema('x {“entity_types”: ["a", "b", "a"], "relation_types": ["r"]} y') == (["a", "b"], ["r"])
     assert parse_schema("no json here") == ([], [])
+    # cut short by the length cap while repeating itself (the 0.5B Qwen's answer at temperature 0): the
+    # whole entries are kept, ten at most
+    cut = (
+        '```json\n{\n  "entity_types": ["Medicine", "Drug", '
+        + ", ".join(f'"Drug {i}"' for i in range(20))
+        + ', "Drug Sub'
+    )
+    assert parse_schema(cut) == (["Medicine", "Drug", *[f"Drug {i}" for i in range(8)]], [])
+    many = json.dumps({"entity_types": [f"e{i}" for i in range(12)], "relation_types": ["r"]})
+    assert parse_schema(many) == ([f"e{i}" for i in range(10)], ["r"])
 
 
 def test_the_topic_is_required(tmp_path):

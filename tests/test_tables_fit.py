@@ -140,7 +140,7 @@ def test_privacy_utility_reads_per_target_and_per_measure(tables):
     cores = core_tables(md)
     assert [h for h, _, _ in cores] == [
         "Leakage, per target",
-        "Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries)",
+        "Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries, 3 seeds)",
         "Utility, per target and measure",
     ]
     copied = {r["target"]: r for r in records(cores[1])}

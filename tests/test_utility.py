@@ -634,8 +634,8 @@ def test_privacy_utility_markdown_shows_the_copied_share_and_its_change():
         u, met, {}, None, None, None, "f1", 50, 0, channels_of=lambda a, v: ("text",), copies=copies
     )
     md = privacy_utility_markdown(df, "t")
-    assert "## Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries)" in md
+    assert "## Copied by an adaptive extraction campaign, per target (dgea/white, 10 queries, 3 seeds)" in md
     assert "| 10.0% [" in md and "| baseline |" in md
-    assert "| 2.0% [0.7%, 4.3%] | -8.0% [-13.0%, -3.0%] (lower) |" in md
+    assert "| 2.0% [0.7%, 4.3%] | −8.0% [−13.0%, −3.0%] (lower) |" in md
     # without campaigns the column is not there
     assert "copied verbatim" not in privacy_utility_markdown(_pu(0.05, 0.05), "t")

@@ -234,15 +234,17 @@ def _copies_table(first: pd.DataFrame, several: bool) -> tuple[str, list[str], l
     if "copy_variant" not in first or not first["copy_variant"].fillna("").astype(bool).any():
         return None
     variant, budget = _one(first["copy_variant"]), _one(first["copy_budget"].dropna().astype(int).astype(str))
+    seeds = _one(first["copy_seeds"].dropna().astype(int).astype(str))
     heading = "## Copied by an adaptive extraction campaign, per target" + (
-        f" ({variant}, {budget} queries)" if variant and budget else ""
+        f" ({variant}, {budget} queries, {seeds} seeds)" if variant and budget and seeds else ""
     )
     lead = ["dataset"] if several else []
     head = [*lead, "target", *([] if variant else ["attack"]), "copied verbatim [95% CI]", "Δ copied [95% CI]"]
     body = []
     for _, r in first.iterrows():
         base = r["target"] == r["base_target"]
-        delta = f"{r['delta_copied']:+.1%} [{r['delta_copied_lo']:+.1%}, {r['delta_copied_hi']:+.1%}]"
+        pct = [f"{r[c]:+.1%}".replace("-", "−") for c in ("delta_copied", "delta_copied_lo", "delta_copied_hi")]
+        delta = f"{pct[0]} [{pct[1]}, {pct[2]}]"
         row = [
             *([r["dataset"]] if several else []),
             _target_cell(r),

@@ -73,6 +73,7 @@ from .prompts_ragcrawler import EXTRACT, INITIAL_QUERY, NEIGHBORHOOD_QUERY, REFL
 EPS = 1e-8  # ε of Eq. 9
 MAX_NAME = 100  # characters of an entity or relation name kept
 FACTS_SHOWN = 10  # known facts of the anchor shown to the neighborhood prompt
+SCHEMA_MAX = 10  # entity categories and relation types kept of the topic prior (the prompt asks for 5 to 10)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -101,19 +102,26 @@ def parse_triples(raw: str) -> list[tuple[str, str, str, str, str]]:
 
 
 def parse_schema(raw: str) -> tuple[list[str], list[str]]:
-    """The entity categories and relation types of the topic prior's JSON answer (empty lists when it
-    does not parse: extraction then runs without preferred categories)."""
-    m = _JSON_OBJECT.search(str(raw or "").replace("\u201c", '"').replace("\u201d", '"'))
-    if not m:
-        return [], []
-    try:
-        obj = json.loads(m.group(0))
-    except ValueError:
-        return [], []
+    """The entity categories and relation types of the topic prior's JSON answer, the first
+    :data:`SCHEMA_MAX` distinct ones of each (the prompt asks for 5 to 10).  An answer cut short (a
+    small model repeating itself until its length cap) keeps the whole quoted entries of each list;
+    none at all leaves the lists empty, and extraction then runs without preferred categories."""
+    text = str(raw or "").replace("\u201c", '"').replace("\u201d", '"')
+    obj = None
+    m = _JSON_OBJECT.search(text)
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+        except ValueError:
+            obj = None
 
     def words(key):
-        vals = obj.get(key) if isinstance(obj, dict) else None
-        return list(dict.fromkeys(str(v).strip()[:MAX_NAME] for v in vals or [] if str(v).strip()))
+        if isinstance(obj, dict):
+            vals = [str(v) for v in obj.get(key) or []]
+        else:
+            lst = re.search(rf'"{key}"\s*:\s*\[(.*?)(?:\]|$)', text, re.DOTALL)
+            vals = re.findall(r'"([^"\n]*)"', lst.group(1)) if lst else []
+        return list(dict.fromkeys(v.strip()[:MAX_NAME] for v in vals if v.strip()))[:SCHEMA_MAX]
 
     return words("entity_types"), words("relation_types")
 
