@@ -61,7 +61,8 @@ def fake_llm(prompt: str, seed: int, same_question: bool = False) -> str:
             "Can {} be prevented?",
         ]
         subjects = ["vaccines", "migraines", "kidney stones", "food allergies", "sleep problems", "knee injuries"]
-        return forms[seed % 4].format(subjects[(seed // 4) % 6])
+        question = forms[seed % 4].format(subjects[(seed // 4) % 6])
+        return f'"{question}"'  # quoted, as the 0.5B Qwen writes some
     raise AssertionError(f"unexpected prompt: {prompt[:80]!r}")
 
 
@@ -195,6 +196,7 @@ def test_the_graph_grows_from_the_answers_and_steers_the_questions():
     attack = make(tools=tools)
     asked, props = campaign(attack, rounds=6, batch=3)
     assert [p.step for p in props[:3]] == ["initial"] * 3  # an empty graph: questions about the topic
+    assert not any(q.startswith('"') or q.endswith('"') for q in asked)  # sent without the LLM's quotes
     steps = [p.step for p in props[3:]]
     assert set(steps) <= {"relation", "neighborhood", "converged"} and {"relation", "neighborhood"} <= set(steps)
     patients = {e[0] for e in attack.entities if e[1] == "patient"}

@@ -48,7 +48,8 @@ Departures, besides those choices:
   answers before the next round's first query is written (the paper reads each answer before writing
   the next query; ``batch: 1`` is its setting). The answers of the campaign's last round are never
   read, since no query follows them;
-* refusals are judged by :func:`ragmi.attacks.adaptive.answers.is_refusal` (the answer's opening).
+* refusals are judged by :func:`ragmi.attacks.adaptive.answers.is_refusal` (the answer's opening);
+* a question the LLM wrote in quotes is sent without them (the 0.5B Qwen quotes some).
 
 Every LLM call has its own seed from the campaign's generator, so a campaign reproduces and resumes
 exactly. Cost: a query carries the tokens of the LLM calls made to write it; the first query of a
@@ -347,6 +348,8 @@ class RAGCrawler(AdaptiveAttack):
             )
             step = "neighborhood"
         text, pt, ct = self._chat(prompt, p["query_max_tokens"], p["query_temperature"])
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":  # a question written in quotes
+            text = text[1:-1].strip()
         return text, step, [pt, ct]
 
     def _next(self, cost: list[int]) -> Proposal:
