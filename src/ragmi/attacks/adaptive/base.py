@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...schema import plugin_params
 
 
@@ -85,6 +86,24 @@ class AdaptiveAttack(ABC):
     def log(self, msg: str) -> None:
         if self.tools is not None:
             self.tools.log(msg)
+
+    def chat(self, prompt: str, max_tokens: int, temperature: float) -> tuple[str, int, int]:
+        """One attacker-LLM call (``prompt`` as the user message) with its own sampling seed from the
+        campaign's generator: the answer's text, stripped, and its prompt and completion tokens."""
+        seed = int(self.rng.integers(0, 2**31 - 1))
+        a = self.tools.chat([[{"role": "user", "content": prompt}]], max_tokens, temperature, seeds=[seed])[0]
+        return str(a["text"] or "").strip(), int(a["prompt_tokens"]), int(a["completion_tokens"])
+
+    def required_topic(self, example: str) -> str:
+        """The ``topic`` parameter, stripped; a :class:`~ragmi.errors.ConfigError` naming the setting
+        (and ``example``, the topics the attack's source uses) when it is empty."""
+        topic = str(self.params.get("topic") or "").strip()
+        if not topic:
+            raise ConfigError(
+                f"the {self.name} attack needs the knowledge base's topic: set campaigns.attacks.{self.name}.topic "
+                f"({example})"
+            )
+        return topic
 
     # --- checkpoints -------------------------------------------------------------------------------
     def state(self) -> dict:

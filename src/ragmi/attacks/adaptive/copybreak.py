@@ -89,11 +89,6 @@ class CopyBreak(AdaptiveAttack):
         self.queue: list[list] = []  # [continuation, anchor's index in extracted] waiting to be sent
 
     # --- the attacker LLM ------------------------------------------------------------------------------
-    def _chat(self, prompt: str, max_tokens: int, temperature: float) -> tuple[str, int, int]:
-        seed = int(self.rng.integers(0, 2**31 - 1))
-        a = self.tools.chat([[{"role": "user", "content": prompt}]], max_tokens, temperature, seeds=[seed])[0]
-        return str(a["text"] or "").strip(), int(a["prompt_tokens"]), int(a["completion_tokens"])
-
     def _proposal(self, info: str, step: str, cost: list[int], note: dict) -> Proposal:
         return Proposal(
             COPYBREAK_ATTACK_TEMPLATE.replace("<info>", info),
@@ -113,12 +108,12 @@ class CopyBreak(AdaptiveAttack):
         prompt = COPYBREAK_EXPLORE_TEMPLATE.format(context="\n".join(chunks))
         max_tokens, temperature = self.params["explore_max_tokens"], self.params["explore_temperature"]
         if first or not self.unexploited:
-            info, pt, ct = self._chat(prompt, max_tokens, temperature)
+            info, pt, ct = self.chat(prompt, max_tokens, temperature)
             return self._proposal(info, "explore", [cost[0] + pt, cost[1] + ct], {**note, "tries": 1})
         space = np.array([e for _, e in self.extracted], dtype=np.float64)
         best, best_sim, tries = "", np.inf, 0
         for _ in range(self.params["iterations"]):
-            info, pt, ct = self._chat(prompt, max_tokens, temperature)
+            info, pt, ct = self.chat(prompt, max_tokens, temperature)
             cost = [cost[0] + pt, cost[1] + ct]
             tries += 1
             sim = float(np.max(space @ self.embedder.embed([info])[0].astype(np.float64)))
@@ -137,7 +132,7 @@ class CopyBreak(AdaptiveAttack):
             anchor = self.unexploited.pop(int(self.rng.integers(len(self.unexploited))))
             k = self.params["num_reasons"]
             prompt = COPYBREAK_EXPLOIT_TEMPLATE.format(num=k, num_total=2 * k, num_tokens=k * 50, chunk=anchor)
-            text, pt, ct = self._chat(prompt, self.params["exploit_max_tokens"], self.params["exploit_temperature"])
+            text, pt, ct = self.chat(prompt, self.params["exploit_max_tokens"], self.params["exploit_temperature"])
             cost = [cost[0] + pt, cost[1] + ct]
             where = next(i for i, (t, _) in enumerate(self.extracted) if t == anchor)
             self.queue += [[c, where] for c in parse_numbered(text)]

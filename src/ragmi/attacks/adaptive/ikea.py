@@ -122,12 +122,7 @@ class IKEA(AdaptiveAttack):
 
     def start(self, tools) -> None:
         super().start(tools)
-        self.topic = str(self.params.get("topic") or "").strip()
-        if not self.topic:
-            raise ConfigError(
-                "the ikea attack needs the knowledge base's topic word: set campaigns.attacks.ikea.topic "
-                "(the benchmark's topics are words such as 'medicine' or 'pokemon')"
-            )
+        self.topic = self.required_topic("a word; the benchmark's topics are words such as 'medicine' or 'pokemon'")
         self.embedder = AttackerEmbedder(self.params["embedder"])
         self.anchors: list[list] = []  # [word, embedding] of the anchor concepts
         self.anchor_scores: list[float] = []  # their sampling scores (refusal penalties)
@@ -137,11 +132,7 @@ class IKEA(AdaptiveAttack):
 
     # --- tools -----------------------------------------------------------------------------------------
     def _chat(self, prompt: str, max_tokens: int) -> tuple[str, int, int]:
-        seed = int(self.rng.integers(0, 2**31 - 1))
-        a = self.tools.chat(
-            [[{"role": "user", "content": prompt}]], max_tokens, self.params["temperature"], seeds=[seed]
-        )[0]
-        return str(a["text"] or "").strip(), int(a["prompt_tokens"]), int(a["completion_tokens"])
+        return self.chat(prompt, max_tokens, self.params["temperature"])
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(list(texts)).astype(np.float64)

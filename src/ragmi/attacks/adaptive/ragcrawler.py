@@ -65,7 +65,6 @@ import re
 
 import numpy as np
 
-from ...errors import ConfigError
 from .answers import is_refusal
 from .base import AdaptiveAttack, Proposal
 from .embedding_space import AttackerEmbedder
@@ -152,12 +151,7 @@ class RAGCrawler(AdaptiveAttack):
 
     def start(self, tools) -> None:
         super().start(tools)
-        self.topic = str(self.params.get("topic") or "").strip()
-        if not self.topic:
-            raise ConfigError(
-                "the ragcrawler attack needs the knowledge base's topic: set campaigns.attacks.ragcrawler.topic "
-                "(the paper's attacker knows only the topic, e.g. medicine)"
-            )
+        self.topic = self.required_topic("the paper's attacker knows only the topic, e.g. medicine")
         self.embedder = AttackerEmbedder(self.params["embedder"])
         self.schema: list | None = None  # [entity categories, relation types] of the topic prior
         self.entities: list[list] = []  # [name, category, embedding]
@@ -171,17 +165,12 @@ class RAGCrawler(AdaptiveAttack):
         self.t = 0  # queries proposed
 
     # --- tools ---------------------------------------------------------------------------------------
-    def _chat(self, prompt: str, max_tokens: int, temperature: float) -> tuple[str, int, int]:
-        seed = int(self.rng.integers(0, 2**31 - 1))
-        a = self.tools.chat([[{"role": "user", "content": prompt}]], max_tokens, temperature, seeds=[seed])[0]
-        return str(a["text"] or "").strip(), int(a["prompt_tokens"]), int(a["completion_tokens"])
-
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(list(texts)).astype(np.float64)
 
     # --- KG-Constructor ----------------------------------------------------------------------------------
     def _prior(self) -> list[int]:
-        raw, pt, ct = self._chat(
+        raw, pt, ct = self.chat(
             TOPIC_PRIOR.format(topic=self.topic), self.params["prior_max_tokens"], self.params["extract_temperature"]
         )
         self.schema = list(parse_schema(raw))
@@ -191,7 +180,7 @@ class RAGCrawler(AdaptiveAttack):
     def _extract(self, text: str) -> tuple[list[tuple], list[int]]:
         ent = ", ".join(self.schema[0]) or "any"
         rel = ", ".join(self.schema[1]) or "any"
-        raw, pt, ct = self._chat(
+        raw, pt, ct = self.chat(
             EXTRACT.format(topic=self.topic, entity_types=ent, relation_types=rel, text=text),
             self.params["extract_max_tokens"],
             self.params["extract_temperature"],
@@ -199,7 +188,7 @@ class RAGCrawler(AdaptiveAttack):
         triples, cost = parse_triples(raw), [pt, ct]
         for _ in range(self.params["reflections"]):
             shown = "\n".join(" | ".join(x) for x in triples) or "(none)"
-            raw, pt, ct = self._chat(
+            raw, pt, ct = self.chat(
                 REFLECT.format(topic=self.topic, text=text, triples=shown),
                 self.params["extract_max_tokens"],
                 self.params["extract_temperature"],
@@ -347,7 +336,7 @@ class RAGCrawler(AdaptiveAttack):
                 relation_types=", ".join(x[0] for x in self.rel_types) or ", ".join(self.schema[1]) or "any",
             )
             step = "neighborhood"
-        text, pt, ct = self._chat(prompt, p["query_max_tokens"], p["query_temperature"])
+        text, pt, ct = self.chat(prompt, p["query_max_tokens"], p["query_temperature"])
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":  # a question written in quotes
             text = text[1:-1].strip()
         return text, step, [pt, ct]
