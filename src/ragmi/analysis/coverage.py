@@ -244,13 +244,8 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
     )
     for name, (col, denom) in SHARES.items():
         final = _share_curve(curves, metas, col, denom)[:, -1]
-        m, lo, hi = t_interval(final)
-        # never narrower than the pooled count's exact interval (identical seeds collapse Student's t)
-        n = int(metas[0][denom]) * len(curves)
-        cp_lo, cp_hi = clopper_pearson(int(sum(c[col].iloc[-1] for c in curves)), n) if n else (np.nan, np.nan)
-        row[name] = m
-        row[f"{name}_lo"] = float(np.nanmin([lo, cp_lo]))
-        row[f"{name}_hi"] = float(np.nanmax([hi, cp_hi]))
+        k, n = int(sum(c[col].iloc[-1] for c in curves)), int(metas[0][denom]) * len(curves)
+        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = seed_interval(final, k, n)
     for measure in ("rouge", "semantic"):
         copied = set().union(*(set(c[f"extracted_{measure}_ids"].iloc[-1]) for c in curves))
         chance = set().union(*(set(c[f"chance_{measure}_ids"].iloc[-1]) for c in curves))
@@ -290,6 +285,15 @@ def coverage_row(key: Mapping, curves: list[pd.DataFrame], metas: list[Mapping])
         for c in ("curve_retrieval", "curve_retrieval_min", "curve_retrieval_max"):
             row[c] = [float("nan")] * budget
     return row
+
+
+def seed_interval(shares: Sequence[float], k: int, n: int) -> tuple[float, float, float]:
+    """(mean, low, high) of the seeds' final ``shares``: Student's t over the seeds, never narrower than
+    the Clopper–Pearson interval of the count ``k`` of ``n`` pooled over them (identical seeds collapse
+    Student's t)."""
+    m, lo, hi = t_interval(shares)
+    cp_lo, cp_hi = clopper_pearson(k, n) if n else (np.nan, np.nan)
+    return m, float(np.nanmin([lo, cp_lo])), float(np.nanmax([hi, cp_hi]))
 
 
 KEY_COLUMNS = ["dataset", "target", "attack", "variant", "baseline", "seed", "k", "retrieval_known"]
@@ -381,12 +385,8 @@ def final_shares(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _copied_interval(g: pd.DataFrame) -> tuple[float, float, float]:
-    """Mean share copied over the seeds [Student's t, widened to the pooled count's Clopper–Pearson
-    interval], as the coverage table computes it."""
-    shares = g["copied"] / g["kb_size"].clip(lower=1)
-    m, lo, hi = t_interval(shares)
-    cp_lo, cp_hi = clopper_pearson(int(g["copied"].sum()), int(g["kb_size"].sum()))
-    return m, float(np.nanmin([lo, cp_lo])), float(np.nanmax([hi, cp_hi]))
+    """Mean share copied over the seeds with the coverage table's interval (:func:`seed_interval`)."""
+    return seed_interval(g["copied"] / g["kb_size"].clip(lower=1), int(g["copied"].sum()), int(g["kb_size"].sum()))
 
 
 def difference_interval(a: pd.DataFrame, b: pd.DataFrame, level: float = 0.95) -> tuple[float, float, float]:

@@ -343,7 +343,7 @@ class RAGCrawler(AdaptiveAttack):
 
     def _next(self, cost: list[int]) -> Proposal:
         p = self.params
-        hist = np.asarray(self.history, dtype=np.float64).reshape(-1, self.embedder_dim)
+        hist = np.asarray(self.history, dtype=np.float64)
         deficit, open_ = self._deficits() if self.entities else (None, None)
         scores = self._scores(deficit) if self.entities else None
         best = None  # (similarity, query, step, anchor, relation, vec)
@@ -377,12 +377,6 @@ class RAGCrawler(AdaptiveAttack):
             attacker_completion_tokens=cost[1],
             note=note,
         )
-
-    @property
-    def embedder_dim(self) -> int:
-        if not hasattr(self, "_dim"):
-            self._dim = int(self._embed(["dimension"]).shape[1])
-        return self._dim
 
     def propose(self, n: int) -> list[Proposal]:
         cost = self._prior() if self.schema is None else [0, 0]
